@@ -1,0 +1,93 @@
+"""Shipped data: GPU kinds and model architectures (facts from each model's config.json)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher.units import parse_size
+
+HERE = Path(__file__).parent
+
+
+class CatalogMiss(LookupError):
+    """A key the catalog does not have; the message lists the close ones."""
+
+
+@dataclass(frozen=True)
+class GpuKind:
+    key: str
+    name: str
+    memory: int
+    arch: str
+    sms: int
+    nvlink: bool
+    match: tuple[str, ...]
+    unified_memory: bool = False
+
+
+@cache
+def _gpus() -> dict[str, dict[str, Any]]:
+    return yaml.safe_load((HERE / "gpus.yaml").read_text())
+
+
+def gpu_kinds() -> list[str]:
+    return list(_gpus())
+
+
+def gpu(key: str) -> GpuKind:
+    """The GPU kind ``key`` (for example ``rtx-pro-6000``)."""
+    entry = _gpus().get(key)
+    if entry is None:
+        raise CatalogMiss(_miss("GPU kind", key, gpu_kinds()))
+    return GpuKind(
+        key=key,
+        name=entry["name"],
+        memory=parse_size(entry["memory"]),
+        arch=entry["arch"],
+        sms=entry["sms"],
+        nvlink=entry["nvlink"],
+        match=tuple(entry.get("match", ())),
+        unified_memory=entry.get("unified_memory", False),
+    )
+
+
+def gpu_for_device_name(device_name: str) -> str | None:
+    """The catalog key whose ``match`` strings occur in an NVML/CUDA device name."""
+    for key, entry in _gpus().items():
+        if any(m.lower() in device_name.lower() for m in entry.get("match", ())):
+            return key
+    return None
+
+
+@cache
+def _architectures() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted((HERE / "models").glob("*.yaml")):
+        out[f.stem] = yaml.safe_load(f.read_text())
+    return out
+
+
+def architectures() -> list[str]:
+    return list(_architectures())
+
+
+def architecture_config(key: str) -> dict[str, Any]:
+    """The config.json-shaped facts of architecture ``key`` (an alias works too)."""
+    table = _architectures()
+    wanted = key.lower()
+    for name, entry in table.items():
+        if wanted == name or wanted in entry.get("aliases", ()):
+            return dict(entry["config"])
+    raise CatalogMiss(_miss("architecture", key, list(table)))
+
+
+def _miss(what: str, key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown {what} {key!r}; {hint}known: {', '.join(known)}"

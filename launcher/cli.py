@@ -1,0 +1,137 @@
+"""The ``b12x-launch`` command line: parsing and printing only.
+
+Exit codes: 0 ok, 1 bad profile or environment, 2 bad usage, 3 the plan does not fit.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from launcher import __version__
+from launcher.errors import EXIT_DOES_NOT_FIT, LauncherError, ProfileError
+
+if TYPE_CHECKING:
+    from launcher.profile import LoadedProfile
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class DefaultGroup(click.Group):
+    """``b12x-launch PROFILE ...`` means ``b12x-launch launch PROFILE ...``."""
+
+    default_command = "launch"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        i = 0
+        while i < len(args) and args[i] in ("--debug",):
+            i += 1
+        if i < len(args) and args[i] not in self.commands and args[i] not in ("-h", "--help", "--version"):
+            args = [*args[:i], self.default_command, *args[i:]]
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except LauncherError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(_format_error(exc), err=True)
+            ctx.exit(exc.exit_code)
+
+
+def _format_error(exc: LauncherError) -> str:
+    if isinstance(exc, ProfileError):
+        lines = [f"error: {i}" for i in exc.issues]
+        return "\n".join(lines)
+    return f"error: {exc}"
+
+
+@click.group(cls=DefaultGroup, context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="b12x-launch")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Plan every GPU's memory for a vLLM deployment, then launch it.
+
+    \b
+      b12x-launch profiles/glm52.yaml --dry-run    print the plan and the vLLM command
+      b12x-launch profiles/glm52.yaml              check the GPUs, then exec vLLM
+      b12x-launch validate profiles/*.yaml         check profiles
+      b12x-launch schema > profile.schema.json     JSON Schema for editors
+    """
+    ctx.ensure_object(dict)["debug"] = debug
+
+
+def _set_option(f):
+    return click.option(
+        "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+        help="Override a profile key (value parsed as YAML); ~KEY deletes it. Repeatable.",
+    )(f)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("profile", type=click.Path(dir_okay=False))
+@_set_option
+@click.option("--dry-run", is_flag=True, help="Print the plan and the vLLM command; touch no GPU.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (implies --dry-run).")
+@click.option("--print-command", is_flag=True, help="Print the vLLM command line only.")
+@click.option("--b12x-sizing", is_flag=True,
+              help="Size workspaces with b12x's own plan functions (imports b12x and torch).")
+@click.option("--no-calibration", is_flag=True, help="Ignore earlier measurements.")
+@click.option("--force", is_flag=True, help="Launch even if the GPUs do not match the profile.")
+@click.option("--strict-jit", is_flag=True, help="A kernel compiled after sizing is fatal.")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help="Where this run's plan and measurements go (default: runtime.run_dir).")
+def launch(profile: str, overrides: tuple[str, ...], dry_run: bool, as_json: bool,
+           print_command: bool, b12x_sizing: bool, no_calibration: bool, force: bool,
+           strict_jit: bool, run_dir: str | None) -> None:
+    """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
+    from launcher import pipeline
+
+    loaded = pipeline.load(profile, overrides)
+    if strict_jit:
+        loaded = pipeline.with_strict_jit(loaded)
+    planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
+    if as_json or dry_run or print_command:
+        click.echo(pipeline.render(planned, as_json=as_json, command_only=print_command,
+                                   color=sys.stdout.isatty()), nl=False)
+        if not planned.plan.fits:
+            sys.exit(EXIT_DOES_NOT_FIT)
+        return
+    pipeline.launch(planned, force=force, run_dir=run_dir)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_set_option
+def validate(profiles: tuple[str, ...], overrides: tuple[str, ...]) -> None:
+    """Check PROFILES: schema, coupling rules and model facts. Plans are not fitted."""
+    from launcher import pipeline
+
+    failed = 0
+    for path in profiles:
+        try:
+            pipeline.check(path, overrides)
+            click.echo(f"ok: {path}")
+        except ProfileError as exc:
+            failed += 1
+            click.echo(_format_error(exc), err=True)
+    if failed:
+        sys.exit(1)
+
+
+@cli.command(context_settings=CONTEXT)
+def schema() -> None:
+    """Print the profile JSON Schema."""
+    import json
+
+    from launcher.profile.schema import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+def main() -> None:
+    cli(prog_name="b12x-launch")

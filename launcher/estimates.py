@@ -1,0 +1,114 @@
+"""Documented estimates for the components no header or measurement gives.
+
+Each returns ``(bytes, detail)``; the detail is the formula, so a reader of the
+plan can check it. A measured calibration record replaces every one of these.
+"""
+
+from __future__ import annotations
+
+from launcher.catalog import GpuKind
+from launcher.model import ModelFacts
+from launcher.profile.rules import capture_sizes
+from launcher.profile.schema import Profile
+from launcher.units import GiB, MiB
+
+# CUDA context, cuBLAS/cuBLASLt workspaces and the caching allocator's first segment:
+# about 560 MiB on current drivers; NCCL communicators about 256 MiB for the TP group
+# and 128 MiB for each further group (DCP, PP).
+CONTEXT_BYTES = 560 * MiB
+NCCL_TP_BYTES = 256 * MiB
+NCCL_GROUP_BYTES = 128 * MiB
+# Until a run measures it: one cold CuTe DSL / Triton compile's transient plus the
+# local-memory growth of a spilling kernel (the field case lost about 2.1 GiB to three
+# late compiles, each well under 1 GiB).
+JIT_HEADROOM_UNMEASURED = 1 * GiB
+EXL3_ARENA_BYTES = 256 * MiB
+
+
+def is_cpu(gpu: GpuKind) -> bool:
+    return gpu.arch == "cpu"
+
+
+def cuda_context(p: Profile, gpu: GpuKind) -> tuple[int, str]:
+    if is_cpu(gpu):
+        return 0, "no device context on the CPU backend"
+    total, parts = CONTEXT_BYTES, ["context+cuBLAS 560 MiB"]
+    if p.parallel.tensor > 1:
+        total += NCCL_TP_BYTES
+        parts.append("NCCL TP 256 MiB")
+    for name, size in (("DCP", p.parallel.decode_context), ("PP", p.parallel.pipeline)):
+        if size > 1:
+            total += NCCL_GROUP_BYTES
+            parts.append(f"NCCL {name} 128 MiB")
+    return total, " + ".join(parts)
+
+
+def activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
+    """Peak of vLLM's profile run above the weights, at max_num_batched_tokens."""
+    t = p.serving.max_num_batched_tokens
+    tp = p.parallel.tensor
+    b = 2
+    hidden = 4 * t * f.hidden * b  # hidden, residual, normed input, attention output
+    heads = max(1, f.heads // tp)
+    if f.is_mla:
+        attn = t * heads * ((f.qk_nope + f.qk_rope) + (f.qk_nope + f.v_head) + f.v_head) * b
+    else:
+        attn = t * (heads + 2 * max(1, f.kv_heads // tp)) * f.head_dim * b * 2
+    if f.is_moe:
+        inter = f.moe_intermediate // tp
+        mlp = t * f.experts_per_token * (3 * inter + f.hidden) * b
+    else:
+        mlp = t * 3 * (f.intermediate // tp) * b
+    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    sampler = 2 * rows * f.vocab * 4  # fp32 logits and probabilities
+    total = hidden + max(attn, mlp) + sampler
+    detail = (
+        f"T={t}: 4*T*hidden*2 + max(attention, MoE/MLP intermediates) + "
+        f"sampler 2*{rows} rows*vocab*4"
+    )
+    return total, detail
+
+
+def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, int, str]]:
+    """Kernel scratch and persistent buffers, by formula (``b12x_sizing`` replaces them)."""
+    if is_cpu(gpu):
+        return []
+    parts: list[tuple[str, int, str]] = []
+    heads = max(1, f.heads // p.parallel.tensor)
+    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    t = p.serving.max_num_batched_tokens
+    dcp = p.parallel.decode_context
+    backend = p.vllm.attention_backend or ""
+    if f.is_mla and backend.startswith("B12X"):
+        # b12x sparse MLA scratch: a bf16 partial output of kv_lora plus an fp32 LSE per
+        # (query row, head); extend at max_num_batched_tokens dominates decode.
+        per_row = heads * dcp * (f.kv_lora_rank * 2 + 4)
+        parts.append(("b12x_sparse_mla", max(t, rows) * per_row,
+                      f"max(T={t}, decode rows {rows}) x {heads * dcp} heads x (kv_lora*2+4)"))
+    if f.has_indexer:
+        topk = f.index_topk
+        parts.append(("dsa_indexer", t * topk * 8 + t * f.index_heads * 4,
+                      f"T={t} x top-k {topk} x (int32 index + fp32 score) + head weights"))
+    if p.model.quantization == "exl3":
+        parts.append(("exl3_arena", EXL3_ARENA_BYTES, "EXL3 dequant/trellis arena (guess)"))
+    if dcp > 1:
+        size = rows * heads * dcp * ((f.kv_lora_rank + f.qk_rope) * 2 + f.kv_lora_rank * 2 + 4)
+        parts.append(("dcp_buffers", size,
+                      f"{rows} rows x {heads * dcp} heads: gathered q, partial out and LSE"))
+    return parts
+
+
+def cudagraph_pool(p: Profile, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
+    sizes = [] if is_cpu(gpu) else capture_sizes(p)
+    if not sizes:
+        return 0, "no CUDA graphs"
+    top = max(sizes)
+    per = top * f.hidden * 2 * 8  # the pool holds the largest graph's intermediates
+    total = 128 * MiB + per + len(sizes) * 4 * MiB
+    return total, f"128 MiB + largest graph ({top} tokens) + {len(sizes)} graphs x 4 MiB"
+
+
+def jit_headroom_unmeasured(gpu: GpuKind) -> tuple[int, str]:
+    if is_cpu(gpu):
+        return 0, "no device JIT on the CPU backend"
+    return JIT_HEADROOM_UNMEASURED, "unmeasured: 1 GiB until a run measures the prewarm's transient"

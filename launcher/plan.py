@@ -1,0 +1,305 @@
+"""The planner: a pure function from a profile and its facts to a per-rank memory plan.
+
+No I/O, no GPU, no clock, no logging. Every number carries its source:
+``measured``, ``b12x``, ``headers``, ``catalog``, ``config.json``, ``estimate`` or
+``profile``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from launcher import estimates
+from launcher.catalog import GpuKind
+from launcher.kv import KvLayout, kv_layout
+from launcher.model import ModelFacts
+from launcher.profile.rules import MLA_SPARSE_BACKENDS, default_block_size
+from launcher.profile.schema import Profile
+from launcher.ranks import RankShape, rank_shapes
+
+ORDER = (
+    "other_processes",
+    "cuda_context",
+    "weights",
+    "activation_peak",
+    "workspaces",
+    "cudagraph_pool",
+    "jit_headroom",
+    "safety_margin",
+)
+MEASURABLE = ("cuda_context", "activation_peak", "workspaces", "cudagraph_pool", "jit_headroom")
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    bytes: int
+    source: str
+    detail: str = ""
+    parts: tuple[Component, ...] = ()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A calibration record's figures for one rank (component name -> bytes)."""
+
+    components: dict[str, int]
+    when: str
+    """ISO date of the measurement."""
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything ``plan()`` reads besides the profile; gathered at the edges."""
+
+    facts: ModelFacts
+    gpu: GpuKind
+    weights: tuple[int, ...]
+    """Weights per rank, in rank order."""
+    weights_source: str
+    weights_detail: str = ""
+    workspaces: tuple[tuple[str, int, str, str], ...] | None = None
+    """(name, bytes, source, detail) from b12x's own sizing; None: use formulas."""
+    measured: dict[int, Measured] = field(default_factory=dict)
+    gpu_memory: int | None = None
+    """Memory per GPU, when known better than the catalog (NVML, the profile)."""
+    gpu_memory_source: str = "catalog"
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    rank: int
+    node: int
+    total_bytes: int
+    components: tuple[Component, ...]
+    kv_bytes: int
+    kv_blocks: int
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    layout: KvLayout
+    bytes_per_token_per_rank: float
+    blocks_per_rank: int
+    tokens: int
+    max_model_len: int
+    max_concurrency: float
+    bounding_rank: int
+    pinned: str | None
+    """``kv_tokens`` or ``kv_cache_bytes`` when the profile pins the KV size."""
+    source: str
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    profile: str
+    fits: bool
+    ranks: tuple[RankPlan, ...]
+    kv: KvPlan
+    total_source: str
+    reasons: tuple[str, ...] = ()
+    """Why it does not fit (empty when it fits)."""
+    suggestions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
+    """Plan every rank's memory and the KV cache they all get.
+
+    vLLM gives every rank the smallest rank's block count; so does the plan, and it
+    names the rank that bounds it.
+    """
+    f, gpu = inputs.facts, inputs.gpu
+    shapes = rank_shapes(f.num_layers, profile.parallel.tensor, profile.parallel.pipeline,
+                         profile.hardware.count)
+    total = profile.hardware.memory or inputs.gpu_memory or gpu.memory
+    total_source = "profile" if profile.hardware.memory else inputs.gpu_memory_source
+    layouts = [_layout(profile, f, s) for s in shapes]
+    ranks = [
+        _rank_plan(profile, inputs, s, total, layouts[s.rank]) for s in shapes
+    ]
+    bounding = min(ranks, key=lambda r: (r.kv_blocks, r.rank))
+    layout = layouts[bounding.rank]
+    blocks = bounding.kv_blocks
+    pinned = None
+    if profile.memory.kv_tokens is not None:
+        pinned = "kv_tokens"
+        blocks = layout.blocks_for_tokens(profile.memory.kv_tokens)
+    elif profile.memory.kv_cache_bytes is not None:
+        pinned = "kv_cache_bytes"
+        blocks = layout.blocks_for(profile.memory.kv_cache_bytes)
+    reasons = _reasons(profile, ranks, layouts, blocks, pinned)
+    if pinned:
+        ranks = [_pin(r, blocks * layouts[r.rank].page_bytes, blocks) for r in ranks]
+    else:
+        ranks = [replace(r, kv_blocks=blocks) for r in ranks]
+    mml = profile.serving.max_model_len
+    per_request = layout.blocks_for_tokens(mml)
+    kv = KvPlan(
+        layout=layout,
+        bytes_per_token_per_rank=layout.bytes_per_token_per_rank,
+        blocks_per_rank=blocks,
+        tokens=layout.tokens_for_blocks(blocks),
+        max_model_len=mml,
+        max_concurrency=blocks / per_request if per_request else 0.0,
+        bounding_rank=bounding.rank,
+        pinned=pinned,
+        source=f.source,
+    )
+    return MemoryPlan(
+        profile=profile.name or "",
+        fits=not reasons,
+        ranks=tuple(ranks),
+        kv=kv,
+        total_source=total_source,
+        reasons=tuple(reasons),
+        suggestions=tuple(_suggest(profile, inputs, kv) if reasons else ()),
+        notes=tuple(_notes(profile, f)),
+    )
+
+
+def _layout(p: Profile, f: ModelFacts, s: RankShape) -> KvLayout:
+    mtp = p.mtp_tokens > 0
+    draft = f.mtp_layers if (mtp and s.is_last_stage) else 0
+    backend = p.vllm.attention_backend or ""
+    return kv_layout(
+        f,
+        kv_dtype=p.serving.kv_cache_dtype,
+        block_tokens=default_block_size(p),
+        tp=p.parallel.tensor,
+        dcp=p.parallel.decode_context,
+        layers=len(s.layers),
+        draft_layers=draft,
+        indexer_layers=sum(1 for i in s.layers if i in f.indexer_layers),
+        draft_indexer_layers=draft if f.mtp_has_indexer and f.has_indexer else 0,
+        b12x_fork=backend.startswith("B12X"),
+        fp8_rope=p.env.get("KV_FP8_ROPE") == "1",
+        replicate_indexer=p.parallel.replicate_indexer_cache,
+        replicate_draft=p.parallel.replicate_draft_cache,
+    )
+
+
+def _rank_plan(p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout: KvLayout) -> RankPlan:
+    f, gpu = inputs.facts, inputs.gpu
+    measured = inputs.measured.get(s.rank)
+    comps: list[Component] = []
+    if p.hardware.reserved_by_others:
+        comps.append(Component("other_processes", p.hardware.reserved_by_others, "profile",
+                               "hardware.reserved_by_others"))
+    comps.append(Component("cuda_context", *_est(estimates.cuda_context(p, gpu))))
+    if p.model.weights_per_rank is not None:
+        comps.append(Component("weights", p.model.weights_per_rank, "profile", "model.weights_per_rank"))
+    else:
+        comps.append(Component("weights", inputs.weights[s.rank], inputs.weights_source,
+                               inputs.weights_detail))
+    comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f))))
+    comps.append(_workspaces(p, inputs))
+    comps.append(Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu))))
+    headroom = p.memory.jit_headroom
+    if headroom == "measure":
+        comps.append(Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(gpu))))
+    else:
+        comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))
+    comps.append(Component("safety_margin", p.memory.safety_margin, "profile", "memory.safety_margin"))
+    if measured:
+        comps = [_calibrated(c, measured, p) for c in comps]
+    kv_bytes = total - sum(c.bytes for c in comps)
+    return RankPlan(s.rank, s.node, total, tuple(comps), kv_bytes, layout.blocks_for(kv_bytes))
+
+
+def _est(pair: tuple[int, str]) -> tuple[int, str, str]:
+    return pair[0], "estimate", pair[1]
+
+
+def _workspaces(p: Profile, inputs: PlanInputs) -> Component:
+    if inputs.workspaces is not None:
+        parts = tuple(Component(n, b, src, d) for n, b, src, d in inputs.workspaces)
+    else:
+        parts = tuple(
+            Component(n, b, "estimate", d)
+            for n, b, d in estimates.workspace_parts(p, inputs.facts, inputs.gpu)
+        )
+    sources = {c.source for c in parts}
+    source = sources.pop() if len(sources) == 1 else ("estimate" if "estimate" in sources else "b12x")
+    return Component("workspaces", sum(c.bytes for c in parts), source if parts else "estimate",
+                     ", ".join(c.name for c in parts) or "none", parts)
+
+
+def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
+    if c.name not in MEASURABLE or c.name not in m.components:
+        return c
+    if c.name == "jit_headroom" and p.memory.jit_headroom != "measure":
+        return c
+    return Component(c.name, m.components[c.name], "measured", f"measured {m.when}")
+
+
+def _pin(r: RankPlan, kv_bytes: int, blocks: int) -> RankPlan:
+    return replace(r, kv_bytes=kv_bytes, kv_blocks=blocks)
+
+
+def _reasons(p: Profile, ranks: list[RankPlan], layouts: list[KvLayout], blocks: int,
+             pinned: str | None) -> list[str]:
+    out = []
+    for r in ranks:
+        fixed = sum(c.bytes for c in r.components)
+        if fixed > r.total_bytes:
+            out.append(
+                f"rank {r.rank}: fixed costs {_g(fixed)} exceed the card's {_g(r.total_bytes)} "
+                f"by {_g(fixed - r.total_bytes)}"
+            )
+        elif pinned and blocks > r.kv_blocks:
+            out.append(
+                f"rank {r.rank}: memory.{pinned} needs {blocks} blocks "
+                f"({_g(blocks * layouts[r.rank].page_bytes)}) but only {r.kv_blocks} fit"
+            )
+    need = layouts[0].blocks_for_tokens(p.serving.max_model_len)
+    if not out and blocks < need:
+        got = layouts[0].tokens_for_blocks(blocks)
+        out.append(
+            f"the KV cache holds {got:,} tokens, less than one max_model_len request "
+            f"({p.serving.max_model_len:,} tokens)"
+        )
+    return out
+
+
+def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
+    """The largest max_model_len, and max_num_seqs, that would fit."""
+    out = []
+    if kv.tokens >= kv.layout.logical_block_tokens and kv.tokens < p.serving.max_model_len:
+        out.append(f"serving.max_model_len={kv.tokens}")
+    if not out:
+        for seqs in range(p.serving.max_num_seqs - 1, 0, -1):
+            trial = _with_serving(p, max_num_seqs=seqs, max_num_batched_tokens=max(
+                seqs * (1 + p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048)))
+            alt = plan(trial, inputs)
+            if alt.fits:
+                out.append(f"serving.max_num_seqs={seqs}")
+                if trial.serving.max_num_batched_tokens != p.serving.max_num_batched_tokens:
+                    out.append(f"serving.max_num_batched_tokens={trial.serving.max_num_batched_tokens}")
+                break
+    if not out:
+        out.append("a smaller model.bits_per_weight, more GPUs, or a smaller kv_cache_dtype")
+    return out
+
+
+def _with_serving(p: Profile, **changes) -> Profile:
+    serving = p.serving.model_copy(update=changes)
+    sizes = p.serving.cudagraph_capture_sizes
+    if sizes != "auto":
+        serving = serving.model_copy(update={"cudagraph_capture_sizes": "auto"})
+    return p.model_copy(update={"serving": serving})
+
+
+def _notes(p: Profile, f: ModelFacts) -> list[str]:
+    out = []
+    if p.mtp_tokens and p.parallel.decode_context > 1 and p.vllm.attention_backend not in MLA_SPARSE_BACKENDS:
+        out.append("MTP with DCP is tested with the MLA sparse backends only")
+    return out
+
+
+def _g(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+

@@ -1,0 +1,225 @@
+"""Load a profile: resolve ``extends:``, deep-merge, apply ``--set``, validate once.
+
+Merge once, validate once: every issue in the result carries its file, line and key.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from launcher.errors import Issue, ProfileError
+from launcher.profile.rules import check_rules
+from launcher.profile.schema import Profile
+from launcher.profile.yamlsource import KeyPath, Location, SourceMap, dotted, read_yaml
+
+MAX_EXTENDS_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A validated profile and where each of its keys came from."""
+
+    profile: Profile
+    source: SourceMap
+    path: str
+    chain: tuple[str, ...]
+    """The files merged, parent first."""
+
+    def issue(self, key: str, message: str) -> Issue:
+        """An issue about ``key`` (dotted) located at the line that set it."""
+        return self.source.issue(_split(key), message)
+
+
+def load_profile(path: str | os.PathLike, overrides: tuple[str, ...] | list[str] = ()) -> LoadedProfile:
+    """Read, merge, override and validate a profile.
+
+    Args:
+        path: the profile YAML.
+        overrides: ``KEY=VALUE`` strings (value parsed as YAML) or ``~KEY`` to delete.
+
+    Raises:
+        ProfileError: with every issue found, each located.
+    """
+    display = _display(Path(path))
+    data, lines, chain = _resolve(Path(path), ())
+    source = SourceMap(lines, default_file=display)
+    data = _apply_overrides(data, overrides, source)
+    if not isinstance(data, dict):
+        raise ProfileError([Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display)])
+    if data.get("name") is None:
+        data["name"] = Path(path).stem
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(_validation_issues(exc, data, source)) from None
+    issues = [source.issue(_split(key), message) for key, message in check_rules(profile)]
+    if issues:
+        raise ProfileError(issues)
+    return LoadedProfile(profile, source, display, chain)
+
+
+def _display(path: Path) -> str:
+    """The path as the user would recognise it (as typed, normalised)."""
+    return os.path.normpath(path)
+
+
+def _split(key: str) -> KeyPath:
+    return tuple(int(p) if p.isdigit() else p for p in key.split(".")) if key else ()
+
+
+def _resolve(path: Path, seen: tuple[Path, ...]) -> tuple[dict, dict, tuple[str, ...]]:
+    real = path.resolve()
+    display = _display(path)
+    if real in seen:
+        cycle = " -> ".join(_display(p) for p in (*seen, real))
+        raise ProfileError([Issue(f"extends cycle: {cycle}; remove one of these extends", "extends", display)])
+    if len(seen) >= MAX_EXTENDS_DEPTH:
+        raise ProfileError([Issue(f"extends chain deeper than {MAX_EXTENDS_DEPTH}", "extends", display)])
+    data, lines = read_yaml(path, display)
+    if not isinstance(data, dict):
+        raise ProfileError([Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display, line=1)])
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data, lines, (display,)
+    where = lines.get(("extends",), Location(display))
+    if not isinstance(parent, str) or not parent:
+        raise ProfileError([Issue("extends takes one file name", "extends", where.file, where.line)])
+    parent_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
+    if not parent_path.exists():
+        raise ProfileError(
+            [Issue(f"parent profile {parent!r} not found (looked at {_display(parent_path)})", "extends", where.file, where.line)]
+        )
+    base, base_lines, chain = _resolve(parent_path, (*seen, real))
+    lines.pop(("extends",), None)
+    merged_lines = {k: v for k, v in base_lines.items() if not _overridden(k, data)}
+    merged_lines.update(lines)
+    return deep_merge(base, data), merged_lines, (*chain, display)
+
+
+def _overridden(key: KeyPath, child: dict) -> bool:
+    """Whether the child replaced this key of the parent (lists and scalars replace)."""
+    node: Any = child
+    for part in key:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+            if not isinstance(node, dict):
+                return True
+        else:
+            return False
+    return False
+
+
+def deep_merge(base: Any, over: Any) -> Any:
+    """Maps merge key by key; anything else (lists included) replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = deep_merge(base[key], value) if key in base else value
+        return out
+    return copy.deepcopy(over)
+
+
+def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
+    data = copy.deepcopy(data)
+    for raw in overrides:
+        delete = raw.startswith("~")
+        key, sep, value = raw[1:].partition("=") if delete else raw.partition("=")
+        key = key.strip()
+        if not key or (not delete and not sep) or (delete and sep):
+            raise ProfileError([Issue(f"--set takes KEY=VALUE or ~KEY, got {raw!r}", file="--set")])
+        path = _split(key)
+        if delete:
+            parent = _dig(data, path[:-1], create=False)
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            continue
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ProfileError([Issue(f"value is not YAML: {exc}", key, "--set")]) from None
+        parent = _dig(data, path[:-1], create=True)
+        if not isinstance(parent, dict):
+            raise ProfileError([Issue(f"{dotted(path[:-1])} is not a mapping", key, "--set")])
+        parent[path[-1]] = parsed
+        for k in [k for k in source.locations if k[: len(path)] == path]:
+            del source.locations[k]
+        source.locations[path] = Location("--set")
+    return data
+
+
+def _dig(data: Any, path: KeyPath, create: bool) -> Any:
+    node = data
+    for part in path:
+        if not isinstance(node, dict):
+            return None
+        if part not in node or node[part] is None:
+            if not create:
+                return None
+            node[part] = {}
+        node = node[part]
+    return node
+
+
+def _validation_issues(exc: ValidationError, data: dict, source: SourceMap) -> list[Issue]:
+    issues: list[Issue] = []
+    seen: set[tuple[KeyPath, str]] = set()
+    for err in exc.errors(include_url=False):
+        path = _data_path(err["loc"], data)
+        message = _message(err, path)
+        if (path, message) in seen:
+            continue
+        seen.add((path, message))
+        issues.append(source.issue(path, message))
+    return issues
+
+
+def _data_path(loc: tuple, data: Any) -> KeyPath:
+    """The part of pydantic's error location that names real keys (drops union tags)."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+            path.append(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+            path.append(part)
+        elif isinstance(node, dict) and isinstance(part, str) and part in _field_names(path):
+            path.append(part)  # a required key that is missing
+            break
+    return tuple(path)
+
+
+def _field_names(path: list) -> list[str]:
+    model: type[BaseModel] | None = Profile
+    for part in path:
+        field = model.model_fields.get(part) if model else None
+        ann = field.annotation if field else None
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return list(model.model_fields) if model else []
+
+
+def _message(err: dict, path: KeyPath) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = path[-1] if path else err["loc"][-1]
+        known = _field_names(list(path[:-1]))
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+        return f"unknown key{hint}"
+    if kind == "missing":
+        return "required key is missing"
+    value = err.get("input")
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return f"{msg} (got {shown})"

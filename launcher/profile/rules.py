@@ -1,0 +1,180 @@
+"""Coupling rules between profile keys, checked before anything starts.
+
+Each rule returns ``(key, message)`` pairs; the message shows every value involved
+and ends with what to change. The loader adds file and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from launcher.profile.schema import Profile
+
+Rule = Callable[[Profile], Iterator[tuple[str, str]]]
+
+MLA_SPARSE_BACKENDS = ("B12X_MLA_SPARSE", "FLASHMLA_SPARSE")
+DS_MLA_KV_DTYPES = ("fp8_ds_mla", "nvfp4_ds_mla")
+
+
+def default_block_size(p: Profile) -> int:
+    """vLLM's block for the profile's backend: 64 for the MLA sparse backends on CUDA."""
+    if p.serving.block_size:
+        return p.serving.block_size
+    if p.hardware.gpu == "cpu":
+        return 128
+    return 64 if (p.vllm.attention_backend or "") in MLA_SPARSE_BACKENDS else 16
+
+
+def auto_capture_sizes(p: Profile) -> list[int]:
+    """Capture sizes for ``auto``: multiples of 1+MTP up to max_num_seqs x (1+MTP)."""
+    step = 1 + p.mtp_tokens
+    top = p.serving.max_num_seqs * step
+    sizes = [step * n for n in (1, 2, 4)] + list(range(8 * step, top + 1, 8 * step))
+    return sorted({s for s in sizes if s <= top} | {top})
+
+
+def capture_sizes(p: Profile) -> list[int]:
+    if p.serving.cudagraph_mode == "NONE":
+        return []
+    sizes = p.serving.cudagraph_capture_sizes
+    return auto_capture_sizes(p) if sizes == "auto" else sorted(sizes)
+
+
+def _dcp_divides_tp(p: Profile):
+    tp, dcp = p.parallel.tensor, p.parallel.decode_context
+    if tp % dcp:
+        yield (
+            "parallel.decode_context",
+            f"must divide parallel.tensor (got {dcp}, tensor {tp}); use one of "
+            f"{', '.join(str(d) for d in range(1, tp + 1) if tp % d == 0)}",
+        )
+
+
+def _interleave_divides_block(p: Profile):
+    block, inter = default_block_size(p), p.parallel.interleave
+    if block % inter:
+        yield (
+            "parallel.interleave",
+            f"must divide the KV block (got {inter}, block_size {block}); use a divisor of {block}",
+        )
+
+
+def _ranks_match_gpus(p: Profile):
+    gpus = p.hardware.count * p.hardware.nodes
+    if p.world_size != gpus:
+        yield (
+            "parallel.tensor",
+            f"tensor x pipeline must equal the GPUs in hardware (got {p.parallel.tensor} x "
+            f"{p.parallel.pipeline} = {p.world_size}, hardware {p.hardware.count} x "
+            f"{p.hardware.nodes} node(s) = {gpus}); change parallel.tensor or hardware.count",
+        )
+
+
+def _speculative_tokens(p: Profile):
+    s = p.speculative
+    if s.method != "none" and s.tokens == 0:
+        yield ("speculative.tokens", f"must be at least 1 with method {s.method}; set tokens or method: none")
+    if s.method == "none" and s.tokens:
+        yield ("speculative.tokens", f"is {s.tokens} but method is none; set method: mtp or tokens: 0")
+
+
+def _captures_multiple_of_step(p: Profile):
+    sizes = p.serving.cudagraph_capture_sizes
+    step = 1 + p.mtp_tokens
+    if sizes == "auto" or step == 1:
+        return
+    bad = [s for s in sizes if s % step]
+    if bad:
+        yield (
+            "serving.cudagraph_capture_sizes",
+            f"must be multiples of 1 + speculative.tokens = {step} (not: {bad}); "
+            f"use {sorted({max(step, s - s % step) for s in sizes})} or auto",
+        )
+
+
+def _seqs_fit_captures(p: Profile):
+    sizes = capture_sizes(p)
+    if not sizes or p.serving.cudagraph_capture_sizes == "auto":
+        return
+    need = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    if need > max(sizes):
+        yield (
+            "serving.max_num_seqs",
+            f"max_num_seqs x (1 + speculative.tokens) = {p.serving.max_num_seqs} x "
+            f"{1 + p.mtp_tokens} = {need} exceeds the largest capture size {max(sizes)}; "
+            f"add {need} to serving.cudagraph_capture_sizes or lower max_num_seqs to "
+            f"{max(sizes) // (1 + p.mtp_tokens)}",
+        )
+
+
+def _batched_tokens(p: Profile):
+    s = p.serving
+    need = s.max_num_seqs * (1 + p.mtp_tokens)
+    if s.max_num_batched_tokens < need:
+        yield (
+            "serving.max_num_batched_tokens",
+            f"must hold one step of every sequence: max_num_seqs x (1 + speculative.tokens) = "
+            f"{need} (got {s.max_num_batched_tokens}); raise it to at least {need}",
+        )
+    if not s.enable_chunked_prefill and s.max_num_batched_tokens < s.max_model_len:
+        yield (
+            "serving.max_num_batched_tokens",
+            f"without chunked prefill it must be at least max_model_len ({s.max_model_len}, "
+            f"got {s.max_num_batched_tokens}); enable chunked prefill or raise it",
+        )
+
+
+def _one_kv_pin(p: Profile):
+    m = p.memory
+    if m.kv_tokens is not None and m.kv_cache_bytes is not None:
+        yield (
+            "memory.kv_tokens",
+            f"a pinned KV size (kv_tokens {m.kv_tokens}) and a KV-bytes budget (kv_cache_bytes "
+            f"{m.kv_cache_bytes}) are both set; keep one",
+        )
+
+
+def _kv_dtype_suits_backend(p: Profile):
+    dtype, backend = p.serving.kv_cache_dtype, p.vllm.attention_backend
+    if dtype in DS_MLA_KV_DTYPES and backend not in MLA_SPARSE_BACKENDS:
+        yield (
+            "serving.kv_cache_dtype",
+            f"{dtype} needs an MLA sparse attention backend (vllm.attention_backend is "
+            f"{backend}); set vllm.attention_backend to {' or '.join(MLA_SPARSE_BACKENDS)}",
+        )
+    if dtype == "nvfp4_ds_mla" and backend == "FLASHMLA_SPARSE":
+        yield (
+            "serving.kv_cache_dtype",
+            "nvfp4_ds_mla is served by B12X_MLA_SPARSE; set vllm.attention_backend: B12X_MLA_SPARSE",
+        )
+
+
+def _launcher_env_prefix(p: Profile):
+    for key in p.env:
+        if not key or not key.replace("_", "").isalnum() or key[0].isdigit():
+            yield (f"env.{key}", "is not a valid environment variable name")
+
+
+def _cpu_is_single_rank(p: Profile):
+    if p.hardware.gpu == "cpu" and p.parallel.decode_context > 1:
+        yield ("parallel.decode_context", "decode context parallel needs GPUs; set it to 1 on cpu")
+
+
+RULES: tuple[Rule, ...] = (
+    _ranks_match_gpus,
+    _dcp_divides_tp,
+    _interleave_divides_block,
+    _speculative_tokens,
+    _captures_multiple_of_step,
+    _seqs_fit_captures,
+    _batched_tokens,
+    _one_kv_pin,
+    _kv_dtype_suits_backend,
+    _launcher_env_prefix,
+    _cpu_is_single_rank,
+)
+
+
+def check_rules(p: Profile) -> list[tuple[str, str]]:
+    """Every coupling-rule violation of ``p`` as ``(dotted key, message)``."""
+    return [issue for rule in RULES for issue in rule(p)]

@@ -1,0 +1,228 @@
+"""The profile schema: one source of truth for keys, defaults, docs and JSON Schema.
+
+Each field's docstring becomes its JSON Schema ``description`` (pydantic's
+``use_attribute_docstrings``). A test fails any field without one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from launcher.units import GiB, MiB, parse_size
+
+Size = Annotated[
+    int,
+    BeforeValidator(parse_size),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*[0-9.]+\s*([KMGT]i?B?|B)?\s*$"},
+            ],
+            "description": "bytes, or a size such as 512MiB or 95.01GiB",
+        }
+    ),
+]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+KvCacheDtype = Literal[
+    "auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "nvfp4_ds_mla"
+]
+
+
+class Section(BaseModel):
+    """Base of every profile section: immutable, unknown keys refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Hardware(Section):
+    gpu: str = "rtx-pro-6000"
+    """GPU kind, a key of the GPU catalog (rtx-pro-6000, rtx-5090, dgx-spark, h100, h200, b200,
+    or cpu for vLLM's CPU backend)."""
+    count: PositiveInt = 1
+    """GPUs per node that this deployment uses."""
+    nodes: PositiveInt = 1
+    """Nodes. More than one maps onto vLLM's own multi-node launch."""
+    memory: Size | None = None
+    """Memory per GPU as CUDA reports it, overriding the catalog (for example 95.01GiB)."""
+    reserved_by_others: Size = 0
+    """Memory per GPU that other processes already hold (a display, a second server)."""
+
+
+class Model(Section):
+    path: str
+    """Checkpoint directory or model id that vLLM serves. A local directory is read:
+    config.json for the architecture, safetensors headers for the weights."""
+    architecture: str | None = None
+    """Architecture catalog key (glm-5.2, glm-5, deepseek-v3.2, kimi-k2), used when
+    config.json is not on disk."""
+    served_name: str | None = None
+    """Name clients use in requests (vLLM's --served-model-name)."""
+    quantization: str | None = None
+    """Weight quantization passed to vLLM (exl3, fp8, ...); none means the checkpoint's dtype."""
+    bits_per_weight: Annotated[float, Field(gt=0, le=16)] | None = None
+    """Mean bits per weight of the quantized (routed-expert) tensors, used to estimate
+    weights when the checkpoint is not on disk (EXL3: 3.42 for the 4x96 GB GLM-5.2 quant)."""
+    weights_per_rank: Size | None = None
+    """Weights per rank, overriding both headers and estimate."""
+    dtype: Literal["auto", "bfloat16", "float16"] = "bfloat16"
+    """Activation and unquantized-weight dtype."""
+    trust_remote_code: bool = False
+    """Pass --trust-remote-code to vLLM."""
+
+
+class Parallel(Section):
+    tensor: PositiveInt = 1
+    """Tensor-parallel size (ranks per model replica)."""
+    pipeline: PositiveInt = 1
+    """Pipeline-parallel size."""
+    decode_context: PositiveInt = 1
+    """Decode context parallel size: KV tokens are sharded over this many of the TP ranks."""
+    interleave: PositiveInt = 1
+    """Tokens per run when DCP shards a sequence round-robin (--cp-kv-cache-interleave-size);
+    must divide the KV block."""
+    expert: bool = False
+    """Expert parallelism for the MoE layers (--enable-expert-parallel)."""
+    dcp_comm_backend: str | None = None
+    """DCP communication backend (--dcp-comm-backend), when the vLLM build has it."""
+    replicate_indexer_cache: bool = False
+    """The DSA indexer cache is replicated on every DCP rank instead of sharded (fork option)."""
+    replicate_draft_cache: bool = False
+    """The MTP draft layer's cache is replicated on every DCP rank instead of sharded."""
+
+
+class Speculative(Section):
+    method: Literal["none", "mtp"] = "none"
+    """Speculative decoding method; mtp uses the checkpoint's next-token-prediction layer."""
+    tokens: Annotated[int, Field(ge=0, le=16)] = 0
+    """Speculative tokens drafted per step (0 with method none)."""
+
+
+class Serving(Section):
+    max_model_len: PositiveInt
+    """Longest request (prompt plus output) in tokens."""
+    max_num_seqs: PositiveInt = 8
+    """Most sequences decoded at once."""
+    max_num_batched_tokens: PositiveInt = 8192
+    """Most tokens one scheduler step processes (the prefill chunk)."""
+    kv_cache_dtype: KvCacheDtype = "auto"
+    """KV cache dtype (vLLM's --kv-cache-dtype)."""
+    block_size: PositiveInt | None = None
+    """Tokens per KV block on each rank; default: 64 for the MLA sparse backends, 16 otherwise,
+    128 on CPU."""
+    cudagraph_mode: Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = (
+        "FULL_AND_PIECEWISE"
+    )
+    """CUDA-graph mode (compilation-config cudagraph_mode)."""
+    cudagraph_capture_sizes: Literal["auto"] | list[PositiveInt] = "auto"
+    """Batch sizes captured as CUDA graphs. auto: multiples of 1+MTP tokens covering
+    max_num_seqs x (1+MTP)."""
+    enable_prefix_caching: bool = True
+    """Reuse KV blocks of shared prefixes."""
+    enable_chunked_prefill: bool = True
+    """Split long prompts into max_num_batched_tokens chunks."""
+    host: str = "0.0.0.0"
+    """Address the OpenAI-compatible server listens on."""
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    """Port the server listens on."""
+
+
+class Memory(Section):
+    jit_headroom: Literal["measure"] | Size = "measure"
+    """Memory kept free for kernels that compile after sizing. measure: the transient peak
+    the prewarm measured (an estimate until a run has been measured); or a size."""
+    safety_margin: Size = 512 * MiB
+    """Memory per GPU never given to the KV cache."""
+    kv_tokens: PositiveInt | None = None
+    """Pin the KV cache to this many logical tokens instead of the largest that fits."""
+    kv_cache_bytes: Size | None = None
+    """Pin the KV cache to this many bytes per GPU instead of the largest that fits."""
+
+
+class Prewarm(Section):
+    enabled: bool = True
+    """Compile and run every kernel specialization before vLLM sizes the KV cache."""
+    providers: list[str] = ["b12x", "vllm", "triton"]
+    """Prewarm providers to run, by registry name."""
+    autotune: bool = False
+    """Let b12x autotune during prewarm (its races may borrow up to half of free memory)."""
+    compile_workers: PositiveInt | None = None
+    """CPU processes b12x compiles in; default: b12x's own choice."""
+    strict_jit: bool = False
+    """A kernel compiled after sizing is fatal instead of logged."""
+
+
+class Vllm(Section):
+    attention_backend: str | None = None
+    """Attention backend (--attention-backend), e.g. B12X_MLA_SPARSE."""
+    worker_cls: str = "auto"
+    """Worker class; auto: the launcher's planned worker for the platform."""
+    extra_args: list[str] = []
+    """Arguments appended verbatim to the vLLM command line."""
+    command: list[str] = ["vllm", "serve"]
+    """How vLLM is started; the model path and flags follow."""
+
+
+class Runtime(Section):
+    cache_root: str = "~/.cache/b12x-launch"
+    """Root of every JIT cache (Triton, b12x, CuTe DSL, vLLM, Inductor) and of calibration
+    records; /cache in the container."""
+    run_dir: str = "runs"
+    """Where each launch writes its plan and measurement records (relative to the cwd)."""
+
+
+class Profile(Section):
+    """A deployment: what to serve, on what, and how memory is spent."""
+
+    name: str | None = None
+    """Short name of the deployment (default: the file name)."""
+    description: str = ""
+    """Free text for humans."""
+    hardware: Hardware = Hardware()
+    """The GPUs."""
+    model: Model
+    """The checkpoint."""
+    parallel: Parallel = Parallel()
+    """How ranks split the model and the KV cache."""
+    speculative: Speculative = Speculative()
+    """Speculative decoding."""
+    serving: Serving
+    """Request shapes the server must accept."""
+    memory: Memory = Memory()
+    """How memory is reserved around the KV cache."""
+    prewarm: Prewarm = Prewarm()
+    """Kernel prewarm before sizing."""
+    vllm: Vllm = Vllm()
+    """vLLM options not covered above."""
+    runtime: Runtime = Runtime()
+    """Cache and run directories."""
+    env: dict[str, str] = {}
+    """Environment for vLLM and its workers (values are strings)."""
+
+    @property
+    def mtp_tokens(self) -> int:
+        """Speculative tokens per step (0 without speculative decoding)."""
+        return self.speculative.tokens if self.speculative.method != "none" else 0
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the deployment (TP x PP)."""
+        return self.parallel.tensor * self.parallel.pipeline
+
+
+def json_schema() -> dict[str, Any]:
+    """The profile's JSON Schema (generated, never hand-written)."""
+    schema = Profile.model_json_schema()
+    schema["properties"]["extends"] = {
+        "type": "string",
+        "description": "A parent profile (path relative to this file); maps merge, lists replace.",
+    }
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "b12x-launch profile"
+    return schema
+
+
+__all__ = ["GiB", "Profile", "json_schema"]

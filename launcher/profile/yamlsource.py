@@ -1,0 +1,116 @@
+"""YAML with line numbers: every key path of a document maps to the line that set it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher.errors import Issue, ProfileError
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int | None = None
+
+
+@dataclass
+class SourceMap:
+    """Where each key path was last set (file and line), for error messages."""
+
+    locations: dict[KeyPath, Location] = field(default_factory=dict)
+    default_file: str = "<profile>"
+
+    def locate(self, path: KeyPath) -> Location:
+        """The location of ``path`` or of its nearest ancestor that has one."""
+        for n in range(len(path), -1, -1):
+            loc = self.locations.get(tuple(path[:n]))
+            if loc is not None:
+                return loc
+        return Location(self.default_file)
+
+    def issue(self, path: KeyPath, message: str) -> Issue:
+        loc = self.locate(path)
+        return Issue(message, key=dotted(path), file=loc.file, line=loc.line)
+
+
+def dotted(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def read_yaml(path: Path, display: str) -> tuple[Any, dict[KeyPath, Location]]:
+    """Read one YAML file safely; return its data and the line of every key.
+
+    Only YAML's plain types are built: a tag that would construct an object is an
+    error, as is a key given twice in one mapping.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError([Issue("file not found", file=display)]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError([Issue(f"cannot read: {exc}", file=display)]) from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}, {}
+        lines: dict[KeyPath, Location] = {}
+        issues: list[Issue] = []
+        _walk(node, (), display, lines, issues)
+        if issues:
+            raise ProfileError(issues)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or str(exc)
+        if "could not determine a constructor" in problem:
+            problem = (
+                f"{problem.split(';')[0].strip()}: tags that construct objects are not allowed; "
+                "use plain YAML values"
+            )
+        line = mark.line + 1 if mark else None
+        raise ProfileError([Issue(f"malformed YAML: {problem}", file=display, line=line)]) from None
+    except yaml.YAMLError as exc:
+        raise ProfileError([Issue(f"malformed YAML: {exc}", file=display)]) from None
+    finally:
+        loader.dispose()
+    return data, lines
+
+
+def _walk(node: yaml.Node, path: KeyPath, file: str, lines: dict, issues: list[Issue]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                issues.append(
+                    Issue("keys must be plain strings", dotted(path), file, key_node.start_mark.line + 1)
+                )
+                continue
+            key = key_node.value
+            if key == "<<":  # YAML merge keys: fine, the loader resolves them
+                continue
+            if key in seen:
+                issues.append(
+                    Issue(
+                        "key given twice in the same mapping; keep one",
+                        dotted((*path, key)),
+                        file,
+                        key_node.start_mark.line + 1,
+                    )
+                )
+            seen.add(key)
+            lines[(*path, key)] = Location(file, key_node.start_mark.line + 1)
+            _walk(value_node, (*path, key), file, lines, issues)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = Location(file, item.start_mark.line + 1)
+            _walk(item, (*path, i), file, lines, issues)

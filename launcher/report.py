@@ -1,0 +1,146 @@
+"""Render a plan: a table for people, JSON for tools (the contract in DESIGN.md)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from launcher.plan import Component, MemoryPlan
+from launcher.secrets import redact_argv, redact_env
+from launcher.units import gib
+from launcher.vllm_args import VllmCommand
+
+SCHEMA_VERSION = 1
+
+
+def _component_json(c: Component) -> dict[str, Any]:
+    out: dict[str, Any] = {"bytes": c.bytes, "source": c.source}
+    if c.detail:
+        out["detail"] = c.detail
+    if c.parts:
+        out["parts"] = {p.name: _component_json(p) for p in c.parts}
+    return out
+
+
+def to_dict(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "") -> dict[str, Any]:
+    kv = plan.kv
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "profile": plan.profile,
+        "fingerprint": fingerprint,
+        "fits": plan.fits,
+        "reasons": list(plan.reasons),
+        "suggestions": list(plan.suggestions),
+        "notes": list(plan.notes),
+        "ranks": [
+            {
+                "rank": r.rank,
+                "node": r.node,
+                "total_bytes": r.total_bytes,
+                "total_source": plan.total_source,
+                "components": {
+                    **{c.name: _component_json(c) for c in r.components},
+                    "kv_cache": {"bytes": r.kv_bytes, "source": kv_source(plan)},
+                },
+                "kv_blocks_fit": r.kv_blocks,
+            }
+            for r in plan.ranks
+        ],
+        "kv": {
+            "bytes_per_token_per_rank": kv.bytes_per_token_per_rank,
+            "page_bytes_per_rank": kv.layout.page_bytes,
+            "block_tokens": kv.layout.block_tokens,
+            "dcp": kv.layout.dcp,
+            "blocks_per_rank": kv.blocks_per_rank,
+            "tokens": kv.tokens,
+            "max_model_len": kv.max_model_len,
+            "max_concurrency": round(kv.max_concurrency, 4),
+            "bounding_rank": kv.bounding_rank,
+            "pinned": kv.pinned,
+            "source": kv.source,
+        },
+    }
+    if command is not None:
+        out["vllm"] = {"argv": redact_argv(command.argv), "env": redact_env(command.env)}
+    return out
+
+
+def to_json(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "") -> str:
+    return json.dumps(to_dict(plan, command, fingerprint), indent=2) + "\n"
+
+
+def kv_source(plan: MemoryPlan) -> str:
+    """The KV figure is as good as the weakest number it was derived from."""
+    if plan.kv.pinned:
+        return "profile"
+    sources = {c.source for r in plan.ranks for c in r.components}
+    return "estimate" if "estimate" in sources else "measured"
+
+
+def command_line(command: VllmCommand) -> str:
+    return shlex.join(redact_argv(command.argv))
+
+
+def render_table(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "",
+                 color: bool = False) -> str:
+    """The plan as text: per-rank components, the KV geometry, the command."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = StringIO()
+    console = Console(file=buf, force_terminal=color, no_color=not color, width=120,
+                      highlight=False)
+    ranks = plan.ranks
+    identical = all(
+        [(c.name, c.bytes) for c in r.components] == [(c.name, c.bytes) for c in ranks[0].components]
+        for r in ranks
+    )
+    shown = ranks[:1] if identical else ranks
+    title = f"{plan.profile}  [{fingerprint}]" if fingerprint else plan.profile
+    table = Table(title=f"Memory plan: {title}", title_justify="left")
+    table.add_column("COMPONENT")
+    for r in shown:
+        head = f"RANKS 0-{len(ranks) - 1} (GiB)" if identical and len(ranks) > 1 else f"RANK {r.rank} (GiB)"
+        table.add_column(head, justify="right")
+    table.add_column("SOURCE")
+    table.add_column("HOW")
+    table.add_row("card total", *[gib(r.total_bytes) for r in shown], plan.total_source, "")
+    for i, comp in enumerate(shown[0].components):
+        cells = [gib(r.components[i].bytes) for r in shown]
+        table.add_row(comp.name, *cells, comp.source, comp.detail)
+        for j, part in enumerate(comp.parts):
+            sub = [gib(r.components[i].parts[j].bytes) for r in shown]
+            table.add_row(f"  {part.name}", *sub, part.source, part.detail, style="dim")
+    table.add_row("kv_cache", *[gib(r.kv_bytes) for r in shown], kv_source(plan),
+                  "what is left" if not plan.kv.pinned else f"pinned by memory.{plan.kv.pinned}",
+                  style="bold")
+    console.print(table)
+    kv = plan.kv
+    console.print(
+        f"KV cache: {kv.bytes_per_token_per_rank:,.1f} B/token/rank ({kv.source}), "
+        f"block {kv.layout.block_tokens} x DCP {kv.layout.dcp} = {kv.layout.logical_block_tokens} "
+        f"tokens, {kv.blocks_per_rank:,} blocks/rank -> {kv.tokens:,} tokens; "
+        f"{kv.max_concurrency:.2f} requests of {kv.max_model_len:,} tokens "
+        f"(bounded by rank {kv.bounding_rank})"
+    )
+    for note in plan.notes:
+        console.print(f"note: {note}")
+    if not plan.fits:
+        for reason in plan.reasons:
+            console.print(f"DOES NOT FIT: {reason}", style="bold red")
+        if plan.suggestions:
+            console.print("would fit with: " + ", ".join(f"--set {s}" for s in plan.suggestions))
+    if command is not None:
+        console.print("\nvLLM command:", style="bold")
+        console.print(command_line(command), soft_wrap=True)
+        env = redact_env(command.env)
+        if env:
+            console.print("environment:", style="bold")
+            for k, v in env.items():
+                console.print(f"  {k}={shlex.quote(v)}", soft_wrap=True)
+    return buf.getvalue()
+
+
