@@ -142,11 +142,6 @@ def _kv_dtype_suits_backend(p: Profile):
             f"{dtype} needs an MLA sparse attention backend (vllm.attention_backend is "
             f"{backend}); set vllm.attention_backend to {' or '.join(MLA_SPARSE_BACKENDS)}",
         )
-    if dtype == "nvfp4_ds_mla" and backend == "FLASHMLA_SPARSE":
-        yield (
-            "serving.kv_cache_dtype",
-            "nvfp4_ds_mla is served by B12X_MLA_SPARSE; set vllm.attention_backend: B12X_MLA_SPARSE",
-        )
 
 
 def _launcher_env_prefix(p: Profile):
