@@ -91,8 +91,18 @@ def _layer_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def tensor_share(t: TensorInfo, shape: RankShape, facts: ModelFacts, *, ep: bool,
-                 with_mtp: bool) -> float:
+def _on_stage(name: str, shape: RankShape) -> bool:
+    """Whether a tensor outside the decoder layers lives on this pipeline stage."""
+    if "embed_tokens" in name:
+        return shape.is_first_stage
+    if "lm_head" in name or name.endswith("model.norm.weight"):
+        return shape.is_last_stage
+    return True
+
+
+def tensor_share(
+    t: TensorInfo, shape: RankShape, facts: ModelFacts, *, ep: bool, with_mtp: bool
+) -> float:
     """The bytes of ``t`` that rank ``shape`` holds."""
     name = t.name
     layer = _layer_of(name)
@@ -102,9 +112,7 @@ def tensor_share(t: TensorInfo, shape: RankShape, facts: ModelFacts, *, ep: bool
                 return 0.0
         elif layer not in shape.layers:
             return 0.0
-    elif "embed_tokens" in name and not shape.is_first_stage:
-        return 0.0
-    elif ("lm_head" in name or name.endswith("model.norm.weight")) and not shape.is_last_stage:
+    elif not _on_stage(name, shape):
         return 0.0
     rank = _RANK.search(name)
     if rank:
@@ -118,8 +126,14 @@ def tensor_share(t: TensorInfo, shape: RankShape, facts: ModelFacts, *, ep: bool
     return float(t.nbytes)
 
 
-def rank_weights(tensors: list[TensorInfo], facts: ModelFacts, shapes: list[RankShape], *,
-                 ep: bool, with_mtp: bool) -> list[int]:
+def rank_weights(
+    tensors: list[TensorInfo],
+    facts: ModelFacts,
+    shapes: list[RankShape],
+    *,
+    ep: bool,
+    with_mtp: bool,
+) -> list[int]:
     """Weights per rank from the tensors of a checkpoint's safetensors headers."""
     totals = [0.0] * len(shapes)
     for t in tensors:

@@ -14,7 +14,7 @@ from launcher import __version__
 from launcher.errors import EXIT_DOES_NOT_FIT, LauncherError, ProfileError
 
 if TYPE_CHECKING:
-    from launcher.profile import LoadedProfile
+    pass
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -28,7 +28,11 @@ class DefaultGroup(click.Group):
         i = 0
         while i < len(args) and args[i] in ("--debug",):
             i += 1
-        if i < len(args) and args[i] not in self.commands and args[i] not in ("-h", "--help", "--version"):
+        if (
+            i < len(args)
+            and args[i] not in self.commands
+            and args[i] not in ("-h", "--help", "--version")
+        ):
             args = [*args[:i], self.default_command, *args[i:]]
         return super().parse_args(ctx, args)
 
@@ -67,7 +71,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def _set_option(f):
     return click.option(
-        "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="KEY=VALUE",
         help="Override a profile key (value parsed as YAML); ~KEY deletes it. Repeatable.",
     )(f)
 
@@ -78,16 +85,32 @@ def _set_option(f):
 @click.option("--dry-run", is_flag=True, help="Print the plan and the vLLM command; touch no GPU.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (implies --dry-run).")
 @click.option("--print-command", is_flag=True, help="Print the vLLM command line only.")
-@click.option("--b12x-sizing", is_flag=True,
-              help="Size workspaces with b12x's own plan functions (imports b12x and torch).")
+@click.option(
+    "--b12x-sizing",
+    is_flag=True,
+    help="Size workspaces with b12x's own plan functions (imports b12x and torch).",
+)
 @click.option("--no-calibration", is_flag=True, help="Ignore earlier measurements.")
 @click.option("--force", is_flag=True, help="Launch even if the GPUs do not match the profile.")
 @click.option("--strict-jit", is_flag=True, help="A kernel compiled after sizing is fatal.")
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
-              help="Where this run's plan and measurements go (default: runtime.run_dir).")
-def launch(profile: str, overrides: tuple[str, ...], dry_run: bool, as_json: bool,
-           print_command: bool, b12x_sizing: bool, no_calibration: bool, force: bool,
-           strict_jit: bool, run_dir: str | None) -> None:
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where this run's plan and measurements go (default: runtime.run_dir).",
+)
+def launch(
+    profile: str,
+    overrides: tuple[str, ...],
+    dry_run: bool,
+    as_json: bool,
+    print_command: bool,
+    b12x_sizing: bool,
+    no_calibration: bool,
+    force: bool,
+    strict_jit: bool,
+    run_dir: str | None,
+) -> None:
     """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
     from launcher import pipeline
 
@@ -96,8 +119,12 @@ def launch(profile: str, overrides: tuple[str, ...], dry_run: bool, as_json: boo
         loaded = pipeline.with_strict_jit(loaded)
     planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
     if as_json or dry_run or print_command:
-        click.echo(pipeline.render(planned, as_json=as_json, command_only=print_command,
-                                   color=sys.stdout.isatty()), nl=False)
+        click.echo(
+            pipeline.render(
+                planned, as_json=as_json, command_only=print_command, color=sys.stdout.isatty()
+            ),
+            nl=False,
+        )
         if not planned.plan.fits:
             sys.exit(EXIT_DOES_NOT_FIT)
         return

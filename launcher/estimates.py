@@ -10,7 +10,7 @@ from launcher.catalog import GpuKind
 from launcher.model import ModelFacts
 from launcher.profile.rules import capture_sizes
 from launcher.profile.schema import Profile
-from launcher.units import GiB, MiB
+from launcher.units import GiB, KiB, MiB
 
 # CUDA context, cuBLAS/cuBLASLt workspaces and the caching allocator's first segment:
 # about 560 MiB on current drivers; NCCL communicators about 256 MiB for the TP group
@@ -22,7 +22,6 @@ NCCL_GROUP_BYTES = 128 * MiB
 # local-memory growth of a spilling kernel (the field case lost about 2.1 GiB to three
 # late compiles, each well under 1 GiB).
 JIT_HEADROOM_UNMEASURED = 1 * GiB
-EXL3_ARENA_BYTES = 256 * MiB
 
 
 def is_cpu(gpu: GpuKind) -> bool:
@@ -69,32 +68,83 @@ def activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
     return total, detail
 
 
-def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, int, str]]:
-    """Kernel scratch and persistent buffers, by formula (``b12x_sizing`` replaces them)."""
+def _align(n: int, to: int = 1024) -> int:
+    return -(-n // to) * to
+
+
+def sparse_mla_scratch(rows: int, heads: int, v_dim: int, chunks: int, decode: bool) -> int:
+    """b12x 1.5.1's sparse-MLA scratch layout (every term aligned to 1 KiB)."""
+    if decode:
+        return (
+            _align(rows * chunks * heads * v_dim * 2)
+            + _align(rows * chunks * heads * 4)
+            + _align(rows * heads * 4)
+            + 3 * _align(4)
+        )
+    return _align(rows * heads * v_dim * 2) + _align(rows * heads * 4) + _align(4)
+
+
+def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, int, str, bool]]:
+    """Kernel scratch and persistent buffers by formula; ``b12x_sizing`` replaces them.
+
+    Returns ``(name, bytes, detail, shared)``: ``shared`` parts are b12x scratch, which
+    sequential ops reuse (b12x's ``MemoryRequirements.sequential`` takes their maximum).
+    """
     if is_cpu(gpu):
         return []
-    parts: list[tuple[str, int, str]] = []
-    heads = max(1, f.heads // p.parallel.tensor)
+    parts: list[tuple[str, int, str, bool]] = []
+    dcp = p.parallel.decode_context
+    # Under DCP every rank attends with all heads of its DCP group over its KV shard.
+    heads = max(1, f.heads // p.parallel.tensor) * dcp
     rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
     t = p.serving.max_num_batched_tokens
-    dcp = p.parallel.decode_context
     backend = p.vllm.attention_backend or ""
     if f.is_mla and backend.startswith("B12X"):
-        # b12x sparse MLA scratch: a bf16 partial output of kv_lora plus an fp32 LSE per
-        # (query row, head); extend at max_num_batched_tokens dominates decode.
-        per_row = heads * dcp * (f.kv_lora_rank * 2 + 4)
-        parts.append(("b12x_sparse_mla", max(t, rows) * per_row,
-                      f"max(T={t}, decode rows {rows}) x {heads * dcp} heads x (kv_lora*2+4)"))
+        chunks = -(-(f.index_topk or 2048) // 64)
+        extend = sparse_mla_scratch(t, heads, f.kv_lora_rank, chunks, decode=False)
+        decode = sparse_mla_scratch(rows, heads, f.kv_lora_rank, chunks, decode=True)
+        parts.append(
+            (
+                "b12x_sparse_mla",
+                max(extend, decode),
+                f"b12x scratch formula: max(extend T={t}, decode {rows} rows x {chunks} chunks) "
+                f"x {heads} heads",
+                True,
+            )
+        )
     if f.has_indexer:
-        topk = f.index_topk
-        parts.append(("dsa_indexer", t * topk * 8 + t * f.index_heads * 4,
-                      f"T={t} x top-k {topk} x (int32 index + fp32 score) + head weights"))
-    if p.model.quantization == "exl3":
-        parts.append(("exl3_arena", EXL3_ARENA_BYTES, "EXL3 dequant/trellis arena (guess)"))
+        pages = -(-p.serving.max_model_len // (dcp * 64))
+        size = t * 32768 * 4 + t * f.index_topk * 8 + pages * 64 * KiB
+        parts.append(
+            (
+                "dsa_indexer",
+                size,
+                f"prefill T={t}: fp32 logits over a 32K supertile + top-{f.index_topk} "
+                f"indices/scores + {pages} pages x 64 KiB",
+                True,
+            )
+        )
+    if f.is_moe and p.model.quantization == "exl3":
+        inter = f.moe_intermediate // p.parallel.tensor
+        parts.append(
+            (
+                "b12x_fused_moe",
+                t * f.experts_per_token * (f.hidden * 6 + inter * 16),
+                f"T={t} x top-{f.experts_per_token} x (hidden*6 + inter*16): fitted to b12x "
+                "1.5.1 EXL3 w4a16 scratch",
+                True,
+            )
+        )
     if dcp > 1:
-        size = rows * heads * dcp * ((f.kv_lora_rank + f.qk_rope) * 2 + f.kv_lora_rank * 2 + 4)
-        parts.append(("dcp_buffers", size,
-                      f"{rows} rows x {heads * dcp} heads: gathered q, partial out and LSE"))
+        staging = rows * heads * ((f.kv_lora_rank + f.qk_rope) * 2 + f.kv_lora_rank * 2 + 4)
+        parts.append(
+            (
+                "dcp_buffers",
+                staging,
+                f"{rows} rows x {heads} heads: gathered q, partial out and LSE",
+                False,
+            )
+        )
     return parts
 
 

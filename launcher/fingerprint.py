@@ -17,8 +17,13 @@ from launcher.secrets import is_secret
 #   prewarm.strict_jit  whether a late compile is fatal, not whether it happens
 #   secret env values   never hashed, never stored
 IGNORED = (
-    ("name",), ("description",), ("model", "served_name"), ("serving", "host"),
-    ("serving", "port"), ("runtime",), ("prewarm", "strict_jit"),
+    ("name",),
+    ("description",),
+    ("model", "served_name"),
+    ("serving", "host"),
+    ("serving", "port"),
+    ("runtime",),
+    ("prewarm", "strict_jit"),
 )
 
 

@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher.catalog import CatalogMiss, gpu
-from launcher.checkpoint import CheckpointError, checkpoint_files, exl3_bits, iter_tensors, rank_weights
+from launcher.checkpoint import (
+    CheckpointError,
+    checkpoint_files,
+    exl3_bits,
+    iter_tensors,
+    rank_weights,
+)
 from launcher.errors import ProfileError
 from launcher.model import ModelFacts, load_facts
 from launcher.plan import Measured, PlanInputs
@@ -18,9 +24,13 @@ from launcher.ranks import rank_shapes
 from launcher.weights import Recipe, estimate_rank_weights
 
 
-def gather(loaded: LoadedProfile, *, b12x_sizing: bool = False,
-           measured: dict[int, Measured] | None = None,
-           gpu_memory: tuple[int, str] | None = None) -> PlanInputs:
+def gather(
+    loaded: LoadedProfile,
+    *,
+    b12x_sizing: bool = False,
+    measured: dict[int, Measured] | None = None,
+    gpu_memory: tuple[int, str] | None = None,
+) -> PlanInputs:
     """Read the facts ``plan()`` needs for ``loaded``.
 
     Args:
@@ -65,8 +75,14 @@ def _facts(loaded: LoadedProfile) -> ModelFacts:
     except CatalogMiss as exc:
         raise ProfileError([loaded.issue("model.architecture", str(exc))]) from None
     except FileNotFoundError as exc:
-        raise ProfileError([loaded.issue(
-            "model.path", f"{exc}; point model.path at a checkpoint or set model.architecture")]) from None
+        raise ProfileError(
+            [
+                loaded.issue(
+                    "model.path",
+                    f"{exc}; point model.path at a checkpoint or set model.architecture",
+                )
+            ]
+        ) from None
     except ValueError as exc:
         raise ProfileError([loaded.issue("model.path", str(exc))]) from None
 
@@ -75,21 +91,37 @@ def _check_against_facts(loaded: LoadedProfile, f: ModelFacts) -> None:
     p = loaded.profile
     issues = []
     if p.mtp_tokens and f.mtp_layers == 0:
-        issues.append(loaded.issue(
-            "speculative.method", f"{f.name} has no MTP layer (num_nextn_predict_layers 0); "
-            "set speculative.method: none"))
+        issues.append(
+            loaded.issue(
+                "speculative.method",
+                f"{f.name} has no MTP layer (num_nextn_predict_layers 0); "
+                "set speculative.method: none",
+            )
+        )
     if f.max_position and p.serving.max_model_len > f.max_position:
-        issues.append(loaded.issue(
-            "serving.max_model_len", f"{p.serving.max_model_len:,} exceeds the model's "
-            f"max_position_embeddings {f.max_position:,}; lower it to at most {f.max_position}"))
+        issues.append(
+            loaded.issue(
+                "serving.max_model_len",
+                f"{p.serving.max_model_len:,} exceeds the model's "
+                f"max_position_embeddings {f.max_position:,}; lower it to at most {f.max_position}",
+            )
+        )
     heads = f.heads
     if heads % p.parallel.tensor:
-        issues.append(loaded.issue(
-            "parallel.tensor", f"must divide the model's {heads} attention heads (got {p.parallel.tensor})"))
+        issues.append(
+            loaded.issue(
+                "parallel.tensor",
+                f"must divide the model's {heads} attention heads (got {p.parallel.tensor})",
+            )
+        )
     if not f.is_mla and p.serving.kv_cache_dtype.endswith("_ds_mla"):
-        issues.append(loaded.issue(
-            "serving.kv_cache_dtype", f"{p.serving.kv_cache_dtype} applies to MLA models only; "
-            f"{f.name} uses standard attention: use auto or fp8"))
+        issues.append(
+            loaded.issue(
+                "serving.kv_cache_dtype",
+                f"{p.serving.kv_cache_dtype} applies to MLA models only; "
+                f"{f.name} uses standard attention: use auto or fp8",
+            )
+        )
     if issues:
         raise ProfileError(issues)
 
@@ -113,11 +145,22 @@ def _weights(loaded: LoadedProfile, f: ModelFacts) -> tuple[list[int], str, str]
         return weights, "headers", detail
     recipe = Recipe(p.model.quantization, p.model.bits_per_weight)
     if p.model.quantization == "exl3" and p.model.bits_per_weight is None:
-        raise ProfileError([loaded.issue(
-            "model.bits_per_weight", "an EXL3 checkpoint that is not on disk needs its mean bits "
-            "per weight to be estimated (for example 3.42)")])
-    weights = [estimate_rank_weights(f, s, ep=p.parallel.expert, recipe=recipe, with_mtp=with_mtp)
-               for s in shapes]
-    what = (f"routed experts EXL3 {recipe.routed_expert_bits:g} bpw, rest BF16"
-            if p.model.quantization == "exl3" else f"quantization {p.model.quantization or 'none'}")
+        raise ProfileError(
+            [
+                loaded.issue(
+                    "model.bits_per_weight",
+                    "an EXL3 checkpoint that is not on disk needs its mean bits "
+                    "per weight to be estimated (for example 3.42)",
+                )
+            ]
+        )
+    weights = [
+        estimate_rank_weights(f, s, ep=p.parallel.expert, recipe=recipe, with_mtp=with_mtp)
+        for s in shapes
+    ]
+    what = (
+        f"routed experts EXL3 {recipe.routed_expert_bits:g} bpw, rest BF16"
+        if p.model.quantization == "exl3"
+        else f"quantization {p.model.quantization or 'none'}"
+    )
     return weights, "estimate", f"from {f.source} architecture: {what}"

@@ -20,7 +20,9 @@ class KvDtypeError(ValueError):
     """The KV dtype does not apply to this architecture."""
 
 
-def mla_bytes_per_token_layer(facts: ModelFacts, kv_dtype: str, b12x_fork: bool, fp8_rope: bool) -> int:
+def mla_bytes_per_token_layer(
+    facts: ModelFacts, kv_dtype: str, b12x_fork: bool, fp8_rope: bool
+) -> int:
     """Bytes one MLA layer stores per token, by ``--kv-cache-dtype``.
 
     For kv_lora 512 / rope 64: auto 1152, fp8 576, fp8_ds_mla 656, nvfp4_ds_mla 352
@@ -48,7 +50,9 @@ def mha_bytes_per_token_layer(facts: ModelFacts, kv_dtype: str, kv_heads_per_ran
     elif kv_dtype in FP8_DTYPES:
         elem = 1
     else:
-        raise KvDtypeError(f"{kv_dtype} applies to MLA models only; {facts.name} uses standard attention")
+        raise KvDtypeError(
+            f"{kv_dtype} applies to MLA models only; {facts.name} uses standard attention"
+        )
     return 2 * kv_heads_per_rank * facts.head_dim * elem
 
 
@@ -76,6 +80,7 @@ class KvLayout:
     @property
     def page_bytes(self) -> int:
         """Bytes of one block on one rank, every layer (vLLM's page size, summed)."""
+
         def cost(layers: int, per_token: int, replicated: bool) -> int:
             return layers * per_token * self.block_tokens * (self.dcp if replicated else 1)
 
@@ -83,8 +88,11 @@ class KvLayout:
             cost(self.attention_layers, self.attention_bytes, False)
             + cost(self.indexer_layers, self.indexer_bytes, self.replicate_indexer)
             + cost(self.draft_layers, self.attention_bytes, self.replicate_draft)
-            + cost(self.draft_indexer_layers, self.indexer_bytes,
-                   self.replicate_draft or self.replicate_indexer)
+            + cost(
+                self.draft_indexer_layers,
+                self.indexer_bytes,
+                self.replicate_draft or self.replicate_indexer,
+            )
         )
 
     @property

@@ -89,7 +89,9 @@ def from_config(cfg: dict[str, Any], name: str, source: str) -> ModelFacts:
         intermediate=int(cfg.get("intermediate_size") or 0),
         max_position=int(cfg.get("max_position_embeddings") or 0),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        dtype_bytes=DTYPE_BYTES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), 2),
+        dtype_bytes=DTYPE_BYTES.get(
+            str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), 2
+        ),
         q_lora_rank=int(cfg.get("q_lora_rank") or 0),
         kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
         qk_nope=int(cfg.get("qk_nope_head_dim") or 0),
@@ -109,7 +111,9 @@ def from_config(cfg: dict[str, Any], name: str, source: str) -> ModelFacts:
     )
 
 
-def _indexer_layers(cfg: dict[str, Any], layers: int, index_heads: int) -> tuple[frozenset[int], bool]:
+def _indexer_layers(
+    cfg: dict[str, Any], layers: int, index_heads: int
+) -> tuple[frozenset[int], bool]:
     """Which decoder layers own a DSA indexer (and whether the MTP layer does).
 
     ``index_layers`` (an explicit list) or ``index_layer_pattern`` ({dense_first, period}:
@@ -119,7 +123,9 @@ def _indexer_layers(cfg: dict[str, Any], layers: int, index_heads: int) -> tuple
     if not index_heads:
         return frozenset(), False
     if "index_layers" in cfg:
-        return frozenset(int(i) for i in cfg["index_layers"]), bool(cfg.get("index_mtp_layer", True))
+        return frozenset(int(i) for i in cfg["index_layers"]), bool(
+            cfg.get("index_mtp_layer", True)
+        )
     pattern = cfg.get("index_layer_pattern")
     if pattern:
         first, period = int(pattern["dense_first"]), int(pattern["period"])

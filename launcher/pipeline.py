@@ -29,8 +29,9 @@ def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
 def with_strict_jit(loaded: LoadedProfile) -> LoadedProfile:
     p = loaded.profile
     prewarm = p.prewarm.model_copy(update={"strict_jit": True})
-    return LoadedProfile(p.model_copy(update={"prewarm": prewarm}), loaded.source, loaded.path,
-                         loaded.chain)
+    return LoadedProfile(
+        p.model_copy(update={"prewarm": prewarm}), loaded.source, loaded.path, loaded.chain
+    )
 
 
 def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
@@ -40,8 +41,14 @@ def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     return loaded
 
 
-def make_plan(loaded: LoadedProfile, *, b12x_sizing: bool = False, calibrate: bool = True,
-              plan_file: str = "", run_dir: str = "") -> Planned:
+def make_plan(
+    loaded: LoadedProfile,
+    *,
+    b12x_sizing: bool = False,
+    calibrate: bool = True,
+    plan_file: str = "",
+    run_dir: str = "",
+) -> Planned:
     fingerprint = profile_fingerprint(loaded.profile)
     measured = {}
     if calibrate:
@@ -50,12 +57,15 @@ def make_plan(loaded: LoadedProfile, *, b12x_sizing: bool = False, calibrate: bo
         measured = load_measured(loaded.profile, fingerprint)
     inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured)
     memory_plan = plan(loaded.profile, inputs)
-    command = build_command(loaded.profile, memory_plan, plan_file=plan_file, run_dir=run_dir,
-                            fingerprint=fingerprint)
+    command = build_command(
+        loaded.profile, memory_plan, plan_file=plan_file, run_dir=run_dir, fingerprint=fingerprint
+    )
     return Planned(loaded, memory_plan, command, fingerprint)
 
 
-def render(planned: Planned, *, as_json: bool, command_only: bool = False, color: bool = False) -> str:
+def render(
+    planned: Planned, *, as_json: bool, command_only: bool = False, color: bool = False
+) -> str:
     from launcher import report
 
     if command_only:

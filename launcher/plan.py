@@ -37,6 +37,8 @@ class Component:
     source: str
     detail: str = ""
     parts: tuple[Component, ...] = ()
+    shared: bool = False
+    """A part that shares one scratch arena with the other shared parts (max, not sum)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,8 @@ class PlanInputs:
     """Weights per rank, in rank order."""
     weights_source: str
     weights_detail: str = ""
-    workspaces: tuple[tuple[str, int, str, str], ...] | None = None
-    """(name, bytes, source, detail) from b12x's own sizing; None: use formulas."""
+    workspaces: tuple[Component, ...] | None = None
+    """Workspace parts from b12x's own sizing; None: use formulas."""
     measured: dict[int, Measured] = field(default_factory=dict)
     gpu_memory: int | None = None
     """Memory per GPU, when known better than the catalog (NVML, the profile)."""
@@ -113,14 +115,13 @@ def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
     names the rank that bounds it.
     """
     f, gpu = inputs.facts, inputs.gpu
-    shapes = rank_shapes(f.num_layers, profile.parallel.tensor, profile.parallel.pipeline,
-                         profile.hardware.count)
+    shapes = rank_shapes(
+        f.num_layers, profile.parallel.tensor, profile.parallel.pipeline, profile.hardware.count
+    )
     total = profile.hardware.memory or inputs.gpu_memory or gpu.memory
     total_source = "profile" if profile.hardware.memory else inputs.gpu_memory_source
     layouts = [_layout(profile, f, s) for s in shapes]
-    ranks = [
-        _rank_plan(profile, inputs, s, total, layouts[s.rank]) for s in shapes
-    ]
+    ranks = [_rank_plan(profile, inputs, s, total, layouts[s.rank]) for s in shapes]
     bounding = min(ranks, key=lambda r: (r.kv_blocks, r.rank))
     layout = layouts[bounding.rank]
     blocks = bounding.kv_blocks
@@ -182,19 +183,32 @@ def _layout(p: Profile, f: ModelFacts, s: RankShape) -> KvLayout:
     )
 
 
-def _rank_plan(p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout: KvLayout) -> RankPlan:
+def _rank_plan(
+    p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout: KvLayout
+) -> RankPlan:
     f, gpu = inputs.facts, inputs.gpu
     measured = inputs.measured.get(s.rank)
     comps: list[Component] = []
     if p.hardware.reserved_by_others:
-        comps.append(Component("other_processes", p.hardware.reserved_by_others, "profile",
-                               "hardware.reserved_by_others"))
+        comps.append(
+            Component(
+                "other_processes",
+                p.hardware.reserved_by_others,
+                "profile",
+                "hardware.reserved_by_others",
+            )
+        )
     comps.append(Component("cuda_context", *_est(estimates.cuda_context(p, gpu))))
     if p.model.weights_per_rank is not None:
-        comps.append(Component("weights", p.model.weights_per_rank, "profile", "model.weights_per_rank"))
+        comps.append(
+            Component("weights", p.model.weights_per_rank, "profile", "model.weights_per_rank")
+        )
     else:
-        comps.append(Component("weights", inputs.weights[s.rank], inputs.weights_source,
-                               inputs.weights_detail))
+        comps.append(
+            Component(
+                "weights", inputs.weights[s.rank], inputs.weights_source, inputs.weights_detail
+            )
+        )
     comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f))))
     comps.append(_workspaces(p, inputs))
     comps.append(Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu))))
@@ -203,7 +217,9 @@ def _rank_plan(p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout:
         comps.append(Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(gpu))))
     else:
         comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))
-    comps.append(Component("safety_margin", p.memory.safety_margin, "profile", "memory.safety_margin"))
+    comps.append(
+        Component("safety_margin", p.memory.safety_margin, "profile", "memory.safety_margin")
+    )
     if measured:
         comps = [_calibrated(c, measured, p) for c in comps]
     kv_bytes = total - sum(c.bytes for c in comps)
@@ -216,16 +232,22 @@ def _est(pair: tuple[int, str]) -> tuple[int, str, str]:
 
 def _workspaces(p: Profile, inputs: PlanInputs) -> Component:
     if inputs.workspaces is not None:
-        parts = tuple(Component(n, b, src, d) for n, b, src, d in inputs.workspaces)
+        parts = inputs.workspaces
     else:
         parts = tuple(
-            Component(n, b, "estimate", d)
-            for n, b, d in estimates.workspace_parts(p, inputs.facts, inputs.gpu)
+            Component(n, b, "estimate", d, shared=shared)
+            for n, b, d, shared in estimates.workspace_parts(p, inputs.facts, inputs.gpu)
         )
+    shared = [c for c in parts if c.shared]
+    own = [c for c in parts if not c.shared]
+    total = max((c.bytes for c in shared), default=0) + sum(c.bytes for c in own)
     sources = {c.source for c in parts}
-    source = sources.pop() if len(sources) == 1 else ("estimate" if "estimate" in sources else "b12x")
-    return Component("workspaces", sum(c.bytes for c in parts), source if parts else "estimate",
-                     ", ".join(c.name for c in parts) or "none", parts)
+    source = "estimate" if "estimate" in sources or not parts else sources.pop()
+    terms = []
+    if shared:
+        terms.append("max(" + ", ".join(c.name for c in shared) + ")")
+    terms += [c.name for c in own]
+    return Component("workspaces", total, source, " + ".join(terms) or "none", parts)
 
 
 def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
@@ -240,8 +262,9 @@ def _pin(r: RankPlan, kv_bytes: int, blocks: int) -> RankPlan:
     return replace(r, kv_bytes=kv_bytes, kv_blocks=blocks)
 
 
-def _reasons(p: Profile, ranks: list[RankPlan], layouts: list[KvLayout], blocks: int,
-             pinned: str | None) -> list[str]:
+def _reasons(
+    p: Profile, ranks: list[RankPlan], layouts: list[KvLayout], blocks: int, pinned: str | None
+) -> list[str]:
     out = []
     for r in ranks:
         fixed = sum(c.bytes for c in r.components)
@@ -272,13 +295,20 @@ def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
         out.append(f"serving.max_model_len={kv.tokens}")
     if not out:
         for seqs in range(p.serving.max_num_seqs - 1, 0, -1):
-            trial = _with_serving(p, max_num_seqs=seqs, max_num_batched_tokens=max(
-                seqs * (1 + p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048)))
+            trial = _with_serving(
+                p,
+                max_num_seqs=seqs,
+                max_num_batched_tokens=max(
+                    seqs * (1 + p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048)
+                ),
+            )
             alt = plan(trial, inputs)
             if alt.fits:
                 out.append(f"serving.max_num_seqs={seqs}")
                 if trial.serving.max_num_batched_tokens != p.serving.max_num_batched_tokens:
-                    out.append(f"serving.max_num_batched_tokens={trial.serving.max_num_batched_tokens}")
+                    out.append(
+                        f"serving.max_num_batched_tokens={trial.serving.max_num_batched_tokens}"
+                    )
                 break
     if not out:
         out.append("a smaller model.bits_per_weight, more GPUs, or a smaller kv_cache_dtype")
@@ -295,11 +325,14 @@ def _with_serving(p: Profile, **changes) -> Profile:
 
 def _notes(p: Profile, f: ModelFacts) -> list[str]:
     out = []
-    if p.mtp_tokens and p.parallel.decode_context > 1 and p.vllm.attention_backend not in MLA_SPARSE_BACKENDS:
+    if (
+        p.mtp_tokens
+        and p.parallel.decode_context > 1
+        and p.vllm.attention_backend not in MLA_SPARSE_BACKENDS
+    ):
         out.append("MTP with DCP is tested with the MLA sparse backends only")
     return out
 
 
 def _g(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
-

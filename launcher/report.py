@@ -82,8 +82,9 @@ def command_line(command: VllmCommand) -> str:
     return shlex.join(redact_argv(command.argv))
 
 
-def render_table(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "",
-                 color: bool = False) -> str:
+def render_table(
+    plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "", color: bool = False
+) -> str:
     """The plan as text: per-rank components, the KV geometry, the command."""
     from io import StringIO
 
@@ -91,11 +92,13 @@ def render_table(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str
     from rich.table import Table
 
     buf = StringIO()
-    console = Console(file=buf, force_terminal=color, no_color=not color, width=120,
-                      highlight=False)
+    console = Console(
+        file=buf, force_terminal=color, no_color=not color, width=120, highlight=False
+    )
     ranks = plan.ranks
     identical = all(
-        [(c.name, c.bytes) for c in r.components] == [(c.name, c.bytes) for c in ranks[0].components]
+        [(c.name, c.bytes) for c in r.components]
+        == [(c.name, c.bytes) for c in ranks[0].components]
         for r in ranks
     )
     shown = ranks[:1] if identical else ranks
@@ -103,7 +106,11 @@ def render_table(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str
     table = Table(title=f"Memory plan: {title}", title_justify="left")
     table.add_column("COMPONENT")
     for r in shown:
-        head = f"RANKS 0-{len(ranks) - 1} (GiB)" if identical and len(ranks) > 1 else f"RANK {r.rank} (GiB)"
+        head = (
+            f"RANKS 0-{len(ranks) - 1} (GiB)"
+            if identical and len(ranks) > 1
+            else f"RANK {r.rank} (GiB)"
+        )
         table.add_column(head, justify="right")
     table.add_column("SOURCE")
     table.add_column("HOW")
@@ -114,9 +121,13 @@ def render_table(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str
         for j, part in enumerate(comp.parts):
             sub = [gib(r.components[i].parts[j].bytes) for r in shown]
             table.add_row(f"  {part.name}", *sub, part.source, part.detail, style="dim")
-    table.add_row("kv_cache", *[gib(r.kv_bytes) for r in shown], kv_source(plan),
-                  "what is left" if not plan.kv.pinned else f"pinned by memory.{plan.kv.pinned}",
-                  style="bold")
+    table.add_row(
+        "kv_cache",
+        *[gib(r.kv_bytes) for r in shown],
+        kv_source(plan),
+        "what is left" if not plan.kv.pinned else f"pinned by memory.{plan.kv.pinned}",
+        style="bold",
+    )
     console.print(table)
     kv = plan.kv
     console.print(
@@ -142,5 +153,3 @@ def render_table(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str
             for k, v in env.items():
                 console.print(f"  {k}={shlex.quote(v)}", soft_wrap=True)
     return buf.getvalue()
-
-

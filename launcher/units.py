@@ -53,14 +53,18 @@ def parse_size(value: int | float | str) -> int:
     number, unit = match.groups()
     factor = _UNITS.get(unit.lower())
     if factor is None:
-        raise ValueError(f"unknown unit {unit!r} in {value!r}; use B, KiB, MiB, GiB, TiB or KB/MB/GB")
+        raise ValueError(
+            f"unknown unit {unit!r} in {value!r}; use B, KiB, MiB, GiB, TiB or KB/MB/GB"
+        )
     return int(float(number) * factor)
 
 
 def format_size(n: int | float, unit: str = "auto") -> str:
     """Format bytes with a binary unit: ``format_size(1536 * MiB) == '1.50 GiB'``."""
     if unit == "auto":
-        unit = "GiB" if abs(n) >= GiB else "MiB" if abs(n) >= MiB else "KiB" if abs(n) >= KiB else "B"
+        unit = (
+            "GiB" if abs(n) >= GiB else "MiB" if abs(n) >= MiB else "KiB" if abs(n) >= KiB else "B"
+        )
     factor = {"B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB}[unit]
     return f"{n:.0f} B" if unit == "B" else f"{n / factor:.2f} {unit}"
 

@@ -69,7 +69,9 @@ def vllm_kv_bytes(profile: Profile, plan: MemoryPlan) -> int | None:
     if plan.kv.pinned:
         return rank.kv_bytes
     if profile.hardware.gpu == "cpu":
-        reserve = sum(c.bytes for c in rank.components if c.name in ("jit_headroom", "safety_margin"))
+        reserve = sum(
+            c.bytes for c in rank.components if c.name in ("jit_headroom", "safety_margin")
+        )
         return rank.kv_bytes + reserve
     return None
 
@@ -79,8 +81,14 @@ def cache_env(profile: Profile) -> dict[str, str]:
     return {var: os.path.join(root, sub) for var, sub in CACHE_DIRS.items()}
 
 
-def build_command(profile: Profile, plan: MemoryPlan, *, plan_file: str = "",
-                  run_dir: str = "", fingerprint: str = "") -> VllmCommand:
+def build_command(
+    profile: Profile,
+    plan: MemoryPlan,
+    *,
+    plan_file: str = "",
+    run_dir: str = "",
+    fingerprint: str = "",
+) -> VllmCommand:
     p = profile
     s = p.serving
     argv = [*p.vllm.command, p.model.path]
@@ -91,8 +99,12 @@ def build_command(profile: Profile, plan: MemoryPlan, *, plan_file: str = "",
     if p.parallel.pipeline > 1:
         argv += ["--pipeline-parallel-size", str(p.parallel.pipeline)]
     if p.parallel.decode_context > 1:
-        argv += ["--decode-context-parallel-size", str(p.parallel.decode_context),
-                 "--cp-kv-cache-interleave-size", str(p.parallel.interleave)]
+        argv += [
+            "--decode-context-parallel-size",
+            str(p.parallel.decode_context),
+            "--cp-kv-cache-interleave-size",
+            str(p.parallel.interleave),
+        ]
         if p.parallel.dcp_comm_backend:
             argv += ["--dcp-comm-backend", p.parallel.dcp_comm_backend]
     if p.parallel.expert:
@@ -105,10 +117,20 @@ def build_command(profile: Profile, plan: MemoryPlan, *, plan_file: str = "",
     if p.vllm.attention_backend:
         argv += ["--attention-backend", p.vllm.attention_backend]
     argv += ["--kv-cache-dtype", s.kv_cache_dtype, "--block-size", str(default_block_size(p))]
-    argv += ["--max-model-len", str(s.max_model_len), "--max-num-seqs", str(s.max_num_seqs),
-             "--max-num-batched-tokens", str(s.max_num_batched_tokens)]
-    argv.append("--enable-chunked-prefill" if s.enable_chunked_prefill else "--no-enable-chunked-prefill")
-    argv.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
+    argv += [
+        "--max-model-len",
+        str(s.max_model_len),
+        "--max-num-seqs",
+        str(s.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(s.max_num_batched_tokens),
+    ]
+    argv.append(
+        "--enable-chunked-prefill" if s.enable_chunked_prefill else "--no-enable-chunked-prefill"
+    )
+    argv.append(
+        "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
     if p.hardware.gpu != "cpu":
         compilation = {"cudagraph_mode": s.cudagraph_mode}
         if s.cudagraph_mode != "NONE":
@@ -127,7 +149,11 @@ def build_command(profile: Profile, plan: MemoryPlan, *, plan_file: str = "",
         argv.append("--trust-remote-code")
     argv += list(p.vllm.extra_args)
     env = {**cache_env(p), **p.env}
-    for key, value in ((PLAN_ENV, plan_file), (RUN_DIR_ENV, run_dir), (FINGERPRINT_ENV, fingerprint)):
+    for key, value in (
+        (PLAN_ENV, plan_file),
+        (RUN_DIR_ENV, run_dir),
+        (FINGERPRINT_ENV, fingerprint),
+    ):
         if value:
             env[key] = value
     return VllmCommand(argv, env)

@@ -47,8 +47,9 @@ def _dense(n_in: int, n_out: int, bits: float) -> float:
     return n_in * n_out * bits / 8
 
 
-def decoder_layer_bytes(f: ModelFacts, layer: int, tp: int, ep: bool, recipe: Recipe,
-                        indexer: bool) -> float:
+def decoder_layer_bytes(
+    f: ModelFacts, layer: int, tp: int, ep: bool, recipe: Recipe, indexer: bool
+) -> float:
     """Bytes of one decoder layer on one TP rank."""
     b = recipe.unquantized_bytes
     lin = recipe.linear_bits
@@ -71,8 +72,12 @@ def decoder_layer_bytes(f: ModelFacts, layer: int, tp: int, ep: bool, recipe: Re
         total += _dense(local_heads * f.head_dim, f.hidden, lin)
     if indexer:
         q_in = f.q_lora_rank or f.hidden
-        total += (q_in * f.index_heads * f.index_dim + f.hidden * f.index_dim
-                  + f.hidden * f.index_heads + 2 * f.index_dim) * b
+        total += (
+            q_in * f.index_heads * f.index_dim
+            + f.hidden * f.index_dim
+            + f.hidden * f.index_heads
+            + 2 * f.index_dim
+        ) * b
     if f.is_moe_layer(layer):
         total += f.hidden * f.experts * b + 4 * f.experts  # router + fp32 correction bias
         if f.shared_experts:
@@ -95,8 +100,9 @@ def routed_experts_bytes(f: ModelFacts, tp: int, ep: bool, recipe: Recipe) -> fl
     return experts * one
 
 
-def estimate_rank_weights(f: ModelFacts, shape: RankShape, *, ep: bool, recipe: Recipe,
-                          with_mtp: bool) -> int:
+def estimate_rank_weights(
+    f: ModelFacts, shape: RankShape, *, ep: bool, recipe: Recipe, with_mtp: bool
+) -> int:
     """Weights on one rank: its decoder layers, embeddings/head by stage, the MTP layer."""
     b = recipe.unquantized_bytes
     tp = shape.tp

@@ -38,7 +38,9 @@ class LoadedProfile:
         return self.source.issue(_split(key), message)
 
 
-def load_profile(path: str | os.PathLike, overrides: tuple[str, ...] | list[str] = ()) -> LoadedProfile:
+def load_profile(
+    path: str | os.PathLike, overrides: tuple[str, ...] | list[str] = ()
+) -> LoadedProfile:
     """Read, merge, override and validate a profile.
 
     Args:
@@ -53,7 +55,9 @@ def load_profile(path: str | os.PathLike, overrides: tuple[str, ...] | list[str]
     source = SourceMap(lines, default_file=display)
     data = _apply_overrides(data, overrides, source)
     if not isinstance(data, dict):
-        raise ProfileError([Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display)])
+        raise ProfileError(
+            [Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display)]
+        )
     if data.get("name") is None:
         data["name"] = Path(path).stem
     try:
@@ -80,22 +84,43 @@ def _resolve(path: Path, seen: tuple[Path, ...]) -> tuple[dict, dict, tuple[str,
     display = _display(path)
     if real in seen:
         cycle = " -> ".join(_display(p) for p in (*seen, real))
-        raise ProfileError([Issue(f"extends cycle: {cycle}; remove one of these extends", "extends", display)])
+        raise ProfileError(
+            [Issue(f"extends cycle: {cycle}; remove one of these extends", "extends", display)]
+        )
     if len(seen) >= MAX_EXTENDS_DEPTH:
-        raise ProfileError([Issue(f"extends chain deeper than {MAX_EXTENDS_DEPTH}", "extends", display)])
+        raise ProfileError(
+            [Issue(f"extends chain deeper than {MAX_EXTENDS_DEPTH}", "extends", display)]
+        )
     data, lines = read_yaml(path, display)
     if not isinstance(data, dict):
-        raise ProfileError([Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display, line=1)])
+        raise ProfileError(
+            [
+                Issue(
+                    "a profile is a mapping of sections (hardware:, model:, ...)",
+                    file=display,
+                    line=1,
+                )
+            ]
+        )
     parent = data.pop("extends", None)
     if parent is None:
         return data, lines, (display,)
     where = lines.get(("extends",), Location(display))
     if not isinstance(parent, str) or not parent:
-        raise ProfileError([Issue("extends takes one file name", "extends", where.file, where.line)])
+        raise ProfileError(
+            [Issue("extends takes one file name", "extends", where.file, where.line)]
+        )
     parent_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
     if not parent_path.exists():
         raise ProfileError(
-            [Issue(f"parent profile {parent!r} not found (looked at {_display(parent_path)})", "extends", where.file, where.line)]
+            [
+                Issue(
+                    f"parent profile {parent!r} not found (looked at {_display(parent_path)})",
+                    "extends",
+                    where.file,
+                    where.line,
+                )
+            ]
         )
     base, base_lines, chain = _resolve(parent_path, (*seen, real))
     lines.pop(("extends",), None)
@@ -186,10 +211,9 @@ def _data_path(loc: tuple, data: Any) -> KeyPath:
     path: list[str | int] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-            path.append(part)
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if in_dict or in_list:
             node = node[part]
             path.append(part)
         elif isinstance(node, dict) and isinstance(part, str) and part in _field_names(path):

@@ -73,9 +73,15 @@ def _ranks_match_gpus(p: Profile):
 def _speculative_tokens(p: Profile):
     s = p.speculative
     if s.method != "none" and s.tokens == 0:
-        yield ("speculative.tokens", f"must be at least 1 with method {s.method}; set tokens or method: none")
+        yield (
+            "speculative.tokens",
+            f"must be at least 1 with method {s.method}; set tokens or method: none",
+        )
     if s.method == "none" and s.tokens:
-        yield ("speculative.tokens", f"is {s.tokens} but method is none; set method: mtp or tokens: 0")
+        yield (
+            "speculative.tokens",
+            f"is {s.tokens} but method is none; set method: mtp or tokens: 0",
+        )
 
 
 def _captures_multiple_of_step(p: Profile):

@@ -113,9 +113,9 @@ class Serving(Section):
     block_size: PositiveInt | None = None
     """Tokens per KV block on each rank; default: 64 for the MLA sparse backends, 16 otherwise,
     128 on CPU."""
-    cudagraph_mode: Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = (
-        "FULL_AND_PIECEWISE"
-    )
+    cudagraph_mode: Literal[
+        "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"
+    ] = "FULL_AND_PIECEWISE"
     """CUDA-graph mode (compilation-config cudagraph_mode)."""
     cudagraph_capture_sizes: Literal["auto"] | list[PositiveInt] = "auto"
     """Batch sizes captured as CUDA graphs. auto: multiples of 1+MTP tokens covering

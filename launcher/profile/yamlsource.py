@@ -92,7 +92,12 @@ def _walk(node: yaml.Node, path: KeyPath, file: str, lines: dict, issues: list[I
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 issues.append(
-                    Issue("keys must be plain strings", dotted(path), file, key_node.start_mark.line + 1)
+                    Issue(
+                        "keys must be plain strings",
+                        dotted(path),
+                        file,
+                        key_node.start_mark.line + 1,
+                    )
                 )
                 continue
             key = key_node.value

@@ -26,7 +26,9 @@ def test_name_defaults_to_file_stem(write):
 
 
 def test_extends_deep_merges_maps_and_replaces_lists(write):
-    base = MINIMAL.replace("  kv_cache_dtype:", "  cudagraph_capture_sizes: [4, 8, 16, 32]\n  kv_cache_dtype:")
+    base = MINIMAL.replace(
+        "  kv_cache_dtype:", "  cudagraph_capture_sizes: [4, 8, 16, 32]\n  kv_cache_dtype:"
+    )
     write("base.yaml", base + "env:\n  A: '1'\n")
     child = write(
         "child.yaml",
@@ -77,7 +79,9 @@ def test_missing_parent(write):
 
 def test_set_overrides_and_deletes(write):
     path = write("p.yaml", MINIMAL + "env:\n  A: '1'\n")
-    p = load_profile(path, ["serving.max_model_len=65536", "~env.A", "memory.safety_margin=1GiB"]).profile
+    p = load_profile(
+        path, ["serving.max_model_len=65536", "~env.A", "memory.safety_margin=1GiB"]
+    ).profile
     assert p.serving.max_model_len == 65536
     assert p.env == {}
     assert p.memory.safety_margin == 1024**3

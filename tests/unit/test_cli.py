@@ -1,0 +1,169 @@
+"""The command line: exit codes, output, and an import-light dry run."""
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from launcher.cli import cli
+from tests.conftest import MINIMAL, PROFILES, ROOT
+
+GLM = str(PROFILES / "glm52.yaml")
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_dry_run_prints_table_and_command():
+    result = run(GLM, "--dry-run")
+    assert result.exit_code == 0, result.output
+    for text in (
+        "Memory plan: glm52-exl3-tp4-dcp4-mtp3",
+        "weights",
+        "kv_cache",
+        "estimate",
+        "vllm serve /models/GLM-5.2-EXL3-TR3-3.42bpw",
+        "--decode-context-parallel-size 4",
+        "--worker-cls launcher.worker.PlannedWorker",
+        "B12X_COMPILE_CACHE_DIR=",
+    ):
+        assert text in result.output
+
+
+def test_json_contract():
+    result = run(GLM, "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert {"profile", "fits", "ranks", "kv", "vllm"} <= set(data)
+    assert data["fits"] is True and len(data["ranks"]) == 4
+    rank = data["ranks"][0]
+    assert {"rank", "total_bytes", "components"} <= set(rank)
+    for name in (
+        "cuda_context",
+        "weights",
+        "activation_peak",
+        "workspaces",
+        "cudagraph_pool",
+        "jit_headroom",
+        "safety_margin",
+        "kv_cache",
+    ):
+        assert set(rank["components"][name]) >= {"bytes", "source"}
+    assert {
+        "bytes_per_token_per_rank",
+        "block_tokens",
+        "blocks_per_rank",
+        "tokens",
+        "max_model_len",
+        "max_concurrency",
+        "bounding_rank",
+    } <= set(data["kv"])
+    assert data["vllm"]["argv"][:2] == ["vllm", "serve"]
+    assert isinstance(data["vllm"]["env"], dict)
+
+
+def test_set_changes_the_plan():
+    base = json.loads(run(GLM, "--json").output)
+    half = json.loads(
+        run(
+            GLM,
+            "--json",
+            "--set",
+            "parallel.decode_context=2",
+            "--set",
+            "serving.max_model_len=131072",
+        ).output
+    )
+    assert half["kv"]["bytes_per_token_per_rank"] == 2 * base["kv"]["bytes_per_token_per_rank"]
+
+
+def test_does_not_fit_exits_3_with_the_fix():
+    result = run(GLM, "--dry-run", "--set", "serving.max_model_len=1048576")
+    assert result.exit_code == 3
+    assert "DOES NOT FIT" in result.output and "--set serving.max_model_len=" in result.output
+
+
+def test_bad_profile_exits_1_without_traceback(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(MINIMAL.replace("decode_context: 4", "decode_context: 3"))
+    result = CliRunner().invoke(cli, [str(path), "--dry-run"])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert f"{path}:11 parallel.decode_context: must divide" in result.output
+
+
+def test_missing_profile_file():
+    result = CliRunner().invoke(cli, ["/nonexistent.yaml", "--dry-run"])
+    assert result.exit_code == 1 and "file not found" in result.output
+
+
+def test_unknown_gpu_kind_is_located(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(MINIMAL.replace("gpu: rtx-pro-6000", "gpu: rtx-pro-600"))
+    result = CliRunner().invoke(cli, [str(path), "--dry-run"])
+    assert result.exit_code == 1
+    assert (
+        ":7 hardware.gpu: unknown GPU kind 'rtx-pro-600'; did you mean 'rtx-pro-6000'"
+        in result.output
+    )
+
+
+def test_bad_usage_exits_2():
+    assert CliRunner().invoke(cli, [GLM, "--no-such-flag"]).exit_code == 2
+
+
+def test_validate_all_shipped_profiles():
+    result = run("validate", *map(str, sorted(PROFILES.glob("*.yaml"))))
+    assert result.exit_code == 0 and result.output.count("ok: ") == len(
+        list(PROFILES.glob("*.yaml"))
+    )
+
+
+def test_validate_reports_each_bad_profile(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {path: x}\n")
+    result = CliRunner().invoke(cli, ["validate", GLM, str(bad)])
+    assert (
+        result.exit_code == 1 and "ok: " in result.output and "serving: required" in result.output
+    )
+
+
+def test_schema_has_descriptions():
+    schema = json.loads(run("schema").output)
+    assert schema["properties"]["serving"]
+    assert "extends" in schema["properties"]
+
+
+def test_print_command_only():
+    result = run(GLM, "--print-command")
+    assert result.exit_code == 0 and result.output.startswith("vllm serve ")
+    assert "Memory plan" not in result.output
+
+
+def test_dry_run_imports_no_heavy_module():
+    heavy = ("torch", "vllm", "b12x", "triton", "numpy", "safetensors")
+    code = (
+        f"import sys, runpy; sys.argv = ['b12x-launch', {GLM!r}, '--json']\n"
+        "try:\n    runpy.run_module('launcher', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        f"print('HEAVY', sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert "HEAVY []" in out.stderr
+    assert json.loads(out.stdout)["fits"] is True
+
+
+def test_secrets_never_printed(tmp_path):
+    path = tmp_path / "p.yaml"
+    text = MINIMAL.replace(
+        "vllm:\n  attention_backend: B12X_MLA_SPARSE\n",
+        "vllm:\n  attention_backend: B12X_MLA_SPARSE\n  extra_args: [--api-key, sk-456]\n",
+    )
+    path.write_text(text + "env:\n  HF_TOKEN: hf_supersecret\n  MY_API_KEY: sk-123\n")
+    for args in (["--dry-run"], ["--json"], ["--print-command"]):
+        out = run(str(path), *args).output
+        assert "hf_supersecret" not in out and "sk-123" not in out and "sk-456" not in out

@@ -1,0 +1,145 @@
+"""The planner: arithmetic, the minimum over ranks, pins, refusals and sources."""
+
+from dataclasses import replace
+
+import pytest
+
+from launcher.inputs import gather
+from launcher.plan import Measured, plan
+from launcher.profile import load_profile
+from launcher.units import GiB, MiB
+from tests.conftest import MINIMAL
+
+SOURCES = {"measured", "b12x", "headers", "catalog", "config.json", "estimate", "profile"}
+
+
+def planned(write, overrides=(), **input_changes):
+    loaded = load_profile(write("p.yaml", MINIMAL), list(overrides))
+    inputs = replace(gather(loaded), **input_changes)
+    return plan(loaded.profile, inputs)
+
+
+def test_components_and_kv_add_up_to_the_card(write):
+    p = planned(write)
+    for r in p.ranks:
+        assert sum(c.bytes for c in r.components) + r.kv_bytes == r.total_bytes
+        assert all(c.source in SOURCES for c in r.components)
+        assert [c.name for c in r.components] == [
+            "cuda_context",
+            "weights",
+            "activation_peak",
+            "workspaces",
+            "cudagraph_pool",
+            "jit_headroom",
+            "safety_margin",
+        ]
+    assert p.fits
+    assert p.kv.tokens == p.kv.blocks_per_rank * 64 * 4
+
+
+def test_every_rank_gets_the_smallest_ranks_blocks(write):
+    base = planned(write)
+    measured = {
+        2: Measured(
+            {"workspaces": base.ranks[2].component("workspaces").bytes + 1 * GiB}, "2026-11-30"
+        )
+    }
+    p = planned(write, measured=measured)
+    assert p.kv.bounding_rank == 2
+    assert {r.kv_blocks for r in p.ranks} == {p.kv.blocks_per_rank}
+    assert p.kv.blocks_per_rank < base.kv.blocks_per_rank
+    comp = p.ranks[2].component("workspaces")
+    assert comp.source == "measured" and "2026-11-30" in comp.detail
+    assert p.ranks[0].component("workspaces").source == "estimate"
+
+
+def test_pipeline_stages_differ_and_the_last_bounds(write):
+    p = planned(write, ["parallel.tensor=2", "parallel.pipeline=2", "parallel.decode_context=2"])
+    w = [r.component("weights").bytes for r in p.ranks]
+    assert w[0] == w[1] and w[2] == w[3] and w[0] != w[2]
+    assert p.kv.bounding_rank in (0, 2)
+    assert p.ranks[p.kv.bounding_rank].kv_blocks == min(r.kv_blocks for r in p.ranks)
+
+
+def test_measured_jit_headroom_replaces_the_estimate(write):
+    p = planned(
+        write, measured={r: Measured({"jit_headroom": 300 * MiB}, "2026-11-30") for r in range(4)}
+    )
+    assert p.ranks[0].component("jit_headroom").bytes == 300 * MiB
+    assert p.ranks[0].component("jit_headroom").source == "measured"
+
+
+def test_profile_headroom_wins_over_measurement(write):
+    p = planned(
+        write,
+        ["memory.jit_headroom=2GiB"],
+        measured={0: Measured({"jit_headroom": 300 * MiB}, "2026-11-30")},
+    )
+    c = p.ranks[0].component("jit_headroom")
+    assert (c.bytes, c.source) == (2 * GiB, "profile")
+
+
+def test_pinned_tokens_round_up_to_whole_logical_blocks(write):
+    p = planned(write, ["memory.kv_tokens=100000"])
+    assert p.kv.pinned == "kv_tokens"
+    assert p.kv.blocks_per_rank == -(-100000 // 256)
+    assert p.kv.tokens >= 100000
+    assert all(r.kv_bytes == p.kv.blocks_per_rank * p.kv.layout.page_bytes for r in p.ranks)
+
+
+def test_pinned_bytes(write):
+    p = planned(write, ["memory.kv_cache_bytes=2GiB"])
+    assert p.kv.blocks_per_rank == (2 * GiB) // p.kv.layout.page_bytes
+
+
+def test_a_pin_that_does_not_fit_is_refused(write):
+    p = planned(write, ["memory.kv_cache_bytes=50GiB"])
+    assert not p.fits
+    assert "memory.kv_cache_bytes needs" in p.reasons[0]
+
+
+def test_too_long_a_context_is_refused_with_the_largest_that_fits(write):
+    p = planned(write, ["serving.max_model_len=1048576"])
+    assert not p.fits
+    assert "less than one max_model_len request" in p.reasons[0]
+    assert p.suggestions[0] == f"serving.max_model_len={p.kv.tokens}"
+    assert p.kv.tokens < 1048576
+
+
+def test_fixed_costs_over_the_card(write):
+    p = planned(write, ["model.weights_per_rank=94GiB"])
+    assert not p.fits
+    assert "exceed the card" in p.reasons[0]
+    assert p.ranks[0].component("weights").source == "profile"
+
+
+def test_lower_max_num_seqs_is_suggested_when_it_would_fit(write):
+    # weights chosen so the activation and sampler of 8 sequences are just too much
+    fits_at = planned(write, ["serving.max_num_seqs=1", "serving.max_num_batched_tokens=2048"])
+    spare = fits_at.ranks[
+        0
+    ].kv_bytes - fits_at.kv.layout.page_bytes * fits_at.kv.layout.blocks_for_tokens(131072)
+    weights = fits_at.ranks[0].component("weights").bytes + spare - 1 * MiB
+    p = planned(
+        write,
+        [
+            f"model.weights_per_rank={weights}",
+            "serving.max_num_seqs=64",
+            "serving.max_num_batched_tokens=8192",
+        ],
+    )
+    assert not p.fits
+    assert any(s.startswith("serving.max_num_seqs=") for s in p.suggestions)
+
+
+def test_other_processes_reduce_the_kv(write):
+    base = planned(write)
+    p = planned(write, ["hardware.reserved_by_others=3GiB"])
+    assert p.ranks[0].component("other_processes").bytes == 3 * GiB
+    assert base.ranks[0].kv_bytes - p.ranks[0].kv_bytes == 3 * GiB
+
+
+@pytest.mark.parametrize("gpu_memory", [(90 * GiB, "measured")])
+def test_device_memory_overrides_the_catalog(write, gpu_memory):
+    p = planned(write, gpu_memory=gpu_memory[0], gpu_memory_source=gpu_memory[1])
+    assert p.ranks[0].total_bytes == 90 * GiB and p.total_source == "measured"
