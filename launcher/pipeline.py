@@ -20,6 +20,8 @@ class Planned:
     plan: MemoryPlan
     command: VllmCommand
     fingerprint: str
+    b12x_sizing: bool = False
+    calibrate: bool = True
 
 
 def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
@@ -60,7 +62,7 @@ def make_plan(
     command = build_command(
         loaded.profile, memory_plan, plan_file=plan_file, run_dir=run_dir, fingerprint=fingerprint
     )
-    return Planned(loaded, memory_plan, command, fingerprint)
+    return Planned(loaded, memory_plan, command, fingerprint, b12x_sizing, calibrate)
 
 
 def render(

@@ -25,6 +25,31 @@ CPU_WORKER = "launcher.worker.PlannedCPUWorker"
 # refuses to start unless free memory at start-up covers utilization x total.
 UTILIZATION_SLACK = 512 * 1024**2
 
+# Which profile key each flag comes from, so a flag vLLM rejects names its key.
+FLAG_KEYS = {
+    "--host": "serving.host",
+    "--port": "serving.port",
+    "--served-model-name": "model.served_name",
+    "--tensor-parallel-size": "parallel.tensor",
+    "--pipeline-parallel-size": "parallel.pipeline",
+    "--decode-context-parallel-size": "parallel.decode_context",
+    "--cp-kv-cache-interleave-size": "parallel.interleave",
+    "--dcp-comm-backend": "parallel.dcp_comm_backend",
+    "--enable-expert-parallel": "parallel.expert",
+    "--quantization": "model.quantization",
+    "--dtype": "model.dtype",
+    "--attention-backend": "vllm.attention_backend",
+    "--kv-cache-dtype": "serving.kv_cache_dtype",
+    "--block-size": "serving.block_size",
+    "--max-model-len": "serving.max_model_len",
+    "--max-num-seqs": "serving.max_num_seqs",
+    "--max-num-batched-tokens": "serving.max_num_batched_tokens",
+    "--compilation-config": "serving.cudagraph_capture_sizes",
+    "--speculative-config": "speculative",
+    "--worker-cls": "vllm.worker_cls",
+    "--kv-cache-memory-bytes": "memory.kv_cache_bytes",
+}
+
 CACHE_DIRS = {
     "TRITON_CACHE_DIR": "triton",
     "VLLM_CACHE_ROOT": "vllm",

@@ -1,0 +1,76 @@
+"""The worker's KV budget arithmetic, pure so it is tested without vLLM or a GPU.
+
+On a GPU: what is physically free after vLLM's profile run, minus what the profile run
+showed comes back (the activation peak), the CUDA-graph pool, the JIT headroom and the
+safety margin. On the CPU backend vLLM's figure is the ``--kv-cache-memory-bytes`` the
+launcher passed (the plan's KV plus the two reserves), so the reserves are subtracted
+from it. A pinned KV size is returned exactly, or refused if it no longer fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from launcher.units import format_size
+
+
+class BudgetError(RuntimeError):
+    """The KV size the profile pins does not fit what the worker measured."""
+
+
+@dataclass(frozen=True)
+class BudgetInputs:
+    platform: str
+    """``cuda`` or ``cpu``."""
+    vllm_available: int
+    """What vLLM's own ``determine_available_memory`` returned."""
+    jit_headroom: int
+    safety_margin: int
+    planned_kv: int
+    pinned_kv: int | None = None
+    free_after_profile: int | None = None
+    """cudaMemGetInfo free right after vLLM's profile run (GPU only)."""
+    peak_activation: int = 0
+    cudagraph: int = 0
+
+
+@dataclass(frozen=True)
+class Budget:
+    bytes: int
+    basis: str
+    reserved: dict[str, int] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{k} {format_size(v)}" for k, v in self.reserved.items())
+        return f"{format_size(self.bytes)} ({self.basis}; reserved {parts})"
+
+
+def kv_budget(i: BudgetInputs) -> Budget:
+    """The KV bytes this rank offers vLLM."""
+    reserved = {"jit_headroom": i.jit_headroom, "safety_margin": i.safety_margin}
+    if i.platform == "cpu" or i.free_after_profile is None:
+        room = i.vllm_available - i.jit_headroom - i.safety_margin
+        basis = "vLLM's figure"
+    else:
+        reserved = {"activation_peak": i.peak_activation, "cudagraph_pool": i.cudagraph, **reserved}
+        room = i.free_after_profile - sum(reserved.values())
+        basis = f"measured free {format_size(i.free_after_profile)} after profiling"
+    if i.pinned_kv is not None:
+        if room < i.pinned_kv:
+            raise BudgetError(
+                f"the pinned KV cache ({format_size(i.pinned_kv)}) no longer fits: {basis} leaves "
+                f"{format_size(max(room, 0))} after the reserves; lower memory.kv_tokens or "
+                "memory.kv_cache_bytes, or free memory on the GPU"
+            )
+        return Budget(i.pinned_kv, "pinned by the profile", reserved)
+    if room <= 0:
+        raise BudgetError(
+            f"no memory left for the KV cache: {basis} leaves {format_size(room)} after the "
+            "reserves; the plan was too optimistic (run b12x-launch report on this run)"
+        )
+    return Budget(room, basis, reserved)
+
+
+def engine_blocks(budgets: list[int], page_bytes: int) -> int:
+    """Blocks the engine gives every rank: the smallest rank's count (as vLLM does)."""
+    return min(b // page_bytes for b in budgets)

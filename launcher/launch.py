@@ -1,0 +1,148 @@
+"""Start vLLM for real: check the GPUs, refuse what does not fit, write the run, exec.
+
+vLLM replaces this process (``exec``), so signals from a container runtime and the exit
+code pass straight through; the planned worker inside vLLM does the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from launcher import atomic
+from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
+from launcher.hardware import NoGpuInfo, query_gpus
+from launcher.pipeline import Planned, make_plan
+from launcher.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
+from launcher.report import command_line, to_dict
+from launcher.vllm_args import FLAG_KEYS, build_command
+
+
+@dataclass(frozen=True)
+class Prepared:
+    planned: Planned
+    run_dir: Path
+    argv: list[str]
+    env: dict[str, str]
+
+
+def prepare(
+    planned: Planned, *, force: bool, run_dir: str | None, check_vllm: bool = True, gpus=None
+) -> Prepared:
+    """Everything up to the exec: checks, final plan, run directory. No process started."""
+    loaded = planned.loaded
+    profile = loaded.profile
+    notes: tuple[str, ...] = ()
+    if profile.hardware.gpu != "cpu":
+        facts = _gpu_facts(planned, force=force, gpus=gpus)
+        planned = _replan(planned, facts)
+        notes = facts.notes
+    if not planned.plan.fits:
+        fixes = ", ".join(f"--set {s}" for s in planned.plan.suggestions)
+        raise DoesNotFit(
+            "the plan does not fit: "
+            + "; ".join(planned.plan.reasons)
+            + (f". Would fit with: {fixes}" if fixes else "")
+        )
+    if check_vllm:
+        require_vllm()
+        flags = _flags(planned)
+        try:
+            check_argv(flags, FLAG_KEYS)
+        except ProfileError as exc:
+            raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
+    run = _make_run_dir(planned, run_dir)
+    command = build_command(
+        profile,
+        planned.plan,
+        plan_file=str(run / "plan.json"),
+        run_dir=str(run),
+        fingerprint=planned.fingerprint,
+    )
+    record = to_dict(planned.plan, command, planned.fingerprint)
+    record["profile_data"] = profile.model_dump(mode="json", exclude={"env"})
+    record["profile_file"] = loaded.path
+    record["notes"] = [*record["notes"], *notes]
+    try:
+        atomic.write_json(run / "plan.json", record)
+        atomic.write_text(run / "command.txt", command_line(command) + "\n")
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write the run directory {run}: {exc}") from None
+    env = {**os.environ, **command.env}
+    for note in notes:
+        print(f"b12x-launch: note: {note}", file=sys.stderr)
+    return Prepared(planned, run, command.argv, env)
+
+
+def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
+    """Prepare, then replace this process with vLLM."""
+    prepared = prepare(planned, force=force, run_dir=run_dir)
+    kv = prepared.planned.plan.kv
+    print(
+        f"b12x-launch: plan {prepared.planned.fingerprint}: {kv.tokens:,} KV tokens "
+        f"({kv.max_concurrency:.2f} x {kv.max_model_len:,}); run {prepared.run_dir}",
+        file=sys.stderr,
+    )
+    sys.stderr.flush()
+    sys.stdout.flush()
+    try:
+        os.execvpe(prepared.argv[0], prepared.argv, prepared.env)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot start {prepared.argv[0]!r}: {exc}") from None
+
+
+def _gpu_facts(planned: Planned, *, force: bool, gpus) -> GpuFacts:
+    if gpus is None:
+        try:
+            gpus = visible(query_gpus())
+        except NoGpuInfo as exc:
+            hw = planned.loaded.profile.hardware
+            raise EnvironmentProblem(
+                f"{exc}; the profile needs {hw.count}x {hw.gpu}. "
+                "Use --dry-run to plan without GPUs."
+            ) from None
+    return check_gpus(planned.loaded.profile, gpus, force=force)
+
+
+def _replan(planned: Planned, facts: GpuFacts) -> Planned:
+    """Plan again with the memory the cards really have (and what others already hold)."""
+    p = planned.loaded.profile
+    hardware = p.hardware.model_copy(
+        update={"reserved_by_others": max(p.hardware.reserved_by_others, facts.reserved_by_others)}
+    )
+    loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
+    return make_plan(
+        loaded,
+        b12x_sizing=planned.b12x_sizing,
+        calibrate=planned.calibrate,
+        gpu_memory=(facts.memory, "measured"),
+    )
+
+
+def _flags(planned: Planned) -> list[str]:
+    """The argv after the command and model path, as ``--model PATH ...`` for the parser."""
+    p = planned.loaded.profile
+    argv = planned.command.argv
+    start = len(p.vllm.command)
+    return ["--model", argv[start], *argv[start + 1 :]]
+
+
+def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
+    root = Path(run_dir) if run_dir else Path(planned.loaded.profile.runtime.run_dir)
+    if run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        root = root / f"{stamp}-{planned.loaded.profile.name}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / ".writable"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"run directory {root} is not writable ({exc.strerror or exc}); "
+            "pass --run-dir or set runtime.run_dir"
+        ) from None
+    return root

@@ -1,0 +1,56 @@
+import pytest
+
+from launcher.budget import BudgetError, BudgetInputs, engine_blocks, kv_budget
+from launcher.units import GiB, MiB
+
+
+def cpu(**kw):
+    base = dict(
+        platform="cpu",
+        vllm_available=100 * MiB,
+        jit_headroom=16 * MiB,
+        safety_margin=32 * MiB,
+        planned_kv=52 * MiB,
+    )
+    return BudgetInputs(**{**base, **kw})
+
+
+def test_cpu_subtracts_the_reserves_from_vllms_figure():
+    b = kv_budget(cpu())
+    assert b.bytes == 52 * MiB == cpu().planned_kv
+    assert b.reserved == {"jit_headroom": 16 * MiB, "safety_margin": 32 * MiB}
+
+
+def test_gpu_uses_physical_free_memory_and_every_reserve():
+    i = BudgetInputs(
+        platform="cuda",
+        vllm_available=6 * GiB,
+        jit_headroom=1 * GiB,
+        safety_margin=512 * MiB,
+        planned_kv=5 * GiB,
+        free_after_profile=8 * GiB,
+        peak_activation=600 * MiB,
+        cudagraph=200 * MiB,
+    )
+    b = kv_budget(i)
+    assert b.bytes == 8 * GiB - 600 * MiB - 200 * MiB - 1 * GiB - 512 * MiB
+    assert "measured free" in b.basis
+
+
+def test_pinned_is_exact_when_it_fits():
+    assert kv_budget(cpu(pinned_kv=40 * MiB)).bytes == 40 * MiB
+
+
+def test_pinned_that_no_longer_fits_is_refused_with_the_fix():
+    with pytest.raises(BudgetError, match="lower memory.kv_tokens"):
+        kv_budget(cpu(pinned_kv=60 * MiB))
+
+
+def test_nothing_left_is_an_error():
+    with pytest.raises(BudgetError, match="no memory left"):
+        kv_budget(cpu(vllm_available=40 * MiB))
+
+
+def test_engine_takes_the_minimum_over_ranks():
+    page = 2 * MiB
+    assert engine_blocks([10 * MiB, 7 * MiB + 1, 9 * MiB], page) == 3

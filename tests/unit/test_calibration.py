@@ -1,0 +1,83 @@
+"""Calibration round trip: a worker's record makes the next plan say `measured`."""
+
+import json
+from dataclasses import replace
+
+from launcher.calibration import SCHEMA, load_measured, save_record
+from launcher.fingerprint import profile_fingerprint
+from launcher.inputs import gather
+from launcher.plan import plan
+from launcher.profile import load_profile
+from launcher.units import MiB
+from tests.conftest import MINIMAL
+
+
+def setup(write, tmp_path):
+    loaded = load_profile(write("p.yaml", MINIMAL), [f"runtime.cache_root={tmp_path / 'cache'}"])
+    return loaded, profile_fingerprint(loaded.profile)
+
+
+def record(fp, rank, **measured):
+    return {
+        "fingerprint": fp,
+        "rank": rank,
+        "when": "2026-11-30T10:00:00",
+        "environment": {"gpu_kind": "rtx-pro-6000", "vllm": "0.33.0"},
+        "measured": measured,
+    }
+
+
+def test_round_trip_labels_measured_numbers(write, tmp_path):
+    loaded, fp = setup(write, tmp_path)
+    for r in range(4):
+        save_record(
+            record(fp, r, jit_headroom=300 * MiB, workspaces=700 * MiB),
+            tmp_path / "run",
+            loaded.profile,
+        )
+    assert (tmp_path / "run" / "measure-rank3.json").exists()
+    measured = load_measured(loaded.profile, fp, versions={"vllm": "0.33.0"})
+    assert sorted(measured) == [0, 1, 2, 3]
+    p = plan(loaded.profile, replace(gather(loaded), measured=measured))
+    c = p.ranks[1].component("jit_headroom")
+    assert (c.bytes, c.source, c.detail) == (300 * MiB, "measured", "measured 2026-11-30")
+    assert json.loads((tmp_path / "run" / "measure-rank0.json").read_text())["schema"] == SCHEMA
+
+
+def test_corrupt_and_foreign_records_are_ignored_with_a_warning(write, tmp_path):
+    loaded, fp = setup(write, tmp_path)
+    save_record(record(fp, 0, jit_headroom=1), None, loaded.profile)
+    folder = tmp_path / "cache" / "calibration" / fp
+    (folder / "rank1.json").write_text("{not json")
+    (folder / "rank2.json").write_text(json.dumps({"schema": "other", "rank": 2}))
+    (folder / "rank3.json").write_text(
+        json.dumps({**record(fp, 3), "schema": SCHEMA, "measured": {"jit_headroom": -5}})
+    )
+    warnings = []
+    measured = load_measured(loaded.profile, fp, warn=warnings.append, versions={})
+    assert list(measured) == [0]
+    assert len(warnings) == 3 and any("unreadable" in w for w in warnings)
+
+
+def test_records_from_another_stack_are_stale(write, tmp_path):
+    loaded, fp = setup(write, tmp_path)
+    save_record(record(fp, 0, jit_headroom=1), None, loaded.profile)
+    warnings = []
+    assert (
+        load_measured(loaded.profile, fp, warn=warnings.append, versions={"vllm": "0.34.0"}) == {}
+    )
+    assert "other versions of vllm" in warnings[0]
+
+
+def test_fingerprint_ignores_labels_but_not_memory(write, tmp_path):
+    loaded, fp = setup(write, tmp_path)
+    renamed = load_profile(
+        write("q.yaml", MINIMAL), ["name=x", "serving.port=9000", f"runtime.cache_root={tmp_path}"]
+    )
+    assert profile_fingerprint(renamed.profile) == fp
+    longer = load_profile(write("r.yaml", MINIMAL), ["serving.max_num_seqs=4"])
+    assert profile_fingerprint(longer.profile) != fp
+    secret = load_profile(write("s.yaml", MINIMAL + "env:\n  HF_TOKEN: abc\n"))
+    assert profile_fingerprint(secret.profile) == profile_fingerprint(
+        load_profile(write("t.yaml", MINIMAL + "env:\n  HF_TOKEN: xyz\n")).profile
+    )
