@@ -42,7 +42,7 @@ def test_pinned_is_exact_when_it_fits():
 
 
 def test_pinned_that_no_longer_fits_is_refused_with_the_fix():
-    with pytest.raises(BudgetError, match="lower memory.kv_tokens"):
+    with pytest.raises(BudgetError, match=r"lower memory\.kv_tokens"):
         kv_budget(cpu(pinned_kv=60 * MiB))
 
 

@@ -70,7 +70,7 @@ def test_records_from_another_stack_are_stale(write, tmp_path):
 
 
 def test_fingerprint_ignores_labels_but_not_memory(write, tmp_path):
-    loaded, fp = setup(write, tmp_path)
+    _, fp = setup(write, tmp_path)
     renamed = load_profile(
         write("q.yaml", MINIMAL), ["name=x", "serving.port=9000", f"runtime.cache_root={tmp_path}"]
     )

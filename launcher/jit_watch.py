@@ -1,0 +1,207 @@
+"""Late-JIT watchdog for Triton: see (or refuse) a compile after the KV cache is sized.
+
+Triton calls ``triton.knobs.runtime.jit_cache_hook`` whenever a ``@triton.jit``
+function meets a specialization it has not compiled in this process (the on-disk
+cache may still spare the compiler, but a new module is loaded), before it compiles,
+and ``jit_post_compile_hook`` after (Triton 3.4 to 3.7; older releases have the same
+hooks as ``JITFunction.cache_hook`` / ``compiled_hook``). Each slot holds one hook:
+this module chains to whatever was installed before it and restores it on uninstall.
+
+    watch.install()            # record every compile from now on (the prewarm's too)
+    ...prewarm, size the KV cache...
+    watch.arm(on_compile=log, strict=args.strict_jit)
+    ...serve: a compile now calls ``log(event)``; under strict it raises LateCompileError
+
+Import-light: triton is imported only by ``install``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class LateCompileError(RuntimeError):
+    """A kernel specialization was compiled after the watchdog was armed."""
+
+    def __init__(self, event: CompileEvent):
+        super().__init__(f"late JIT compile after sizing: {event.describe()}")
+        self.event = event
+
+
+@dataclass
+class CompileEvent:
+    kernel: str
+    """``module.qualname`` of the ``@triton.jit`` function."""
+    constexprs: dict[str, Any]
+    """Constexpr argument name -> value of this specialization."""
+    key: str
+    """Triton's in-process cache key (argument types, alignment and constexprs, options)."""
+    signature: str = ""
+    """Triton's readable form: name, launch options and argument types."""
+    device: int | None = None
+    warmup: bool = False
+    late: bool = False
+    """Compiled while the watchdog was armed."""
+    started: float = field(default_factory=time.monotonic)
+    seconds: float | None = None
+    """Compile time, filled in by the post-compile hook."""
+
+    @property
+    def detail(self) -> str:
+        consts = ", ".join(f"{k}={v}" for k, v in self.constexprs.items())
+        return f"[{consts}]" if consts else self.key
+
+    def describe(self) -> str:
+        return f"{self.kernel}{self.detail}"
+
+
+def _runtime_slots() -> tuple[Any, str, str]:
+    """The object holding Triton's compile hooks and the two attribute names."""
+    import triton
+
+    knobs = getattr(triton, "knobs", None)
+    runtime = getattr(knobs, "runtime", None)
+    if runtime is not None and hasattr(runtime, "jit_cache_hook"):
+        return runtime, "jit_cache_hook", "jit_post_compile_hook"
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction, "cache_hook", "compiled_hook"
+
+
+def _constexprs(fn: Any, constants: Any) -> dict[str, Any]:
+    names = list(getattr(getattr(fn, "jit_function", None), "arg_names", []) or [])
+    out: dict[str, Any] = {}
+    for path, value in dict(constants or {}).items():
+        idx = path[0] if isinstance(path, tuple) and path else path
+        name = names[idx] if isinstance(idx, int) and idx < len(names) else str(path)
+        out[name] = getattr(value, "value", value)
+    return out
+
+
+class JitWatch:
+    """Counts Triton compiles; once armed, reports them as late (and may refuse them).
+
+    ``slots`` replaces Triton's hook holder ``(obj, pre_attr, post_attr)``: tests pass a
+    plain object to exercise the logic without Triton.
+    """
+
+    def __init__(self, slots: tuple[Any, str, str] | None = None):
+        self._slots = slots
+        self._prev: tuple[Any, Any] | None = None
+        self._lock = threading.Lock()
+        self.events: list[CompileEvent] = []
+        self.armed = False
+        self.strict = False
+        self.on_compile: Callable[[CompileEvent], None] | None = None
+        self._pending: dict[str, CompileEvent] = {}
+
+    @property
+    def installed(self) -> bool:
+        return self._prev is not None
+
+    @property
+    def count(self) -> int:
+        """Compiles seen since ``install`` (or ``reset``)."""
+        return len(self.events)
+
+    @property
+    def late(self) -> list[CompileEvent]:
+        return [e for e in self.events if e.late]
+
+    @property
+    def late_count(self) -> int:
+        return len(self.late)
+
+    def install(self) -> bool:
+        """Hook into Triton; False (and nothing done) when triton is not importable."""
+        if self.installed:
+            return True
+        if self._slots is None:
+            try:
+                self._slots = _runtime_slots()
+            except ImportError:
+                return False
+        obj, pre, post = self._slots
+        self._prev = (getattr(obj, pre, None), getattr(obj, post, None))
+        setattr(obj, pre, self._pre_hook)
+        setattr(obj, post, self._post_hook)
+        return True
+
+    def uninstall(self) -> None:
+        """Restore the hooks that were there before ``install``."""
+        if not self.installed:
+            return
+        obj, pre, post = self._slots
+        setattr(obj, pre, self._prev[0])
+        setattr(obj, post, self._prev[1])
+        self._prev = None
+        self.armed = False
+
+    def arm(
+        self, on_compile: Callable[[CompileEvent], None] | None = None, *, strict: bool = False
+    ) -> bool:
+        """From now on every compile is late: call ``on_compile(event)``, and under
+        ``strict`` raise ``LateCompileError`` before Triton compiles. Installs the
+        hook if needed; returns False when Triton is not there to watch."""
+        if not self.install():
+            return False
+        self.on_compile, self.strict, self.armed = on_compile, strict, True
+        return True
+
+    def disarm(self) -> None:
+        """Stop treating compiles as late; they are still counted until ``uninstall``."""
+        self.armed = False
+        self.on_compile = None
+
+    def reset(self) -> None:
+        with self._lock:
+            self.events.clear()
+            self._pending.clear()
+
+    def _pre_hook(self, *, key: Any = None, repr: Any = None, fn: Any = None, **kw: Any):
+        compile_info = kw.get("compile") or {}
+        event = CompileEvent(
+            kernel=f"{getattr(fn, 'module', '?')}.{getattr(fn, 'name', '?')}",
+            constexprs=_constexprs(fn, compile_info.get("constants")),
+            key=str(key),
+            signature=str(repr or ""),
+            device=compile_info.get("device"),
+            warmup=bool(kw.get("is_manual_warmup", False)),
+            late=self.armed,
+        )
+        with self._lock:
+            self.events.append(event)
+            self._pending[f"{event.kernel}|{event.key}"] = event
+        if event.late:
+            if self.on_compile is not None:
+                self.on_compile(event)
+            if self.strict:
+                raise LateCompileError(event)
+        prev = self._prev[0] if self._prev else None
+        # A truthy return tells Triton to skip the compile: only a chained hook decides.
+        return prev(key=key, repr=repr, fn=fn, **kw) if prev is not None else None
+
+    def _post_hook(self, *, key: Any = None, repr: Any = None, fn: Any = None, **kw: Any):
+        name = f"{getattr(fn, 'module', '?')}.{getattr(fn, 'name', '?')}|{key}"
+        with self._lock:
+            event = self._pending.pop(name, None)
+        if event is not None:
+            event.seconds = time.monotonic() - event.started
+        prev = self._prev[1] if self._prev else None
+        return prev(key=key, repr=repr, fn=fn, **kw) if prev is not None else None
+
+
+watch = JitWatch()
+"""The process-wide watchdog the worker arms."""
+
+
+def arm(on_compile: Callable[[CompileEvent], None] | None = None, *, strict: bool = False) -> bool:
+    return watch.arm(on_compile, strict=strict)
+
+
+def disarm() -> None:
+    watch.disarm()

@@ -1,0 +1,133 @@
+"""launcher.jit_watch without a GPU: the hook logic through a stand-in hook holder, and
+the hook slots of the installed Triton (skipped when triton is missing)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from launcher.jit_watch import JitWatch, LateCompileError
+
+
+class Slots:
+    jit_cache_hook = None
+    jit_post_compile_hook = None
+
+
+def _compile(slots, name="gather", constants=None, key="k1"):
+    """Call the hooks the way Triton's JITFunction._do_compile does."""
+    jit_function = types.SimpleNamespace(arg_names=["src", "dst", "n", "DCP", "BLOCK"])
+    fn = types.SimpleNamespace(module="kernels", name=name, jit_function=jit_function)
+    kw = dict(
+        key=key,
+        repr=f"{name}[num_warps=4]",
+        fn=fn,
+        compile={"key": key, "device": 0, "constants": constants or {(3,): 4, (4,): 1024}},
+        is_manual_warmup=False,
+        already_compiled=False,
+    )
+    if slots.jit_cache_hook is not None and slots.jit_cache_hook(**kw):
+        return "skipped"
+    if slots.jit_post_compile_hook is not None:
+        slots.jit_post_compile_hook(**kw)
+    return "compiled"
+
+
+@pytest.fixture
+def slots():
+    s = Slots()
+    s.jit_cache_hook = None
+    s.jit_post_compile_hook = None
+    return s
+
+
+def _watch(s):
+    return JitWatch(slots=(s, "jit_cache_hook", "jit_post_compile_hook"))
+
+
+def test_counts_compiles_and_names_the_specialization(slots):
+    w = _watch(slots)
+    assert w.install()
+    _compile(slots)
+    _compile(slots, key="k2", constants={(3,): 2, (4,): 1024})
+    assert w.count == 2 and w.late_count == 0
+    e = w.events[0]
+    assert e.kernel == "kernels.gather"
+    assert e.constexprs == {"DCP": 4, "BLOCK": 1024}
+    assert e.describe() == "kernels.gather[DCP=4, BLOCK=1024]"
+    assert e.seconds is not None and e.device == 0
+
+
+def test_armed_compiles_are_late_and_reported(slots):
+    w = _watch(slots)
+    w.install()
+    _compile(slots)
+    seen = []
+    assert w.arm(seen.append)
+    _compile(slots, key="late")
+    assert w.count == 2 and w.late_count == 1
+    assert [e.key for e in seen] == ["late"]
+    w.disarm()
+    _compile(slots, key="after")
+    assert w.count == 3 and w.late_count == 1
+
+
+def test_strict_raises_before_the_compile(slots):
+    w = _watch(slots)
+    w.arm(strict=True)
+    with pytest.raises(LateCompileError) as err:
+        _compile(slots, key="late")
+    assert "kernels.gather[DCP=4, BLOCK=1024]" in str(err.value)
+    assert err.value.event.late
+
+
+def test_chains_and_restores_previous_hooks(slots):
+    calls = []
+    slots.jit_cache_hook = lambda **kw: calls.append(("pre", kw["key"]))
+    slots.jit_post_compile_hook = lambda **kw: calls.append(("post", kw["key"]))
+    prev = slots.jit_cache_hook
+    w = _watch(slots)
+    w.install()
+    assert _compile(slots) == "compiled"
+    assert calls == [("pre", "k1"), ("post", "k1")]
+    w.uninstall()
+    assert slots.jit_cache_hook is prev and not w.installed
+
+
+def test_a_previous_hook_may_still_skip_the_compile(slots):
+    slots.jit_cache_hook = lambda **kw: True
+    w = _watch(slots)
+    w.install()
+    assert _compile(slots) == "skipped"
+    assert w.count == 1
+
+
+def test_install_without_triton_is_a_no_op(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_triton(name, *a, **kw):
+        if name == "triton" or name.startswith("triton."):
+            raise ImportError(name)
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    w = JitWatch()
+    assert not w.install() and not w.arm()
+
+
+def test_real_triton_hook_slots():
+    triton = pytest.importorskip("triton")
+    w = JitWatch()
+    assert w.install()
+    obj, pre, post = w._slots
+    try:
+        assert getattr(obj, pre) == w._pre_hook
+        assert getattr(obj, post) == w._post_hook
+        if hasattr(triton, "knobs"):
+            assert obj is triton.knobs.runtime
+    finally:
+        w.uninstall()
+    assert getattr(obj, pre) != w._pre_hook
