@@ -113,13 +113,14 @@ def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, 
             )
         )
     if f.has_indexer:
-        pages = -(-p.serving.max_model_len // (dcp * 64))
-        size = t * 32768 * 4 + t * f.index_topk * 8 + pages * 64 * KiB
+        local = -(-p.serving.max_model_len // dcp)  # tokens of context on this rank
+        pages, tile = -(-local // 64), min(32768, local)
+        size = t * tile * 4 + t * f.index_topk * 8 + pages * 64 * KiB
         parts.append(
             (
                 "dsa_indexer",
                 size,
-                f"prefill T={t}: fp32 logits over a 32K supertile + top-{f.index_topk} "
+                f"prefill T={t}: fp32 logits over a {tile}-token supertile + top-{f.index_topk} "
                 f"indices/scores + {pages} pages x 64 KiB",
                 True,
             )
