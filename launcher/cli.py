@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from launcher import __version__
-from launcher.errors import EXIT_DOES_NOT_FIT, LauncherError, ProfileError
+from launcher.errors import EXIT_DOES_NOT_FIT, EXIT_USER_ERROR, LauncherError, ProfileError
 
 if TYPE_CHECKING:
     pass
@@ -44,6 +44,17 @@ class DefaultGroup(click.Group):
                 raise
             click.echo(_format_error(exc), err=True)
             ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(
+                f"internal error (a bug in b12x-launch): {type(exc).__name__}: {exc}\n"
+                "rerun with --debug for the traceback, and please report it",
+                err=True,
+            )
+            ctx.exit(EXIT_USER_ERROR)
 
 
 def _format_error(exc: LauncherError) -> str:
@@ -158,6 +169,24 @@ def schema() -> None:
     from launcher.profile.schema import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+@click.option(
+    "--log",
+    "log_file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A saved vLLM log to read the KV lines from (default: RUN_DIR/vllm.log).",
+)
+def report(run_dir: str, log_file: str | None) -> None:
+    """Print the plan of RUN_DIR against its workers' measurement records."""
+    from pathlib import Path
+
+    from launcher.run_report import render_run
+
+    click.echo(render_run(Path(run_dir), Path(log_file) if log_file else None), nl=False)
 
 
 def main() -> None:

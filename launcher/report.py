@@ -8,7 +8,7 @@ from typing import Any
 
 from launcher.plan import Component, MemoryPlan
 from launcher.secrets import redact_argv, redact_env
-from launcher.units import gib
+from launcher.units import in_unit, table_unit
 from launcher.vllm_args import VllmCommand
 
 SCHEMA_VERSION = 1
@@ -102,28 +102,33 @@ def render_table(
         for r in ranks
     )
     shown = ranks[:1] if identical else ranks
+    unit = table_unit(ranks[0].total_bytes)
+
+    def fmt(n: int) -> str:
+        return in_unit(n, unit)
+
     title = f"{plan.profile}  [{fingerprint}]" if fingerprint else plan.profile
     table = Table(title=f"Memory plan: {title}", title_justify="left")
     table.add_column("COMPONENT")
     for r in shown:
         head = (
-            f"RANKS 0-{len(ranks) - 1} (GiB)"
+            f"RANKS 0-{len(ranks) - 1} ({unit})"
             if identical and len(ranks) > 1
-            else f"RANK {r.rank} (GiB)"
+            else f"RANK {r.rank} ({unit})"
         )
         table.add_column(head, justify="right")
     table.add_column("SOURCE")
     table.add_column("HOW")
-    table.add_row("card total", *[gib(r.total_bytes) for r in shown], plan.total_source, "")
+    table.add_row("card total", *[fmt(r.total_bytes) for r in shown], plan.total_source, "")
     for i, comp in enumerate(shown[0].components):
-        cells = [gib(r.components[i].bytes) for r in shown]
+        cells = [fmt(r.components[i].bytes) for r in shown]
         table.add_row(comp.name, *cells, comp.source, comp.detail)
         for j, part in enumerate(comp.parts):
-            sub = [gib(r.components[i].parts[j].bytes) for r in shown]
+            sub = [fmt(r.components[i].parts[j].bytes) for r in shown]
             table.add_row(f"  {part.name}", *sub, part.source, part.detail, style="dim")
     table.add_row(
         "kv_cache",
-        *[gib(r.kv_bytes) for r in shown],
+        *[fmt(r.kv_bytes) for r in shown],
         kv_source(plan),
         "what is left" if not plan.kv.pinned else f"pinned by memory.{plan.kv.pinned}",
         style="bold",

@@ -72,3 +72,13 @@ def format_size(n: int | float, unit: str = "auto") -> str:
 def gib(n: int | float) -> str:
     """Bytes as GiB with two decimals, no unit (for tables whose header names the unit)."""
     return f"{n / GiB:.2f}"
+
+
+def table_unit(total: int) -> str:
+    """The unit a table of parts of ``total`` reads best in."""
+    return "GiB" if total >= 8 * GiB else "MiB"
+
+
+def in_unit(n: int | float, unit: str) -> str:
+    """Bytes in ``unit`` (GiB or MiB) with two decimals, no unit suffix."""
+    return f"{n / (GiB if unit == 'GiB' else MiB):.2f}"

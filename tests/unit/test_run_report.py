@@ -1,0 +1,64 @@
+"""``b12x-launch report RUN_DIR`` on a run directory laid out as the launcher writes it."""
+
+import json
+
+from click.testing import CliRunner
+
+from launcher.calibration import save_record
+from launcher.cli import cli
+from launcher.profile import load_profile
+from tests.conftest import MINIMAL
+
+
+def make_run(tmp_path, write):
+    run = tmp_path / "run"
+    out = CliRunner().invoke(cli, [str(write("p.yaml", MINIMAL)), "--json"])
+    plan = json.loads(out.output)
+    run.mkdir()
+    (run / "plan.json").write_text(json.dumps(plan))
+    profile = load_profile(write("p.yaml", MINIMAL), [f"runtime.cache_root={tmp_path}"]).profile
+    kv = plan["ranks"][0]["components"]["kv_cache"]["bytes"]
+    for rank in range(4):
+        save_record(
+            {
+                "fingerprint": plan["fingerprint"],
+                "rank": rank,
+                "when": "2026-11-30",
+                "measured": {"jit_headroom": 123 * 2**20},
+                "budget": {"bytes": kv},
+                "kv": {"tokens": plan["kv"]["tokens"]},
+                "late_compiles": ["triton _dcp_gather[DCP=4]"] if rank == 2 else [],
+            },
+            run,
+            profile,
+        )
+    return run, plan
+
+
+def test_report_shows_plan_and_measurements(tmp_path, write):
+    run, plan = make_run(tmp_path, write)
+    (run / "vllm.log").write_text(
+        f"GPU KV cache size: {plan['kv']['tokens']:,} tokens, Maximum "
+        "concurrency for 131,072 tokens per request: 4.5x\n"
+    )
+    out = CliRunner().invoke(cli, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    assert "RANK 3 (GiB)" in out.output and "0.12" in out.output  # 123 MiB measured headroom
+    assert (
+        "rank 2: KV" in out.output and "1 late compile(s): triton _dcp_gather[DCP=4]" in out.output
+    )
+    assert f"vLLM logged {plan['kv']['tokens']:,} KV tokens" in out.output
+
+
+def test_report_on_a_directory_that_is_not_a_run(tmp_path):
+    out = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert out.exit_code == 1 and "a b12x-launch run?" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_report_skips_a_corrupt_record_with_a_warning(tmp_path, write):
+    run, _ = make_run(tmp_path, write)
+    (run / "measure-rank1.json").write_text("{oops")
+    out = CliRunner().invoke(cli, ["report", str(run)])
+    assert out.exit_code == 0 and "warning: ignoring unreadable" in out.output
+    assert "RANK 1 (GiB)" not in out.output
