@@ -172,6 +172,23 @@ def schema() -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("profile", type=click.Path(dir_okay=False))
+@_set_option
+@click.option("--list", "list_only", is_flag=True, help="List what would be compiled; no GPU.")
+@click.option("--device", type=int, default=0, show_default=True, help="CUDA device to use.")
+def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: int) -> None:
+    """Fill the compile caches for PROFILE ahead of serving, under the serving environment."""
+    from launcher import pipeline
+    from launcher.prewarm.command import list_specializations, run_prewarm
+
+    planned = pipeline.make_plan(pipeline.load(profile, overrides), calibrate=False)
+    if list_only:
+        list_specializations(planned, click.echo)
+    else:
+        run_prewarm(planned, device, click.echo)
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
 @click.option(
     "--log",

@@ -17,8 +17,8 @@ from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.hardware import NoGpuInfo, query_gpus
 from launcher.pipeline import Planned, make_plan
 from launcher.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
-from launcher.report import command_line, to_dict
-from launcher.vllm_args import FLAG_KEYS, build_command
+from launcher.report import command_line, fix_hint, to_dict
+from launcher.vllm_args import CACHE_DIRS, FLAG_KEYS, build_command
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,11 @@ def prepare(
         planned = _replan(planned, facts)
         notes = facts.notes
     if not planned.plan.fits:
-        fixes = ", ".join(f"--set {s}" for s in planned.plan.suggestions)
         raise DoesNotFit(
             "the plan does not fit: "
             + "; ".join(planned.plan.reasons)
-            + (f". Would fit with: {fixes}" if fixes else "")
+            + ". "
+            + fix_hint(planned.plan)
         )
     if check_vllm:
         require_vllm()
@@ -55,6 +55,7 @@ def prepare(
         except ProfileError as exc:
             raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
     run = _make_run_dir(planned, run_dir)
+    ensure_cache_dirs(planned.command.env)
     command = build_command(
         profile,
         planned.plan,
@@ -128,6 +129,22 @@ def _flags(planned: Planned) -> list[str]:
     argv = planned.command.argv
     start = len(p.vllm.command)
     return ["--model", argv[start], *argv[start + 1 :]]
+
+
+def ensure_cache_dirs(env: dict[str, str]) -> None:
+    """Create every JIT cache directory; an unwritable one is an error before vLLM starts."""
+    for var in CACHE_DIRS:
+        path = Path(env[var])
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / ".writable"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"cache directory {path} ({var}) is not writable ({exc.strerror or exc}); "
+                "set runtime.cache_root to a writable directory"
+            ) from None
 
 
 def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:

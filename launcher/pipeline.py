@@ -48,8 +48,7 @@ def make_plan(
     *,
     b12x_sizing: bool = False,
     calibrate: bool = True,
-    plan_file: str = "",
-    run_dir: str = "",
+    gpu_memory: tuple[int, str] | None = None,
 ) -> Planned:
     fingerprint = profile_fingerprint(loaded.profile)
     measured = {}
@@ -57,11 +56,9 @@ def make_plan(
         from launcher.calibration import load_measured
 
         measured = load_measured(loaded.profile, fingerprint)
-    inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured)
+    inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured, gpu_memory=gpu_memory)
     memory_plan = plan(loaded.profile, inputs)
-    command = build_command(
-        loaded.profile, memory_plan, plan_file=plan_file, run_dir=run_dir, fingerprint=fingerprint
-    )
+    command = build_command(loaded.profile, memory_plan, fingerprint=fingerprint)
     return Planned(loaded, memory_plan, command, fingerprint, b12x_sizing, calibrate)
 
 

@@ -105,6 +105,7 @@ class MemoryPlan:
     reasons: tuple[str, ...] = ()
     """Why it does not fit (empty when it fits)."""
     suggestions: tuple[str, ...] = ()
+    """``key=value`` overrides that would fit."""
     notes: tuple[str, ...] = ()
 
 
@@ -265,19 +266,22 @@ def _pin(r: RankPlan, kv_bytes: int, blocks: int) -> RankPlan:
 def _reasons(
     p: Profile, ranks: list[RankPlan], layouts: list[KvLayout], blocks: int, pinned: str | None
 ) -> list[str]:
-    out = []
+    out: list[str] = []
     for r in ranks:
         fixed = sum(c.bytes for c in r.components)
         if fixed > r.total_bytes:
             out.append(
-                f"rank {r.rank}: fixed costs {_g(fixed)} exceed the card's {_g(r.total_bytes)} "
+                f"fixed costs {_g(fixed)} exceed the card's {_g(r.total_bytes)} "
                 f"by {_g(fixed - r.total_bytes)}"
             )
         elif pinned and blocks > r.kv_blocks:
             out.append(
-                f"rank {r.rank}: memory.{pinned} needs {blocks} blocks "
+                f"memory.{pinned} needs {blocks} blocks "
                 f"({_g(blocks * layouts[r.rank].page_bytes)}) but only {r.kv_blocks} fit"
             )
+        else:
+            out.append("")
+    out = _per_rank(out)
     need = layouts[0].blocks_for_tokens(p.serving.max_model_len)
     if not out and blocks < need:
         got = layouts[0].tokens_for_blocks(blocks)
@@ -285,6 +289,24 @@ def _reasons(
             f"the KV cache holds {got:,} tokens, less than one max_model_len request "
             f"({p.serving.max_model_len:,} tokens)"
         )
+    return out
+
+
+def _per_rank(messages: list[str]) -> list[str]:
+    """One line per distinct message, naming the ranks it applies to."""
+    groups: dict[str, list[int]] = {}
+    for rank, message in enumerate(messages):
+        if message:
+            groups.setdefault(message, []).append(rank)
+    out = []
+    for message, ranks in groups.items():
+        if len(ranks) == 1:
+            who = f"rank {ranks[0]}"
+        elif ranks == list(range(ranks[0], ranks[-1] + 1)):
+            who = f"ranks {ranks[0]}-{ranks[-1]}"
+        else:
+            who = "ranks " + ",".join(map(str, ranks))
+        out.append(f"{who}: {message}")
     return out
 
 
@@ -310,8 +332,6 @@ def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
                         f"serving.max_num_batched_tokens={trial.serving.max_num_batched_tokens}"
                     )
                 break
-    if not out:
-        out.append("a smaller model.bits_per_weight, more GPUs, or a smaller kv_cache_dtype")
     return out
 
 

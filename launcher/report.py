@@ -70,6 +70,16 @@ def to_json(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = ""
     return json.dumps(to_dict(plan, command, fingerprint), indent=2) + "\n"
 
 
+def fix_hint(plan: MemoryPlan) -> str:
+    """What to change so the plan fits."""
+    if plan.suggestions:
+        return "Would fit with: " + " ".join(f"--set {s}" for s in plan.suggestions)
+    return (
+        "Nothing smaller in serving.max_model_len or serving.max_num_seqs fits: lower the "
+        "weights (model.bits_per_weight), add GPUs, or use a smaller kv_cache_dtype"
+    )
+
+
 def kv_source(plan: MemoryPlan) -> str:
     """The KV figure is as good as the weakest number it was derived from."""
     if plan.kv.pinned:
@@ -147,8 +157,7 @@ def render_table(
     if not plan.fits:
         for reason in plan.reasons:
             console.print(f"DOES NOT FIT: {reason}", style="bold red")
-        if plan.suggestions:
-            console.print("would fit with: " + ", ".join(f"--set {s}" for s in plan.suggestions))
+        console.print(fix_hint(plan))
     if command is not None:
         console.print("\nvLLM command:", style="bold")
         console.print(command_line(command), soft_wrap=True)

@@ -35,6 +35,8 @@ class PrewarmContext:
     device: str = "cuda:0"
     model_runner: Any = None
     """vLLM's model runner when running inside a worker; None elsewhere."""
+    worker: Any = None
+    """vLLM's worker when running inside one; None elsewhere."""
     log: Any = None
     """A callable taking one line of text."""
 
@@ -81,8 +83,8 @@ def available() -> dict[str, str]:
 
 
 def load(name: str) -> Provider:
-    """Instantiate provider ``name``."""
-    target = available().get(name)
+    """Instantiate provider ``name`` (a registered name, or ``package.module:Class``)."""
+    target = name if ":" in name else available().get(name)
     if target is None:
         raise UnknownProvider(f"unknown prewarm provider {name!r}; known: {', '.join(available())}")
     module, _, attr = target.partition(":")

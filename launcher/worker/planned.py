@@ -138,6 +138,7 @@ class PlannedMixin:
             f"cuda:{device}" if device is not None else "cpu",
             getattr(self, "model_runner", None),
             log=_say,
+            worker=self,
         )
         self._providers = []
         results: list[PrewarmResult] = []

@@ -1,0 +1,78 @@
+"""``b12x-launch prewarm PROFILE``: fill the compile caches before the first boot.
+
+It runs under exactly the serving environment (the cache directories and the profile's
+``env``), since b12x keys its compile cache on every ``B12X_*``/``CUTE_*``/``CUTLASS_*``
+variable: a cache filled under another environment would not be hit.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from launcher.errors import EnvironmentProblem
+from launcher.model import load_facts
+from launcher.pipeline import Planned
+from launcher.prewarm import PrewarmContext, UnknownProvider, load
+
+
+def providers(planned: Planned, device: str = "cuda:0"):
+    p = planned.loaded.profile
+    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), 0, device)
+    out = []
+    for name in p.prewarm.providers:
+        try:
+            out.append(load(name))
+        except UnknownProvider as exc:
+            raise EnvironmentProblem(f"prewarm.providers: {exc}") from None
+    return ctx, out
+
+
+def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
+    ctx, provs = providers(planned)
+    for prov in provs:
+        if not prov.applies(ctx):
+            echo(f"{prov.name}: not used by this deployment")
+            continue
+        specs = prov.specializations(ctx)
+        echo(f"{prov.name}: {len(specs)} specialization(s)")
+        for spec in specs:
+            echo(f"  {spec}")
+
+
+def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> None:
+    """Compile every provider's specializations on ``device`` under the serving env."""
+    from launcher.launch import ensure_cache_dirs
+
+    ensure_cache_dirs(planned.command.env)
+    os.environ.update(planned.command.env)
+    try:
+        import torch
+    except ImportError:
+        raise EnvironmentProblem(
+            "prewarm needs torch and the serving GPU stack: pip install 'b12x-launch[serve]'"
+        ) from None
+    if not torch.cuda.is_available():
+        raise EnvironmentProblem(
+            "prewarm compiles for the serving GPU and none is visible; "
+            "--list shows what it would compile"
+        )
+    torch.cuda.set_device(device)
+    from launcher import jit_watch
+    from launcher.measure import measure
+
+    jit_watch.watch.install()
+    ctx, provs = providers(planned, f"cuda:{device}")
+    for prov in provs:
+        if not prov.applies(ctx):
+            echo(f"{prov.name}: not used by this deployment (or needs the vLLM worker)")
+            continue
+        start = time.perf_counter()
+        result, m = measure(lambda prov=prov: prov.run(ctx), device)
+        echo(
+            f"{prov.name}: {result.compiled} compiled, {result.warmed} warmed in "
+            f"{time.perf_counter() - start:.1f}s; memory retained {m.retained_bytes / 2**20:.0f} "
+            f"MiB, transient peak {m.transient_peak_bytes / 2**20:.0f} MiB"
+            + (f"; skipped: {result.skipped}" if result.skipped else "")
+        )

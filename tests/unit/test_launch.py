@@ -1,0 +1,188 @@
+"""The launch path up to the exec, on this machine's own parts: failure modes first."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from launcher import launch as launch_mod
+from launcher import pipeline, preflight
+from launcher.cli import cli
+from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
+from launcher.hardware import Gpu, parse_smi
+from launcher.units import GiB, MiB
+from tests.conftest import MINIMAL, PROFILES
+
+
+def rtx(index, used=300 * MiB, name="NVIDIA RTX PRO 6000 Blackwell Server Edition"):
+    total = int(95.59 * GiB)
+    return Gpu(index, name, total, used, total - used)
+
+
+def planned(write, tmp_path, *overrides):
+    sets = [f"runtime.cache_root={tmp_path / 'cache'}", *overrides]
+    return pipeline.make_plan(pipeline.load(str(write("p.yaml", MINIMAL)), tuple(sets)))
+
+
+def prepare(p, tmp_path, gpus, **kw):
+    return launch_mod.prepare(
+        p,
+        force=kw.pop("force", False),
+        run_dir=str(tmp_path / "run"),
+        check_vllm=False,
+        gpus=gpus,
+        **kw,
+    )
+
+
+def test_parse_nvidia_smi():
+    gpus = parse_smi("0, NVIDIA H200, 143771, 0, 143771\n1, NVIDIA H200, 143771, 512, 143259\n")
+    assert [g.kind for g in gpus] == ["h200", "h200"]
+    assert gpus[1].used == 512 * MiB
+
+
+def test_no_gpu(write, tmp_path):
+    with pytest.raises(EnvironmentProblem, match=r"no GPU visible.*--dry-run"):
+        prepare(planned(write, tmp_path), tmp_path, [])
+
+
+def test_fewer_gpus_than_the_profile(write, tmp_path):
+    with pytest.raises(EnvironmentProblem, match=r"2 GPU\(s\) visible, the profile needs 4"):
+        prepare(planned(write, tmp_path), tmp_path, [rtx(0), rtx(1)])
+
+
+def test_another_gpu_kind_needs_force(write, tmp_path):
+    h200 = [Gpu(i, "NVIDIA H200", 140 * GiB, 0, 140 * GiB) for i in range(4)]
+    with pytest.raises(EnvironmentProblem, match=r"hardware.gpu: rtx-pro-6000; fix .* --force"):
+        prepare(planned(write, tmp_path), tmp_path, h200)
+    done = prepare(planned(write, tmp_path), tmp_path, h200, force=True)
+    assert done.planned.plan.ranks[0].total_bytes == 140 * GiB
+    assert done.planned.plan.total_source == "measured"
+
+
+def test_memory_held_by_others_shrinks_the_plan(write, tmp_path, capsys):
+    base = prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
+    busy = [rtx(0), rtx(1, used=2 * GiB), rtx(2), rtx(3)]
+    done = prepare(planned(write, tmp_path), tmp_path, busy)
+    other = done.planned.plan.ranks[0].component("other_processes")
+    assert other.bytes == 2 * GiB - preflight.IDLE_USED
+    assert done.planned.plan.kv.tokens < base.planned.plan.kv.tokens
+    assert "GPU 1: other processes hold" in capsys.readouterr().err
+
+
+def test_a_plan_that_does_not_fit_is_refused_before_anything_starts(write, tmp_path):
+    p = planned(write, tmp_path, "serving.max_model_len=1048576")
+    with pytest.raises(DoesNotFit, match=r"Would fit with: --set serving.max_model_len="):
+        prepare(p, tmp_path, [rtx(i) for i in range(4)])
+    assert not (tmp_path / "run").exists()
+
+
+def test_prepare_writes_the_run_and_the_worker_env(write, tmp_path):
+    done = prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
+    plan_file = Path(done.env["BLAUNCH_PLAN"])
+    data = json.loads(plan_file.read_text())
+    assert data["profile_data"]["serving"]["max_model_len"] == 131072
+    assert done.env["BLAUNCH_RUN_DIR"] == str(tmp_path / "run")
+    assert (tmp_path / "run" / "command.txt").read_text().startswith("vllm serve ")
+    assert done.argv[:2] == ["vllm", "serve"]
+    assert not [
+        k
+        for k in done.env
+        if k.startswith("BLAUNCH") is False
+        and k.startswith(("B12X_", "CUTE_", "CUTLASS_"))
+        and k not in os.environ
+        and k not in ("B12X_COMPILE_CACHE_DIR", "CUTE_DSL_CACHE_DIR", "CUTE_DSL_ARCH")
+    ]
+    assert all(Path(done.env[v]).is_dir() for v in ("TRITON_CACHE_DIR", "B12X_COMPILE_CACHE_DIR"))
+
+
+def test_unwritable_run_dir(write, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(EnvironmentProblem, match=r"run directory .* is not writable"):
+        launch_mod.prepare(
+            planned(write, tmp_path),
+            force=False,
+            run_dir=str(blocker / "run"),
+            check_vllm=False,
+            gpus=[rtx(i) for i in range(4)],
+        )
+
+
+def test_unwritable_cache_dir(write, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    p = planned(write, tmp_path, f"runtime.cache_root={blocker / 'cache'}")
+    with pytest.raises(EnvironmentProblem, match=r"cache directory .* runtime.cache_root"):
+        prepare(p, tmp_path, [rtx(i) for i in range(4)])
+
+
+def test_vllm_not_installed(monkeypatch):
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(EnvironmentProblem, match=r"vLLM is not installed.*--dry-run works"):
+        preflight.require_vllm()
+
+
+def test_cli_launch_without_vllm_exits_1(monkeypatch, tmp_path):
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)
+    out = CliRunner().invoke(
+        cli,
+        [
+            str(PROFILES / "tiny-cpu.yaml"),
+            "--run-dir",
+            str(tmp_path),
+            "--set",
+            f"runtime.cache_root={tmp_path}",
+        ],
+    )
+    assert out.exit_code == 1 and "vLLM is not installed" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_cli_launch_without_a_gpu_exits_1(monkeypatch, tmp_path):
+    monkeypatch.setattr(
+        launch_mod,
+        "query_gpus",
+        lambda: (_ for _ in ()).throw(
+            launch_mod.NoGpuInfo("nvidia-smi not found: no NVIDIA driver on this machine")
+        ),
+    )
+    out = CliRunner().invoke(cli, [str(PROFILES / "glm52.yaml"), "--run-dir", str(tmp_path)])
+    assert out.exit_code == 1
+    assert "no NVIDIA driver" in out.output and "needs 4x rtx-pro-6000" in out.output
+
+
+def test_a_flag_vllm_rejects_names_the_profile_key(write, tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model")
+    parser.add_argument("--kv-cache-dtype", choices=["auto", "fp8"])
+    with pytest.raises(ProfileError) as exc:
+        preflight.check_argv(
+            ["--model", "x", "--kv-cache-dtype", "nvfp4"],
+            {"--kv-cache-dtype": "serving.kv_cache_dtype"},
+            parser,
+        )
+    (issue,) = exc.value.issues
+    assert issue.key == "serving.kv_cache_dtype" and "invalid choice" in issue.message
+
+
+def test_exec_replaces_the_process_with_vllm(write, tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_exec(file, argv, env):
+        seen.update(file=file, argv=argv, env=env)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launch_mod.os, "execvpe", fake_exec)
+    monkeypatch.setattr(launch_mod, "require_vllm", lambda: None)
+    monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: None)
+    p = planned(write, tmp_path)
+    monkeypatch.setattr(launch_mod, "query_gpus", lambda: [rtx(i) for i in range(4)])
+    with pytest.raises(SystemExit):
+        launch_mod.launch(p, force=False, run_dir=str(tmp_path / "run"))
+    assert seen["file"] == "vllm" and "--worker-cls" in seen["argv"]
+    assert seen["env"]["BLAUNCH_FINGERPRINT"] == p.fingerprint
