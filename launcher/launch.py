@@ -49,7 +49,7 @@ def prepare(
         )
     if check_vllm:
         require_vllm()
-        flags = _flags(planned)
+        flags = parser_flags(planned)
         try:
             check_argv(flags, FLAG_KEYS)
         except ProfileError as exc:
@@ -123,7 +123,7 @@ def _replan(planned: Planned, facts: GpuFacts) -> Planned:
     )
 
 
-def _flags(planned: Planned) -> list[str]:
+def parser_flags(planned: Planned) -> list[str]:
     """The argv after the command and model path, as ``--model PATH ...`` for the parser."""
     p = planned.loaded.profile
     argv = planned.command.argv

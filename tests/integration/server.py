@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import PROFILES
+from tests.conftest import PROFILES, ROOT
 
 START_TIMEOUT = 300.0
 
@@ -38,6 +38,7 @@ class Server:
             "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
         self.argv = [
             sys.executable,
@@ -58,11 +59,15 @@ class Server:
         ]
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> Server:
+    def spawn(self) -> subprocess.Popen:
         log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
         )
+        return self.proc
+
+    def start(self) -> Server:
+        self.spawn()
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

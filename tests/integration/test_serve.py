@@ -77,3 +77,17 @@ def test_without_the_planned_worker_the_kv_differs(tiny_model, tmp_path):
         assert logged.tokens is not None and logged.tokens != server.plan()["kv"]["tokens"]
     finally:
         server.kill()
+
+
+def test_a_worker_that_dies_in_prewarm_fails_the_launch(tiny_model, tmp_path):
+    server = Server(
+        tiny_model, tmp_path, "prewarm.providers=[tests.integration.failing:FailingProvider]"
+    )
+    proc = server.spawn()
+    try:
+        code = proc.wait(timeout=300)
+    finally:
+        server.kill()
+    assert code != 0
+    assert "prewarm exploded on purpose" in server.log()
+    assert not (server.run_dir / "measure-rank0.json").exists()
