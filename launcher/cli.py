@@ -105,6 +105,12 @@ def _set_option(f):
 @click.option("--force", is_flag=True, help="Launch even if the GPUs do not match the profile.")
 @click.option("--strict-jit", is_flag=True, help="A kernel compiled after sizing is fatal.")
 @click.option(
+    "--node-rank",
+    type=int,
+    default=None,
+    help="This node's rank in a multi-node profile (sets runtime.node_rank).",
+)
+@click.option(
     "--run-dir",
     type=click.Path(file_okay=False),
     default=None,
@@ -120,11 +126,14 @@ def launch(
     no_calibration: bool,
     force: bool,
     strict_jit: bool,
+    node_rank: int | None,
     run_dir: str | None,
 ) -> None:
     """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
     from launcher import pipeline
 
+    if node_rank is not None:
+        overrides = (*overrides, f"runtime.node_rank={node_rank}")
     loaded = pipeline.load(profile, overrides)
     if strict_jit:
         loaded = pipeline.with_strict_jit(loaded)

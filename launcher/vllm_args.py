@@ -48,6 +48,10 @@ FLAG_KEYS = {
     "--speculative-config": "speculative",
     "--worker-cls": "vllm.worker_cls",
     "--kv-cache-memory-bytes": "memory.kv_cache_bytes",
+    "--nnodes": "hardware.nodes",
+    "--node-rank": "runtime.node_rank",
+    "--master-addr": "runtime.master_addr",
+    "--master-port": "runtime.master_port",
 }
 
 CACHE_DIRS = {
@@ -106,6 +110,26 @@ def cache_env(profile: Profile) -> dict[str, str]:
     return {var: os.path.join(root, sub) for var, sub in CACHE_DIRS.items()}
 
 
+def multinode_args(p: Profile) -> list[str]:
+    """vLLM's own multi-node launch: Ray, or one process per node (node 0 serves the API)."""
+    r = p.runtime
+    if p.hardware.nodes == 1:
+        return []
+    if r.multinode == "ray":
+        return ["--distributed-executor-backend", "ray"]
+    args = [
+        "--nnodes",
+        str(p.hardware.nodes),
+        "--node-rank",
+        str(r.node_rank),
+        "--master-addr",
+        str(r.master_addr),
+        "--master-port",
+        str(r.master_port),
+    ]
+    return [*args, "--headless"] if r.node_rank > 0 else args
+
+
 def build_command(
     profile: Profile,
     plan: MemoryPlan,
@@ -134,8 +158,7 @@ def build_command(
             argv += ["--dcp-comm-backend", p.parallel.dcp_comm_backend]
     if p.parallel.expert:
         argv.append("--enable-expert-parallel")
-    if p.hardware.nodes > 1:
-        argv += ["--distributed-executor-backend", "ray"]
+    argv += multinode_args(p)
     if p.model.quantization:
         argv += ["--quantization", p.model.quantization]
     argv += ["--dtype", p.model.dtype]

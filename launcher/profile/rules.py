@@ -161,7 +161,20 @@ def _cpu_is_single_rank(p: Profile):
         yield ("parallel.decode_context", "decode context parallel needs GPUs; set it to 1 on cpu")
 
 
+def _multinode(p: Profile):
+    r, nodes = p.runtime, p.hardware.nodes
+    if nodes > 1 and r.multinode == "mp" and not r.master_addr:
+        yield (
+            "runtime.master_addr",
+            f"{nodes} nodes with multinode mp need node 0's address; "
+            "set runtime.master_addr (or multinode: ray)",
+        )
+    if r.node_rank >= nodes:
+        yield ("runtime.node_rank", f"must be below hardware.nodes ({nodes}), got {r.node_rank}")
+
+
 RULES: tuple[Rule, ...] = (
+    _multinode,
     _ranks_match_gpus,
     _dcp_divides_tp,
     _interleave_divides_block,

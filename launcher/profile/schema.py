@@ -172,6 +172,15 @@ class Runtime(Section):
     records; /cache in the container."""
     run_dir: str = "runs"
     """Where each launch writes its plan and measurement records (relative to the cwd)."""
+    multinode: Literal["mp", "ray"] = "mp"
+    """How several nodes join: vLLM's multiprocess launch (--nnodes/--node-rank/--master-addr,
+    one b12x-launch per node) or a Ray cluster started beforehand."""
+    node_rank: Annotated[int, Field(ge=0)] = 0
+    """This node's rank with multinode mp (0 serves the API; the others run headless)."""
+    master_addr: str | None = None
+    """Address of node 0, which every node must reach (multinode mp)."""
+    master_port: Annotated[int, Field(ge=1, le=65535)] = 29500
+    """Port on node 0 for the nodes' rendezvous (multinode mp)."""
 
 
 class Profile(Section):
