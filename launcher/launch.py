@@ -131,20 +131,28 @@ def parser_flags(planned: Planned) -> list[str]:
     return ["--model", argv[start], *argv[start + 1 :]]
 
 
+def _writable_dir(path: Path, what: str, fix: str) -> Path:
+    """Create ``path`` and prove it takes a file (mkdir alone passes on a read-only mount)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".writable"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{what} {path} is not writable ({exc.strerror or exc}); {fix}"
+        ) from None
+    return path
+
+
 def ensure_cache_dirs(env: dict[str, str]) -> None:
     """Create every JIT cache directory; an unwritable one is an error before vLLM starts."""
     for var in CACHE_DIRS:
-        path = Path(env[var])
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            probe = path / ".writable"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as exc:
-            raise EnvironmentProblem(
-                f"cache directory {path} ({var}) is not writable ({exc.strerror or exc}); "
-                "set runtime.cache_root to a writable directory"
-            ) from None
+        _writable_dir(
+            Path(env[var]),
+            f"cache directory ({var})",
+            "set runtime.cache_root to a writable directory",
+        )
 
 
 def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
@@ -152,14 +160,4 @@ def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         root = root / f"{stamp}-{planned.loaded.profile.name}"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / ".writable"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise EnvironmentProblem(
-            f"run directory {root} is not writable ({exc.strerror or exc}); "
-            "pass --run-dir or set runtime.run_dir"
-        ) from None
-    return root
+    return _writable_dir(root, "run directory", "pass --run-dir or set runtime.run_dir")

@@ -92,6 +92,11 @@ def command_line(command: VllmCommand) -> str:
     return shlex.join(redact_argv(command.argv))
 
 
+def _part(comp: Component, j: int, fmt) -> str:
+    """One sub-row cell; a rank whose component was measured whole has no parts."""
+    return fmt(comp.parts[j].bytes) if j < len(comp.parts) else "-"
+
+
 def render_table(
     plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "", color: bool = False
 ) -> str:
@@ -134,7 +139,7 @@ def render_table(
         cells = [fmt(r.components[i].bytes) for r in shown]
         table.add_row(comp.name, *cells, comp.source, comp.detail)
         for j, part in enumerate(comp.parts):
-            sub = [fmt(r.components[i].parts[j].bytes) for r in shown]
+            sub = [_part(r.components[i], j, fmt) for r in shown]
             table.add_row(f"  {part.name}", *sub, part.source, part.detail, style="dim")
     table.add_row(
         "kv_cache",

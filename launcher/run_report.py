@@ -9,18 +9,9 @@ from typing import Any
 
 from launcher.calibration import read_record
 from launcher.errors import EnvironmentProblem
+from launcher.plan import ORDER
 from launcher.units import in_unit, table_unit
 from launcher.vllm_log import parse_kv_lines
-
-COMPONENTS = (
-    "cuda_context",
-    "weights",
-    "activation_peak",
-    "workspaces",
-    "cudagraph_pool",
-    "jit_headroom",
-    "safety_margin",
-)
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
@@ -63,7 +54,7 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
     for r in records:
         table.add_column(f"RANK {r['rank']} ({unit})", justify="right")
     planned = plan["ranks"][0]["components"]
-    for name in (*COMPONENTS, "kv_cache"):
+    for name in (*ORDER, "kv_cache"):
         if name not in planned:
             continue
         cells = []

@@ -79,13 +79,24 @@ def _split(key: str) -> KeyPath:
     return tuple(int(p) if p.isdigit() else p for p in key.split(".")) if key else ()
 
 
-def _resolve(path: Path, seen: tuple[Path, ...]) -> tuple[dict, dict, tuple[str, ...]]:
+def _resolve(
+    path: Path, seen: tuple[Path, ...], via: Location | None = None
+) -> tuple[dict, dict, tuple[str, ...]]:
+    """Read ``path`` and its parents; ``via`` is the ``extends:`` line that named it."""
     real = path.resolve()
     display = _display(path)
     if real in seen:
         cycle = " -> ".join(_display(p) for p in (*seen, real))
+        where = via or Location(display)
         raise ProfileError(
-            [Issue(f"extends cycle: {cycle}; remove one of these extends", "extends", display)]
+            [
+                Issue(
+                    f"extends cycle: {cycle}; remove one of these extends",
+                    "extends",
+                    where.file,
+                    where.line,
+                )
+            ]
         )
     if len(seen) >= MAX_EXTENDS_DEPTH:
         raise ProfileError(
@@ -122,7 +133,7 @@ def _resolve(path: Path, seen: tuple[Path, ...]) -> tuple[dict, dict, tuple[str,
                 )
             ]
         )
-    base, base_lines, chain = _resolve(parent_path, (*seen, real))
+    base, base_lines, chain = _resolve(parent_path, (*seen, real), where)
     lines.pop(("extends",), None)
     merged_lines = {k: v for k, v in base_lines.items() if not _overridden(k, data)}
     merged_lines.update(lines)
@@ -165,6 +176,7 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
             parent = _dig(data, path[:-1], create=False)
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
+            _relocate(source, path)
             continue
         try:
             parsed = yaml.safe_load(value) if value.strip() else ""
@@ -174,10 +186,15 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
         if not isinstance(parent, dict):
             raise ProfileError([Issue(f"{dotted(path[:-1])} is not a mapping", key, "--set")])
         parent[path[-1]] = parsed
-        for k in [k for k in source.locations if k[: len(path)] == path]:
-            del source.locations[k]
-        source.locations[path] = Location("--set")
+        _relocate(source, path)
     return data
+
+
+def _relocate(source: SourceMap, path: KeyPath) -> None:
+    """``path`` and everything under it now comes from ``--set``."""
+    for key in [k for k in source.locations if k[: len(path)] == path]:
+        del source.locations[key]
+    source.locations[path] = Location("--set")
 
 
 def _dig(data: Any, path: KeyPath, create: bool) -> Any:
