@@ -10,18 +10,24 @@ from launcher.catalog import GpuKind
 from launcher.model import ModelFacts
 from launcher.profile.rules import capture_sizes
 from launcher.profile.schema import Profile
-from launcher.units import GiB, KiB, MiB
+from launcher.units import KiB, MiB
 
 # CUDA context, cuBLAS/cuBLASLt workspaces and the caching allocator's first segment:
 # about 560 MiB on current drivers; NCCL communicators about 256 MiB for the TP group
 # and 128 MiB for each further group (DCP, PP).
-CONTEXT_BYTES = 560 * MiB
-NCCL_TP_BYTES = 256 * MiB
-NCCL_GROUP_BYTES = 128 * MiB
-# Until a run measures it: one cold CuTe DSL / Triton compile's transient plus the
-# local-memory growth of a spilling kernel (the field case lost about 2.1 GiB to three
-# late compiles, each well under 1 GiB).
-JIT_HEADROOM_UNMEASURED = 1 * GiB
+# Measured on an H200 (torch 2.11, CUDA 13, NCCL 2.28.9; benchmarks/cuda_context.py,
+# docs/benchmarks.md): the context takes 620 MiB, cuBLAS 118 MiB more; a 2-rank NCCL
+# communicator with P2P 840 MiB, without P2P 384 MiB. Other cards and drivers differ:
+# these stay estimates until a run on the real cards measures them.
+CONTEXT_BYTES = 740 * MiB
+NCCL_TP_BYTES = 840 * MiB
+NCCL_GROUP_BYTES = 384 * MiB
+# Until a run measures it, the headroom formula of launcher.measure.jit_headroom applied
+# to the planned workspaces as the prewarm's peak, with a 2.5x margin on its 10 %: a full
+# prewarm leaves only what comes and goes plus a margin (the H200 test: 1.5 GiB for a
+# workload with a 1 GiB scratch and 3.9 GiB of local memory, docs/benchmarks.md).
+JIT_HEADROOM_FRACTION = 0.25
+JIT_HEADROOM_FLOOR = 256 * MiB
 
 
 def is_cpu(gpu: GpuKind) -> bool:
@@ -31,14 +37,15 @@ def is_cpu(gpu: GpuKind) -> bool:
 def cuda_context(p: Profile, gpu: GpuKind) -> tuple[int, str]:
     if is_cpu(gpu):
         return 0, "no device context on the CPU backend"
-    total, parts = CONTEXT_BYTES, ["context+cuBLAS 560 MiB"]
+    total, parts = CONTEXT_BYTES, ["context+cuBLAS 740 MiB"]
     if p.parallel.tensor > 1:
         total += NCCL_TP_BYTES
-        parts.append("NCCL TP 256 MiB")
+        parts.append("NCCL TP 840 MiB")
     for name, size in (("DCP", p.parallel.decode_context), ("PP", p.parallel.pipeline)):
         if size > 1:
             total += NCCL_GROUP_BYTES
-            parts.append(f"NCCL {name} 128 MiB")
+            parts.append(f"NCCL {name} 384 MiB")
+    parts[-1] += " (H200-measured figures)"
     return total, " + ".join(parts)
 
 
@@ -159,7 +166,8 @@ def cudagraph_pool(p: Profile, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
     return total, f"128 MiB + largest graph ({top} tokens) + {len(sizes)} graphs x 4 MiB"
 
 
-def jit_headroom_unmeasured(gpu: GpuKind) -> tuple[int, str]:
+def jit_headroom_unmeasured(gpu: GpuKind, workspaces: int) -> tuple[int, str]:
     if is_cpu(gpu):
         return 0, "no device JIT on the CPU backend"
-    return JIT_HEADROOM_UNMEASURED, "unmeasured: 1 GiB until a run measures the prewarm's transient"
+    size = max(JIT_HEADROOM_FLOOR, int(JIT_HEADROOM_FRACTION * workspaces))
+    return size, "unmeasured: max(256 MiB, 25% of workspaces) until a run measures the prewarm"

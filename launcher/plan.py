@@ -215,7 +215,10 @@ def _rank_plan(
     comps.append(Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu))))
     headroom = p.memory.jit_headroom
     if headroom == "measure":
-        comps.append(Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(gpu))))
+        workspaces = next(c.bytes for c in comps if c.name == "workspaces")
+        comps.append(
+            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(gpu, workspaces)))
+        )
     else:
         comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))
     comps.append(
