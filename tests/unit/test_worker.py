@@ -1,0 +1,77 @@
+"""The planned worker's logic on a stand-in base class (the real vLLM runs in integration)."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from launcher import launch as launch_mod
+from launcher import pipeline
+from launcher.worker.planned import PlannedMixin
+from tests.conftest import PROFILES
+
+
+class FakeCPUWorker:
+    """The slice of vLLM's CPU worker that the mixin calls."""
+
+    def __init__(self, available: int):
+        self.available = available
+        self.rank = 0
+        self.model_runner = None
+        self.blocks = None
+
+    def determine_available_memory(self) -> int:
+        return self.available
+
+    def initialize_from_config(self, kv_cache_config) -> None:
+        self.blocks = kv_cache_config.num_blocks
+
+    def compile_or_warm_up_model(self):
+        return "warmed"
+
+
+class Worker(PlannedMixin, FakeCPUWorker):
+    platform = "cpu"
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    sets = (f"runtime.cache_root={tmp_path / 'cache'}", "prewarm.providers=[]")
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
+    prepared = launch_mod.prepare(
+        planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
+    )
+    for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
+        monkeypatch.setenv(key, prepared.env[key])
+    return prepared
+
+
+def test_budget_is_the_plan_and_the_record_is_written(run, tmp_path):
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    kv = plan["ranks"][0]["components"]["kv_cache"]["bytes"]
+    argv = run.argv
+    passed = int(argv[argv.index("--kv-cache-memory-bytes") + 1])
+    worker = Worker(available=passed)
+    assert worker.determine_available_memory() == kv
+    record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
+    assert record["budget"]["bytes"] == kv and record["vllm_available"] == passed
+    assert record["fingerprint"] == run.planned.fingerprint
+
+
+def test_actual_blocks_are_recorded_against_the_plan(run, tmp_path, caplog):
+    worker = Worker(available=10**9)
+    worker.determine_available_memory()
+    worker.initialize_from_config(SimpleNamespace(num_blocks=1000))
+    record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
+    assert record["kv"]["blocks"] == 1000 and record["kv"]["tokens"] == 128_000
+    assert worker.compile_or_warm_up_model() == "warmed"
+
+
+def test_without_a_plan_it_is_vllms_worker(monkeypatch):
+    monkeypatch.delenv("BLAUNCH_PLAN", raising=False)
+    assert Worker(available=123).determine_available_memory() == 123
+
+
+def test_a_budget_that_does_not_fit_stops_the_worker(run):
+    with pytest.raises(RuntimeError, match="no memory left for the KV cache"):
+        Worker(available=1).determine_available_memory()
