@@ -18,6 +18,7 @@ from launcher.hardware import NoGpuInfo, query_gpus
 from launcher.pipeline import Planned, make_plan
 from launcher.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
 from launcher.report import command_line, fix_hint, to_dict
+from launcher.secrets import redact_argv
 from launcher.vllm_args import CACHE_DIRS, FLAG_KEYS, build_command
 
 
@@ -64,7 +65,7 @@ def prepare(
         fingerprint=planned.fingerprint,
     )
     record = to_dict(planned.plan, command, planned.fingerprint)
-    record["profile_data"] = profile.model_dump(mode="json", exclude={"env"})
+    record["profile_data"] = profile_record(profile)
     record["profile_file"] = loaded.path
     record["notes"] = [*record["notes"], *notes]
     try:
@@ -76,6 +77,13 @@ def prepare(
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
+
+
+def profile_record(profile) -> dict:
+    """The merged profile for the run directory: no ``env``, secrets in extra args masked."""
+    data = profile.model_dump(mode="json", exclude={"env"})
+    data["vllm"]["extra_args"] = redact_argv(data["vllm"]["extra_args"])
+    return data
 
 
 def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:

@@ -47,6 +47,7 @@ FLAG_KEYS = {
     "--compilation-config": "serving.cudagraph_capture_sizes",
     "--speculative-config": "speculative",
     "--worker-cls": "vllm.worker_cls",
+    "--jit-monitor-mode": "prewarm.strict_jit",
     "--kv-cache-memory-bytes": "memory.kv_cache_bytes",
     "--nnodes": "hardware.nodes",
     "--node-rank": "runtime.node_rank",
@@ -188,6 +189,8 @@ def build_command(
         spec = {"method": p.speculative.method, "num_speculative_tokens": p.mtp_tokens}
         argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
     argv += ["--worker-cls", worker_class(p)]
+    if p.hardware.gpu != "cpu":  # vLLM's own watch for compiles after its warmup
+        argv += ["--jit-monitor-mode", "error" if p.prewarm.strict_jit else "warn"]
     if p.hardware.gpu != "cpu":
         argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization(plan):.3f}"]
     kv_bytes = vllm_kv_bytes(p, plan)

@@ -186,3 +186,18 @@ def test_exec_replaces_the_process_with_vllm(write, tmp_path, monkeypatch):
         launch_mod.launch(p, force=False, run_dir=str(tmp_path / "run"))
     assert seen["file"] == "vllm" and "--worker-cls" in seen["argv"]
     assert seen["env"]["BLAUNCH_FINGERPRINT"] == p.fingerprint
+
+
+def test_no_secret_reaches_the_run_directory(write, tmp_path):
+    text = MINIMAL + "env:\n  HF_TOKEN: hf_supersecret\n"
+    text = text.replace(
+        "vllm:\n  attention_backend: B12X_MLA_SPARSE\n",
+        "vllm:\n  attention_backend: B12X_MLA_SPARSE\n  extra_args: [--api-key, sk-topsecret]\n",
+    )
+    sets = (f"runtime.cache_root={tmp_path / 'cache'}",)
+    p = pipeline.make_plan(pipeline.load(str(write("s.yaml", text)), sets))
+    done = prepare(p, tmp_path, [rtx(i) for i in range(4)])
+    for path in (tmp_path / "run").iterdir():
+        body = path.read_text()
+        assert "hf_supersecret" not in body and "sk-topsecret" not in body, path
+    assert done.env["HF_TOKEN"] == "hf_supersecret"  # vLLM itself still gets it
