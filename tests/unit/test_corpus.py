@@ -77,12 +77,15 @@ def parse_error_line(text: str) -> ErrorLine | None:
 
 def split_key(key: str) -> tuple[str, ...]:
     """``serving.cudagraph_capture_sizes[2]`` -> ('serving', 'cudagraph_capture_sizes', '2')."""
+    if not key:
+        return ()
     parts: list[str] = []
     for dotted_part in key.split("."):
         name, *indices = re.split(r"\[(\d+)\]", dotted_part)
-        parts.append(name)
+        if name or not indices:
+            parts.append(name)
         parts.extend(i for i in indices if i)
-    return tuple(p for p in parts if p != "")
+    return tuple(parts)
 
 
 @dataclass(frozen=True)
@@ -241,15 +244,14 @@ def test_bad_profile(case: Case):
 
 def test_error_line_parser():
     err = parse_error_line("error: p.yaml:12 serving.max_num_seqs: must be at least 1")
-    assert err == ErrorLine(
-        err.text, "p.yaml", 12, "serving.max_num_seqs", "must be at least 1"
-    )
+    assert err == ErrorLine(err.text, "p.yaml", 12, "serving.max_num_seqs", "must be at least 1")
     err = parse_error_line("error: p.yaml:3: malformed YAML: expected ',' or ']'")
     assert err is not None and err.key == "" and err.message.startswith("malformed YAML")
     assert parse_error_line("error: --set env.A: bad").file == "--set"
     assert parse_error_line("internal error (a bug in b12x-launch): X") is None
     assert split_key("vllm.extra_args[2]") == ("vllm", "extra_args", "2")
     assert split_key("env[123]") == ("env", "123")
+    assert split_key("speculative.") == ("speculative", "")
 
 
 def test_key_lines_survive_recursive_and_malformed_yaml():
