@@ -74,8 +74,12 @@ def cli(ctx: click.Context, debug: bool) -> None:
     \b
       b12x-launch profiles/glm52.yaml --dry-run    print the plan and the vLLM command
       b12x-launch profiles/glm52.yaml              check the GPUs, then exec vLLM
+      b12x-launch prewarm profiles/glm52.yaml      fill the JIT caches before the first boot
+      b12x-launch report runs/<run>                a run's plan against its measurements
       b12x-launch validate profiles/*.yaml         check profiles
       b12x-launch schema > profile.schema.json     JSON Schema for editors
+
+    Exit codes: 0 ok, 1 bad profile or environment, 2 bad usage, 3 the plan does not fit.
     """
     ctx.ensure_object(dict)["debug"] = debug
 

@@ -30,8 +30,14 @@ from launcher.cli import cli
 from tests.conftest import ROOT
 
 CORPUS = ROOT / "tests" / "corpus" / "bad"
-FILE_LEVEL = ("malformed YAML", "file not found", "cannot read", "a profile is a mapping")
-"""Messages about a whole file, which name no key."""
+FILE_LEVEL = (
+    "malformed YAML",
+    "file not found",
+    "cannot read",
+    "a profile is a mapping",
+    "--set takes KEY=VALUE",
+)
+"""Messages about a whole file (or a whole --set), which name no key."""
 
 
 @dataclass(frozen=True)
@@ -131,13 +137,17 @@ def error_problems(stderr: str) -> list[Problem]:
         return [Problem("no-error-output", stderr)]
     problems: list[Problem] = []
     previous: ErrorLine | None = None
+    broken = False  # the last error line stopped inside its key (a key with a newline)
     texts: dict[str, dict] = {}
     for text in lines:
         err = parse_error_line(text)
         if err is None:
-            problems.append(Problem(_continuation_kind(text, previous), text))
+            cut = text.startswith("error: ") and ": " not in text[len("error: ") :]
+            kind = "multiline:key" if cut or broken else _continuation_kind(text, previous)
+            problems.append(Problem(kind, text))
+            broken = broken or cut
             continue
-        previous = err
+        previous, broken = err, False
         file_level = err.message.startswith(FILE_LEVEL)
         if err.file != "--set" and not file_level and not os.path.isfile(err.file):
             problems.append(Problem("file-not-a-file", text))
