@@ -75,7 +75,11 @@ def load_measured(
     warn: Callable[[str], None] = _warn,
     versions: dict[str, str | None] | None = None,
 ) -> dict[int, Measured]:
-    """The newest usable record of each rank for this fingerprint."""
+    """The newest usable record of each rank for this fingerprint.
+
+    ``versions`` is what this machine can tell about the stack (packages, and the driver
+    when a GPU is visible); a record measured under any other value of those is stale.
+    """
     folder = store_dir(profile, fingerprint)
     if not folder.is_dir():
         return {}
@@ -88,7 +92,7 @@ def load_measured(
         env = data.get("environment", {})
         if env.get("gpu_kind") not in (None, profile.hardware.gpu):
             continue
-        stale = [k for k in STACK if versions.get(k) and env.get(k) and versions[k] != env[k]]
+        stale = [k for k, v in versions.items() if v and env.get(k) and v != env[k]]
         if stale:
             warn(f"ignoring {path}: measured with other versions of {', '.join(stale)}")
             continue

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from launcher.catalog import gpu_for_device_name
 from launcher.units import MiB
 
-QUERY = "index,name,memory.total,memory.used,memory.free"
+QUERY = "index,name,memory.total,memory.used,memory.free,driver_version"
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Gpu:
     total: int
     used: int
     free: int
+    driver: str = ""
 
     @property
     def kind(self) -> str | None:
@@ -34,14 +35,17 @@ class NoGpuInfo(RuntimeError):
 
 def parse_smi(text: str) -> list[Gpu]:
     """Parse ``nvidia-smi --query-gpu=index,name,memory.total,memory.used,memory.free
-    --format=csv,noheader,nounits`` (MiB)."""
+    [,driver_version] --format=csv,noheader,nounits`` (memory in MiB)."""
     gpus = []
     for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 5:
+        if len(parts) not in (5, 6):
             continue
-        index, name, total, used, free = parts
-        gpus.append(Gpu(int(index), name, int(total) * MiB, int(used) * MiB, int(free) * MiB))
+        index, name, total, used, free = parts[:5]
+        driver = parts[5] if len(parts) == 6 else ""
+        gpus.append(
+            Gpu(int(index), name, int(total) * MiB, int(used) * MiB, int(free) * MiB, driver)
+        )
     return gpus
 
 

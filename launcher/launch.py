@@ -128,6 +128,7 @@ def _replan(planned: Planned, facts: GpuFacts) -> Planned:
         b12x_sizing=planned.b12x_sizing,
         calibrate=planned.calibrate,
         gpu_memory=(facts.memory, "measured"),
+        driver=facts.driver or None,
     )
 
 

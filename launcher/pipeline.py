@@ -49,13 +49,15 @@ def make_plan(
     b12x_sizing: bool = False,
     calibrate: bool = True,
     gpu_memory: tuple[int, str] | None = None,
+    driver: str | None = None,
 ) -> Planned:
     fingerprint = profile_fingerprint(loaded.profile)
     measured = {}
     if calibrate:
-        from launcher.calibration import load_measured
+        from launcher.calibration import load_measured, stack_versions
 
-        measured = load_measured(loaded.profile, fingerprint)
+        versions = {**stack_versions(), **({"driver": driver} if driver else {})}
+        measured = load_measured(loaded.profile, fingerprint, versions=versions)
     inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured, gpu_memory=gpu_memory)
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(loaded.profile, memory_plan, fingerprint=fingerprint)

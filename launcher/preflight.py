@@ -29,6 +29,7 @@ class GpuFacts:
     reserved_by_others: int
     """Memory other processes hold on the busiest GPU used."""
     notes: tuple[str, ...] = ()
+    driver: str = ""
 
 
 def visible(gpus: list[Gpu], env: dict[str, str] | None = None) -> list[Gpu]:
@@ -71,7 +72,7 @@ def check_gpus(profile: Profile, gpus: list[Gpu], *, force: bool) -> GpuFacts:
             f"GPU {busiest.index}: other processes hold {format_size(others)}; the plan uses "
             "the free memory the cards have"
         )
-    return GpuFacts(min(g.total for g in used), others, tuple(notes))
+    return GpuFacts(min(g.total for g in used), others, tuple(notes), used[0].driver)
 
 
 _PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")

@@ -260,6 +260,7 @@ class PlannedMixin:
 
             env["gpu"] = torch.cuda.get_device_name(self._device_index())
             env["cuda"] = torch.version.cuda
+            env["driver"] = _driver()
         return env
 
     def _arm_watchdog(self) -> None:
@@ -284,6 +285,16 @@ class PlannedMixin:
             logger.warning(
                 "b12x-launch rank %d: cannot write the measurement record: %s", self.rank, exc
             )
+
+
+def _driver() -> str | None:
+    from launcher.hardware import NoGpuInfo, query_gpus
+
+    try:
+        gpus = query_gpus()
+    except NoGpuInfo:
+        return None
+    return gpus[0].driver if gpus else None
 
 
 def _say(message: str) -> None:

@@ -81,3 +81,16 @@ def test_fingerprint_ignores_labels_but_not_memory(write, tmp_path):
     assert profile_fingerprint(secret.profile) == profile_fingerprint(
         load_profile(write("t.yaml", MINIMAL + "env:\n  HF_TOKEN: xyz\n")).profile
     )
+
+
+def test_records_from_another_driver_are_stale(write, tmp_path):
+    loaded, fp = setup(write, tmp_path)
+    rec = record(fp, 0, jit_headroom=1)
+    rec["environment"]["driver"] = "580.159.04"
+    save_record(rec, None, loaded.profile)
+    warnings = []
+    assert (
+        load_measured(loaded.profile, fp, warn=warnings.append, versions={"driver": "590.1"}) == {}
+    )
+    assert "other versions of driver" in warnings[0]
+    assert load_measured(loaded.profile, fp, versions={"driver": "580.159.04"})
