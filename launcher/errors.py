@@ -24,10 +24,17 @@ class Issue:
     line: int | None = None
 
     def __str__(self) -> str:
-        where = self.file or "<profile>"
+        where = _one_line(self.file or "<profile>")
         if self.line:
             where += f":{self.line}"
-        return f"{where} {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+        message = _one_line(self.message)
+        return f"{where} {_one_line(self.key)}: {message}" if self.key else f"{where}: {message}"
+
+
+def _one_line(text: str) -> str:
+    """Each issue is one line: control characters are shown escaped, whitespace runs folded."""
+    text = "".join(c if c.isprintable() or c.isspace() else repr(c)[1:-1] for c in str(text))
+    return " ".join(text.split())
 
 
 class LauncherError(Exception):

@@ -106,6 +106,14 @@ def _check_against_facts(loaded: LoadedProfile, f: ModelFacts) -> None:
                 f"max_position_embeddings {f.max_position:,}; lower it to at most {f.max_position}",
             )
         )
+    if p.parallel.pipeline > f.num_layers:
+        issues.append(
+            loaded.issue(
+                "parallel.pipeline",
+                f"{p.parallel.pipeline} stages for {f.num_layers} layers leaves stages without a "
+                f"layer; use at most {f.num_layers}",
+            )
+        )
     heads = f.heads
     if heads % p.parallel.tensor:
         issues.append(

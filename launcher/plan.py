@@ -113,8 +113,12 @@ def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
     """Plan every rank's memory and the KV cache they all get.
 
     vLLM gives every rank the smallest rank's block count; so does the plan, and it
-    names the rank that bounds it.
+    names the rank that bounds it. A plan that does not fit says what would.
     """
+    return _plan(profile, inputs, suggest=True)
+
+
+def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     f, gpu = inputs.facts, inputs.gpu
     shapes = rank_shapes(
         f.num_layers, profile.parallel.tensor, profile.parallel.pipeline, profile.hardware.count
@@ -158,7 +162,7 @@ def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
         kv=kv,
         total_source=total_source,
         reasons=tuple(reasons),
-        suggestions=tuple(_suggest(profile, inputs, kv) if reasons else ()),
+        suggestions=tuple(_suggest(profile, inputs, kv) if reasons and suggest else ()),
         notes=tuple(_notes(profile, f)),
     )
 
@@ -314,27 +318,28 @@ def _per_rank(messages: list[str]) -> list[str]:
 
 
 def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
-    """The largest max_model_len, and max_num_seqs, that would fit."""
-    out = []
-    if kv.tokens >= kv.layout.logical_block_tokens and kv.tokens < p.serving.max_model_len:
-        out.append(f"serving.max_model_len={kv.tokens}")
-    if not out:
-        for seqs in range(p.serving.max_num_seqs - 1, 0, -1):
-            trial = _with_serving(
-                p,
-                max_num_seqs=seqs,
-                max_num_batched_tokens=max(
-                    seqs * (1 + p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048)
-                ),
-            )
-            alt = plan(trial, inputs)
-            if alt.fits:
-                out.append(f"serving.max_num_seqs={seqs}")
-                if trial.serving.max_num_batched_tokens != p.serving.max_num_batched_tokens:
-                    out.append(
-                        f"serving.max_num_batched_tokens={trial.serving.max_num_batched_tokens}"
-                    )
-                break
+    """The largest max_model_len, or else the largest max_num_seqs, that would fit."""
+    if kv.layout.logical_block_tokens <= kv.tokens < p.serving.max_model_len:
+        return [f"serving.max_model_len={kv.tokens}"]
+
+    def trial(seqs: int) -> Profile:
+        batched = max(seqs * (1 + p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048))
+        return _with_serving(p, max_num_seqs=seqs, max_num_batched_tokens=batched)
+
+    def fits(seqs: int) -> bool:
+        return _plan(trial(seqs), inputs, suggest=False).fits
+
+    # Fewer sequences never need more memory, so the largest that fits is found by bisection.
+    low, high = 0, p.serving.max_num_seqs - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    if low == 0:
+        return []
+    best = trial(low).serving
+    out = [f"serving.max_num_seqs={low}"]
+    if best.max_num_batched_tokens != p.serving.max_num_batched_tokens:
+        out.append(f"serving.max_num_batched_tokens={best.max_num_batched_tokens}")
     return out
 
 

@@ -25,6 +25,7 @@ _UNITS = {
     "tb": 1000**4,
     "tib": 1024**4,
 }
+MAX_SIZE = 1 << 60  # an exbibyte: anything larger is a typo, not a card
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
@@ -35,28 +36,37 @@ def parse_size(value: int | float | str) -> int:
     ``--kv-cache-memory-bytes`` does) or binary (``GiB``) suffix.
 
     Raises:
-        ValueError: the value is not a size, or is negative.
+        ValueError: the value is not a size, is negative, or is absurdly large.
     """
     if isinstance(value, bool):
-        raise ValueError(f"expected a size such as 512MiB, got {value!r}")
+        raise ValueError("expected a size such as 512MiB")
     if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"a size cannot be negative (got {value})")
-        return value
+        return _bounded(value)
     if isinstance(value, float):
-        if value < 0 or not math.isfinite(value):
-            raise ValueError(f"a size must be a finite non-negative number (got {value})")
-        return int(value)
-    match = _SIZE.match(str(value))
+        if not math.isfinite(value):
+            raise ValueError("a size must be a finite number")
+        return _bounded(value)
+    if not isinstance(value, str):
+        raise ValueError("expected a size such as 512MiB or 95.01GiB")
+    match = _SIZE.match(value)
     if not match:
-        raise ValueError(f"expected a size such as 512MiB or 95.01GiB, got {value!r}")
+        raise ValueError("expected a size such as 512MiB or 95.01GiB")
     number, unit = match.groups()
     factor = _UNITS.get(unit.lower())
     if factor is None:
-        raise ValueError(
-            f"unknown unit {unit!r} in {value!r}; use B, KiB, MiB, GiB, TiB or KB/MB/GB"
-        )
-    return int(float(number) * factor)
+        raise ValueError(f"unknown unit {unit!r}; use B, KiB, MiB, GiB, TiB or KB/MB/GB")
+    amount = float(number)
+    if not math.isfinite(amount):
+        raise ValueError("a size must be a finite number")
+    return _bounded(amount * factor)
+
+
+def _bounded(value: int | float) -> int:
+    if value < 0:
+        raise ValueError("a size cannot be negative")
+    if value > MAX_SIZE:
+        raise ValueError("a size that large is not a memory size (over an exbibyte)")
+    return int(value)
 
 
 def format_size(n: int | float, unit: str = "auto") -> str:

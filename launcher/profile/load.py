@@ -76,7 +76,8 @@ def _display(path: Path) -> str:
 
 
 def _split(key: str) -> KeyPath:
-    return tuple(int(p) if p.isdigit() else p for p in key.split(".")) if key else ()
+    """``a.b.c`` -> ("a", "b", "c"); digit parts stay keys (``SourceMap`` tries both)."""
+    return tuple(key.split(".")) if key else ()
 
 
 def _resolve(
@@ -86,7 +87,7 @@ def _resolve(
     real = path.resolve()
     display = _display(path)
     if real in seen:
-        cycle = " -> ".join(_display(p) for p in (*seen, real))
+        cycle = " -> ".join(os.path.relpath(p) for p in (*seen, real))
         where = via or Location(display)
         raise ProfileError(
             [
@@ -180,7 +181,7 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
             continue
         try:
             parsed = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
             raise ProfileError([Issue(f"value is not YAML: {exc}", key, "--set")]) from None
         parent = _dig(data, path[:-1], create=True)
         if not isinstance(parent, dict):
@@ -211,16 +212,14 @@ def _dig(data: Any, path: KeyPath, create: bool) -> Any:
 
 
 def _validation_issues(exc: ValidationError, data: dict, source: SourceMap) -> list[Issue]:
-    issues: list[Issue] = []
-    seen: set[tuple[KeyPath, str]] = set()
+    """One issue per key; the alternatives of a union (``auto`` or a list) joined by "or"."""
+    by_path: dict[KeyPath, list[str]] = {}
     for err in exc.errors(include_url=False):
         path = _data_path(err["loc"], data)
         message = _message(err, path)
-        if (path, message) in seen:
-            continue
-        seen.add((path, message))
-        issues.append(source.issue(path, message))
-    return issues
+        if message not in by_path.setdefault(path, []):
+            by_path[path].append(message)
+    return [source.issue(path, " or ".join(msgs)) for path, msgs in by_path.items()]
 
 
 def _data_path(loc: tuple, data: Any) -> KeyPath:

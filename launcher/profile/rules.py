@@ -99,8 +99,10 @@ def _captures_multiple_of_step(p: Profile):
 
 
 def _seqs_fit_captures(p: Profile):
+    if p.serving.cudagraph_capture_sizes == "auto":
+        return
     sizes = capture_sizes(p)
-    if not sizes or p.serving.cudagraph_capture_sizes == "auto":
+    if not sizes:
         return
     need = p.serving.max_num_seqs * (1 + p.mtp_tokens)
     if need > max(sizes):

@@ -32,6 +32,15 @@ KvCacheDtype = Literal[
 ]
 
 
+def _env_value(value: Any) -> Any:
+    """YAML reads ``NCCL_IB_DISABLE: 1`` as an int; the environment wants a string."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
 class Section(BaseModel):
     """Base of every profile section: immutable, unknown keys refused."""
 
@@ -42,9 +51,9 @@ class Hardware(Section):
     gpu: str = "rtx-pro-6000"
     """GPU kind, a key of the GPU catalog (rtx-pro-6000, rtx-5090, dgx-spark, h100, h200, b200,
     or cpu for vLLM's CPU backend)."""
-    count: PositiveInt = 1
+    count: Annotated[int, Field(gt=0, le=64)] = 1
     """GPUs per node that this deployment uses."""
-    nodes: PositiveInt = 1
+    nodes: Annotated[int, Field(gt=0, le=1024)] = 1
     """Nodes. More than one maps onto vLLM's own multi-node launch."""
     memory: Size | None = None
     """Memory per GPU as CUDA reports it, overriding the catalog (for example 95.01GiB)."""
@@ -75,13 +84,13 @@ class Model(Section):
 
 
 class Parallel(Section):
-    tensor: PositiveInt = 1
+    tensor: Annotated[int, Field(gt=0, le=1024)] = 1
     """Tensor-parallel size (ranks per model replica)."""
-    pipeline: PositiveInt = 1
+    pipeline: Annotated[int, Field(gt=0, le=256)] = 1
     """Pipeline-parallel size."""
-    decode_context: PositiveInt = 1
+    decode_context: Annotated[int, Field(gt=0, le=1024)] = 1
     """Decode context parallel size: KV tokens are sharded over this many of the TP ranks."""
-    interleave: PositiveInt = 1
+    interleave: Annotated[int, Field(gt=0, le=65536)] = 1
     """Tokens per run when DCP shards a sequence round-robin (--cp-kv-cache-interleave-size);
     must divide the KV block."""
     expert: bool = False
@@ -102,22 +111,25 @@ class Speculative(Section):
 
 
 class Serving(Section):
-    max_model_len: PositiveInt
+    max_model_len: Annotated[int, Field(gt=0, le=1 << 26)]
     """Longest request (prompt plus output) in tokens."""
-    max_num_seqs: PositiveInt = 8
+    max_num_seqs: Annotated[int, Field(gt=0, le=65536)] = 8
     """Most sequences decoded at once."""
-    max_num_batched_tokens: PositiveInt = 8192
+    max_num_batched_tokens: Annotated[int, Field(gt=0, le=1 << 22)] = 8192
     """Most tokens one scheduler step processes (the prefill chunk)."""
     kv_cache_dtype: KvCacheDtype = "auto"
     """KV cache dtype (vLLM's --kv-cache-dtype)."""
-    block_size: PositiveInt | None = None
+    block_size: Annotated[int, Field(gt=0, le=65536)] | None = None
     """Tokens per KV block on each rank; default: 64 for the MLA sparse backends, 16 otherwise,
     128 on CPU."""
     cudagraph_mode: Literal[
         "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"
     ] = "FULL_AND_PIECEWISE"
     """CUDA-graph mode (compilation-config cudagraph_mode)."""
-    cudagraph_capture_sizes: Literal["auto"] | list[PositiveInt] = "auto"
+    cudagraph_capture_sizes: (
+        Literal["auto"]
+        | Annotated[list[Annotated[int, Field(gt=0, le=65536)]], Field(max_length=1024)]
+    ) = "auto"
     """Batch sizes captured as CUDA graphs. auto: multiples of 1+MTP tokens covering
     max_num_seqs x (1+MTP)."""
     enable_prefix_caching: bool = True
@@ -136,7 +148,7 @@ class Memory(Section):
     the prewarm measured (an estimate until a run has been measured); or a size."""
     safety_margin: Size = 512 * MiB
     """Memory per GPU never given to the KV cache."""
-    kv_tokens: PositiveInt | None = None
+    kv_tokens: Annotated[int, Field(gt=0, le=1 << 40)] | None = None
     """Pin the KV cache to this many logical tokens instead of the largest that fits."""
     kv_cache_bytes: Size | None = None
     """Pin the KV cache to this many bytes per GPU instead of the largest that fits."""
@@ -208,8 +220,9 @@ class Profile(Section):
     """vLLM options not covered above."""
     runtime: Runtime = Runtime()
     """Cache and run directories."""
-    env: dict[str, str] = {}
-    """Environment for vLLM and its workers (values are strings)."""
+    env: dict[str, Annotated[str, BeforeValidator(_env_value)]] = {}
+    """Environment for vLLM and its workers; numbers and booleans become strings
+    (true is "1", false is "0")."""
 
     @property
     def mtp_tokens(self) -> int:

@@ -27,11 +27,17 @@ class SourceMap:
     default_file: str = "<profile>"
 
     def locate(self, path: KeyPath) -> Location:
-        """The location of ``path`` or of its nearest ancestor that has one."""
+        """The location of ``path`` or of its nearest ancestor that has one.
+
+        A dotted key cannot tell a list index from a key made of digits (``env.123``), so
+        both readings are tried.
+        """
         for n in range(len(path), -1, -1):
-            loc = self.locations.get(tuple(path[:n]))
-            if loc is not None:
-                return loc
+            head = tuple(path[:n])
+            for candidate in (head, _as_indices(head)):
+                loc = self.locations.get(candidate)
+                if loc is not None:
+                    return loc
         return Location(self.default_file)
 
     def issue(self, path: KeyPath, message: str) -> Issue:
@@ -39,10 +45,19 @@ class SourceMap:
         return Issue(message, key=dotted(path), file=loc.file, line=loc.line)
 
 
+def _as_indices(path: KeyPath) -> KeyPath:
+    return tuple(int(p) if isinstance(p, str) and p.isdigit() else p for p in path)
+
+
 def dotted(path: KeyPath) -> str:
+    """``serving.cudagraph_capture_sizes[2]``; an empty key shows as ``''``."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            text = str(part) if part != "" else "''"
+            out += f".{text}" if out else text
     return out
 
 
@@ -58,14 +73,15 @@ def read_yaml(path: Path, display: str) -> tuple[Any, dict[KeyPath, Location]]:
         raise ProfileError([Issue("file not found", file=display)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError([Issue(f"cannot read: {exc}", file=display)]) from None
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is None:
             return {}, {}
         lines: dict[KeyPath, Location] = {}
         issues: list[Issue] = []
-        _walk(node, (), display, lines, issues)
+        _walk(node, (), display, lines, issues, set())
         if issues:
             raise ProfileError(issues)
         data = loader.construct_document(node)
@@ -81,12 +97,24 @@ def read_yaml(path: Path, display: str) -> tuple[Any, dict[KeyPath, Location]]:
         raise ProfileError([Issue(f"malformed YAML: {problem}", file=display, line=line)]) from None
     except yaml.YAMLError as exc:
         raise ProfileError([Issue(f"malformed YAML: {exc}", file=display)]) from None
+    except RecursionError:
+        raise ProfileError([Issue("malformed YAML: nested too deeply", file=display)]) from None
+    except ValueError as exc:  # PyYAML converting a value, e.g. an int of 5000 digits
+        raise ProfileError([Issue(f"malformed YAML: {exc}", file=display)]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, lines
 
 
-def _walk(node: yaml.Node, path: KeyPath, file: str, lines: dict, issues: list[Issue]) -> None:
+def _walk(
+    node: yaml.Node, path: KeyPath, file: str, lines: dict, issues: list[Issue], seen_nodes: set
+) -> None:
+    # An alias points at a node already walked: its keys keep their first location, and a
+    # recursive alias or an alias bomb costs one visit per node, not one per path.
+    if id(node) in seen_nodes:
+        return
+    seen_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
@@ -114,8 +142,8 @@ def _walk(node: yaml.Node, path: KeyPath, file: str, lines: dict, issues: list[I
                 )
             seen.add(key)
             lines[(*path, key)] = Location(file, key_node.start_mark.line + 1)
-            _walk(value_node, (*path, key), file, lines, issues)
+            _walk(value_node, (*path, key), file, lines, issues, seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[(*path, i)] = Location(file, item.start_mark.line + 1)
-            _walk(item, (*path, i), file, lines, issues)
+            _walk(item, (*path, i), file, lines, issues, seen_nodes)
