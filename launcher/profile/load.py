@@ -231,7 +231,8 @@ def _data_path(loc: tuple, data: Any) -> KeyPath:
         in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
         if in_dict or in_list:
             node = node[part]
-            path.append(part)
+            # YAML reads `0:` as an int key; the source map knows the key as written
+            path.append(str(part) if in_dict else part)
         elif isinstance(node, dict) and isinstance(part, str) and part in _field_names(path):
             path.append(part)  # a required key that is missing
             break

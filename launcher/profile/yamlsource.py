@@ -131,6 +131,17 @@ def _walk(
             key = key_node.value
             if key == "<<":  # YAML merge keys: fine, the loader resolves them
                 continue
+            if key_node.tag != "tag:yaml.org,2002:str":  # 0:, null:, true:, 1.5: ...
+                issues.append(
+                    Issue(
+                        f"keys must be strings, this one reads as {key_node.tag.rsplit(':', 1)[-1]}"
+                        f'; quote it ("{key}") or fix it',
+                        dotted((*path, key)),
+                        file,
+                        key_node.start_mark.line + 1,
+                    )
+                )
+                continue
             if key in seen:
                 issues.append(
                     Issue(
