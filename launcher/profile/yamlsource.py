@@ -56,7 +56,9 @@ def dotted(path: KeyPath) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            text = str(part) if part != "" else "''"
+            text = str(part)
+            if not text.strip() or not text.isprintable() or text != text.strip():
+                text = repr(text)  # '', ' ', '\xa0', 'a\nb': show what is really there
             out += f".{text}" if out else text
     return out
 
