@@ -138,9 +138,9 @@ def launch(
 
     if node_rank is not None:
         overrides = (*overrides, f"runtime.node_rank={node_rank}")
-    loaded = pipeline.load(profile, overrides)
     if strict_jit:
-        loaded = pipeline.with_strict_jit(loaded)
+        overrides = (*overrides, "prewarm.strict_jit=true")
+    loaded = pipeline.load(profile, overrides)
     planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
     if as_json or dry_run or print_command:
         click.echo(

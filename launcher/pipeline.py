@@ -28,14 +28,6 @@ def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     return load_profile(path, overrides)
 
 
-def with_strict_jit(loaded: LoadedProfile) -> LoadedProfile:
-    p = loaded.profile
-    prewarm = p.prewarm.model_copy(update={"strict_jit": True})
-    return LoadedProfile(
-        p.model_copy(update={"prewarm": prewarm}), loaded.source, loaded.path, loaded.chain
-    )
-
-
 def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     """Load and gather facts (catches unknown GPUs, architectures, bad checkpoints)."""
     loaded = load(path, overrides)

@@ -139,7 +139,10 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         blocks = layout.blocks_for(profile.memory.kv_cache_bytes)
     reasons = _reasons(profile, ranks, layouts, blocks, pinned)
     if pinned:
-        ranks = [_pin(r, blocks * layouts[r.rank].page_bytes, blocks) for r in ranks]
+        ranks = [
+            replace(r, kv_bytes=blocks * layouts[r.rank].page_bytes, kv_blocks=blocks)
+            for r in ranks
+        ]
     else:
         ranks = [replace(r, kv_blocks=blocks) for r in ranks]
     mml = profile.serving.max_model_len
@@ -264,10 +267,6 @@ def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
     if c.name == "jit_headroom" and p.memory.jit_headroom != "measure":
         return c
     return Component(c.name, m.components[c.name], "measured", f"measured {m.when}")
-
-
-def _pin(r: RankPlan, kv_bytes: int, blocks: int) -> RankPlan:
-    return replace(r, kv_bytes=kv_bytes, kv_blocks=blocks)
 
 
 def _reasons(

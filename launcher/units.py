@@ -79,11 +79,6 @@ def format_size(n: int | float, unit: str = "auto") -> str:
     return f"{n:.0f} B" if unit == "B" else f"{n / factor:.2f} {unit}"
 
 
-def gib(n: int | float) -> str:
-    """Bytes as GiB with two decimals, no unit (for tables whose header names the unit)."""
-    return f"{n / GiB:.2f}"
-
-
 def table_unit(total: int) -> str:
     """The unit a table of parts of ``total`` reads best in."""
     return "GiB" if total >= 8 * GiB else "MiB"
