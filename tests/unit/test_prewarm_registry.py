@@ -1,0 +1,43 @@
+"""The prewarm registry: built-ins, third-party classes, and what each would compile."""
+
+import pytest
+
+from launcher import prewarm
+from launcher.model import load_facts
+from launcher.prewarm import PrewarmContext, UnknownProvider
+from launcher.profile import load_profile
+from tests.conftest import PROFILES
+
+
+def ctx_for(profile: str, rank: int = 0) -> PrewarmContext:
+    p = load_profile(PROFILES / profile).profile
+    return PrewarmContext(p, load_facts(p.model.path, p.model.architecture), rank)
+
+
+def test_builtins_are_registered_and_load_without_torch():
+    assert {"b12x", "vllm", "triton"} <= set(prewarm.available())
+    for name in ("b12x", "vllm", "triton"):
+        assert prewarm.load(name).name == name
+
+
+def test_a_provider_can_be_named_by_module_and_class():
+    provider = prewarm.load("tests.integration.failing:FailingProvider")
+    assert provider.name == "failing"
+
+
+def test_an_unknown_provider_lists_the_known_ones():
+    with pytest.raises(UnknownProvider, match="known: b12x, vllm, triton"):
+        prewarm.load("cutlass-magic")
+
+
+def test_triton_specializations_follow_dcp_and_rank():
+    ctx = ctx_for("glm52.yaml", rank=3)
+    specs = prewarm.load("triton").specializations(ctx)
+    assert specs and all("N=4" in s and "rank=3" in s and "D=512" in s for s in specs)
+    assert prewarm.load("triton").applies(ctx)
+    assert not prewarm.load("triton").applies(ctx_for("glm52-dcp1.yaml"))
+
+
+def test_vllm_warmups_need_the_worker():
+    provider = prewarm.load("vllm")
+    assert not provider.applies(ctx_for("glm52.yaml"))  # no vLLM worker outside one
