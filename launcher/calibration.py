@@ -74,16 +74,20 @@ def load_measured(
     fingerprint: str,
     warn: Callable[[str], None] = _warn,
     versions: dict[str, str | None] | None = None,
+    driver: str | None = None,
 ) -> dict[int, Measured]:
     """The newest usable record of each rank for this fingerprint.
 
-    ``versions`` is what this machine can tell about the stack (packages, and the driver
-    when a GPU is visible); a record measured under any other value of those is stale.
+    ``versions`` (default: the installed packages) and ``driver`` (when a GPU is visible)
+    are what this machine can tell about the stack; a record measured under any other
+    value of those is stale. Nothing is looked up unless records exist.
     """
     folder = store_dir(profile, fingerprint)
     if not folder.is_dir():
         return {}
-    versions = stack_versions() if versions is None else versions
+    versions = dict(stack_versions() if versions is None else versions)
+    if driver:
+        versions["driver"] = driver
     out: dict[int, Measured] = {}
     for path in sorted(folder.glob("rank*.json")):
         data = read_record(path, warn)

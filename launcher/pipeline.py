@@ -46,10 +46,9 @@ def make_plan(
     fingerprint = profile_fingerprint(loaded.profile)
     measured = {}
     if calibrate:
-        from launcher.calibration import load_measured, stack_versions
+        from launcher.calibration import load_measured
 
-        versions = {**stack_versions(), **({"driver": driver} if driver else {})}
-        measured = load_measured(loaded.profile, fingerprint, versions=versions)
+        measured = load_measured(loaded.profile, fingerprint, driver=driver)
     inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured, gpu_memory=gpu_memory)
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(loaded.profile, memory_plan, fingerprint=fingerprint)
