@@ -15,6 +15,9 @@ from launcher.secrets import is_secret
 #   serving.host/port   where it listens
 #   runtime             where caches and records live, not what is in them
 #   prewarm.strict_jit  whether a late compile is fatal, not whether it happens
+#   hardware.reserved_by_others  what other processes hold is the machine's state, not the
+#                       deployment's (a launch raises it to what the cards show); keying on it
+#                       would hide a run's measurements from the next plan
 #   secret env values   never hashed, never stored
 IGNORED = (
     ("name",),
@@ -24,6 +27,7 @@ IGNORED = (
     ("serving", "port"),
     ("runtime",),
     ("prewarm", "strict_jit"),
+    ("hardware", "reserved_by_others"),
 )
 
 

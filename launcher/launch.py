@@ -15,7 +15,7 @@ from pathlib import Path
 from launcher import atomic
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.hardware import NoGpuInfo, query_gpus
-from launcher.pipeline import Planned, make_plan
+from launcher.pipeline import Planned, replan
 from launcher.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
 from launcher.report import command_line, fix_hint, to_dict
 from launcher.secrets import redact_argv
@@ -123,12 +123,8 @@ def _replan(planned: Planned, facts: GpuFacts) -> Planned:
         update={"reserved_by_others": max(p.hardware.reserved_by_others, facts.reserved_by_others)}
     )
     loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
-    return make_plan(
-        loaded,
-        b12x_sizing=planned.b12x_sizing,
-        calibrate=planned.calibrate,
-        gpu_memory=(facts.memory, "measured"),
-        driver=facts.driver or None,
+    return replan(
+        planned, loaded, gpu_memory=(facts.memory, "measured"), driver=facts.driver or None
     )
 
 

@@ -5,11 +5,11 @@ Each step is a named function; ``cli.py`` only parses and prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from launcher.fingerprint import profile_fingerprint
 from launcher.inputs import gather
-from launcher.plan import MemoryPlan, plan
+from launcher.plan import MemoryPlan, PlanInputs, plan
 from launcher.profile import LoadedProfile, load_profile
 from launcher.vllm_args import VllmCommand, build_command
 
@@ -20,7 +20,9 @@ class Planned:
     plan: MemoryPlan
     command: VllmCommand
     fingerprint: str
-    b12x_sizing: bool = False
+    inputs: PlanInputs
+    """The facts the plan was made from, kept so a launch can re-plan without reading them
+    again (checkpoint headers, b12x's sizing)."""
     calibrate: bool = True
 
 
@@ -36,23 +38,41 @@ def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
 
 
 def make_plan(
-    loaded: LoadedProfile,
-    *,
-    b12x_sizing: bool = False,
-    calibrate: bool = True,
-    gpu_memory: tuple[int, str] | None = None,
-    driver: str | None = None,
+    loaded: LoadedProfile, *, b12x_sizing: bool = False, calibrate: bool = True
 ) -> Planned:
     fingerprint = profile_fingerprint(loaded.profile)
-    measured = {}
-    if calibrate:
-        from launcher.calibration import load_measured
+    measured = _measured(loaded, fingerprint, calibrate, driver=None)
+    inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured)
+    return _planned(loaded, inputs, fingerprint, calibrate)
 
-        measured = load_measured(loaded.profile, fingerprint, driver=driver)
-    inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured, gpu_memory=gpu_memory)
+
+def replan(
+    planned: Planned, loaded: LoadedProfile, *, gpu_memory: tuple[int, str], driver: str | None
+) -> Planned:
+    """Plan ``loaded`` (the same deployment, seen on the real cards) with the facts already
+    gathered, the cards' own memory, and the calibration records for this driver."""
+    fingerprint = profile_fingerprint(loaded.profile)
+    inputs = replace(
+        planned.inputs,
+        gpu_memory=gpu_memory[0],
+        gpu_memory_source=gpu_memory[1],
+        measured=_measured(loaded, fingerprint, planned.calibrate, driver=driver),
+    )
+    return _planned(loaded, inputs, fingerprint, planned.calibrate)
+
+
+def _measured(loaded: LoadedProfile, fingerprint: str, calibrate: bool, driver: str | None):
+    if not calibrate:
+        return {}
+    from launcher.calibration import load_measured
+
+    return load_measured(loaded.profile, fingerprint, driver=driver)
+
+
+def _planned(loaded: LoadedProfile, inputs: PlanInputs, fingerprint: str, calibrate: bool):
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(loaded.profile, memory_plan, fingerprint=fingerprint)
-    return Planned(loaded, memory_plan, command, fingerprint, b12x_sizing, calibrate)
+    return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate)
 
 
 def render(

@@ -94,3 +94,12 @@ def test_records_from_another_driver_are_stale(write, tmp_path):
     )
     assert "other versions of driver" in warnings[0]
     assert load_measured(loaded.profile, fp, versions={"driver": "580.159.04"})
+
+
+def test_fingerprint_ignores_memory_other_processes_hold(write, tmp_path):
+    _, fp = setup(write, tmp_path)
+    busy = load_profile(
+        write("b.yaml", MINIMAL),
+        ["hardware.reserved_by_others=3GiB", f"runtime.cache_root={tmp_path / 'cache'}"],
+    )
+    assert profile_fingerprint(busy.profile) == fp

@@ -201,3 +201,11 @@ def test_no_secret_reaches_the_run_directory(write, tmp_path):
         body = path.read_text()
         assert "hf_supersecret" not in body and "sk-topsecret" not in body, path
     assert done.env["HF_TOKEN"] == "hf_supersecret"  # vLLM itself still gets it
+
+
+def test_the_launch_replans_without_reading_the_facts_again(write, tmp_path, monkeypatch):
+    p = planned(write, tmp_path)
+    monkeypatch.setattr(pipeline, "gather", lambda *a, **k: pytest.fail("facts read twice"))
+    done = prepare(p, tmp_path, [rtx(i) for i in range(4)])
+    assert done.planned.inputs.gpu_memory == rtx(0).total
+    assert done.planned.fingerprint == p.fingerprint
