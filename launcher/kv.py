@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from launcher.model import ModelFacts
+from launcher.vllm_runtime import Runtime
 
 FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
 
@@ -21,12 +22,13 @@ class KvDtypeError(ValueError):
 
 
 def mla_bytes_per_token_layer(
-    facts: ModelFacts, kv_dtype: str, b12x_fork: bool, fp8_rope: bool
+    facts: ModelFacts, kv_dtype: str, runtime: Runtime, env: dict[str, str]
 ) -> int:
     """Bytes one MLA layer stores per token, by ``--kv-cache-dtype``.
 
-    For kv_lora 512 / rope 64: auto 1152, fp8 576, fp8_ds_mla 656, nvfp4_ds_mla 352
-    upstream, 432 in the B12X fork (368 with an fp8 RoPE part, ``KV_FP8_ROPE=1``).
+    For kv_lora 512 / rope 64: auto 1152, fp8 576, fp8_ds_mla 656; nvfp4_ds_mla is the
+    runtime's record: 352 upstream, 432 or 368 (fp8 RoPE) in the fork lines
+    (``Runtime.nvfp4_record_bytes``).
     """
     lora, rope = facts.kv_lora_rank, facts.qk_rope
     if kv_dtype in ("auto", "bfloat16"):
@@ -36,10 +38,7 @@ def mla_bytes_per_token_layer(
     if kv_dtype == "fp8_ds_mla":
         return lora + 4 * (lora // 128) + 2 * rope  # fp8 latent, fp32 scale per 128, bf16 RoPE
     if kv_dtype == "nvfp4_ds_mla":
-        packed = lora // 2 + lora // 16  # fp4 latent, one fp8 scale per 16
-        if not b12x_fork:
-            return packed + rope  # upstream: fp8 RoPE
-        return packed + (rope if fp8_rope else 2 * rope) + 16  # fork: + 16 B global scale/pad
+        return runtime.nvfp4_record_bytes(facts, env)
     raise KvDtypeError(f"unknown kv_cache_dtype {kv_dtype!r}")
 
 
@@ -125,14 +124,14 @@ def kv_layout(
     draft_layers: int,
     indexer_layers: int,
     draft_indexer_layers: int,
-    b12x_fork: bool,
-    fp8_rope: bool,
+    runtime: Runtime,
+    env: dict[str, str],
     replicate_indexer: bool,
     replicate_draft: bool,
 ) -> KvLayout:
     """The KV layout of one rank that holds ``layers`` decoder layers (+ draft layers)."""
     if facts.is_mla:
-        per_layer = mla_bytes_per_token_layer(facts, kv_dtype, b12x_fork, fp8_rope)
+        per_layer = mla_bytes_per_token_layer(facts, kv_dtype, runtime, env)
     else:
         per_layer = mha_bytes_per_token_layer(facts, kv_dtype, max(1, facts.kv_heads // tp))
     return KvLayout(

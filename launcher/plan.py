@@ -13,7 +13,7 @@ from launcher import estimates
 from launcher.catalog import GpuKind
 from launcher.kv import KvLayout, kv_layout
 from launcher.model import ModelFacts
-from launcher.profile.rules import MLA_SPARSE_BACKENDS, default_block_size
+from launcher.profile.rules import MLA_SPARSE_BACKENDS, default_block_size, runtime_of
 from launcher.profile.schema import Profile
 from launcher.ranks import RankShape, rank_shapes
 
@@ -93,6 +93,10 @@ class KvPlan:
     pinned: str | None
     """``kv_tokens`` or ``kv_cache_bytes`` when the profile pins the KV size."""
     source: str
+    runtime: str = "upstream"
+    """The vLLM runtime whose KV record sizes the plan uses (``launcher.vllm_runtime``)."""
+    record: str = ""
+    """What decided the attention record size, e.g. 368 B nvfp4 record (fp8 RoPE)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,8 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         bounding_rank=bounding.rank,
         pinned=pinned,
         source=f.source,
+        runtime=runtime_of(profile)[0].name,
+        record=_record(profile, f),
     )
     return MemoryPlan(
         profile=profile.name or "",
@@ -173,7 +179,6 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
 def _layout(p: Profile, f: ModelFacts, s: RankShape) -> KvLayout:
     mtp = p.mtp_tokens > 0
     draft = f.mtp_layers if (mtp and s.is_last_stage) else 0
-    backend = p.vllm.attention_backend or ""
     return kv_layout(
         f,
         kv_dtype=p.serving.kv_cache_dtype,
@@ -184,8 +189,8 @@ def _layout(p: Profile, f: ModelFacts, s: RankShape) -> KvLayout:
         draft_layers=draft,
         indexer_layers=sum(1 for i in s.layers if i in f.indexer_layers),
         draft_indexer_layers=draft if f.mtp_has_indexer and f.has_indexer else 0,
-        b12x_fork=backend.startswith("B12X"),
-        fp8_rope=p.env.get("KV_FP8_ROPE") == "1",
+        runtime=runtime_of(p)[0],
+        env=p.env,
         replicate_indexer=p.parallel.replicate_indexer_cache,
         replicate_draft=p.parallel.replicate_draft_cache,
     )
@@ -348,6 +353,13 @@ def _with_serving(p: Profile, **changes) -> Profile:
     if sizes != "auto":
         serving = serving.model_copy(update={"cudagraph_capture_sizes": "auto"})
     return p.model_copy(update={"serving": serving})
+
+
+def _record(p: Profile, f: ModelFacts) -> str:
+    runtime, how = runtime_of(p)
+    if f.is_mla and p.serving.kv_cache_dtype == "nvfp4_ds_mla":
+        return f"{runtime.describe_record(f, p.env)}; runtime {how}"
+    return f"runtime {runtime.name} ({how})"
 
 
 def _notes(p: Profile, f: ModelFacts) -> list[str]:

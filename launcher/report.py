@@ -59,6 +59,8 @@ def to_dict(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = ""
             "bounding_rank": kv.bounding_rank,
             "pinned": kv.pinned,
             "source": kv.source,
+            "runtime": kv.runtime,
+            "record": kv.record,
         },
     }
     if command is not None:
@@ -151,7 +153,7 @@ def render_table(
     console.print(table)
     kv = plan.kv
     console.print(
-        f"KV cache: {kv.bytes_per_token_per_rank:,.1f} B/token/rank ({kv.source}), "
+        f"KV cache: {kv.bytes_per_token_per_rank:,.1f} B/token/rank ({kv.source}; {kv.record}), "
         f"block {kv.layout.block_tokens} x DCP {kv.layout.dcp} = {kv.layout.logical_block_tokens} "
         f"tokens, {kv.blocks_per_rank:,} blocks/rank -> {kv.tokens:,} tokens; "
         f"{kv.max_concurrency:.2f} requests of {kv.max_model_len:,} tokens "

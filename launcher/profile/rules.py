@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from launcher import vllm_runtime
 from launcher.profile.schema import Profile
+from launcher.vllm_runtime import Runtime
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 
-MLA_SPARSE_BACKENDS = ("B12X_MLA_SPARSE", "FLASHMLA_SPARSE")
+MLA_SPARSE_BACKENDS = ("B12X_MLA_SPARSE", "B12X", "FLASHMLA_SPARSE")
+"""Sparse-MLA backend names over every runtime (``Runtime.sparse_mla_backends`` per runtime)."""
 DS_MLA_KV_DTYPES = ("fp8_ds_mla", "nvfp4_ds_mla")
+
+
+def runtime_of(p: Profile) -> tuple[Runtime, str]:
+    """The vLLM runtime the profile targets, and how that was decided."""
+    return vllm_runtime.resolve(p.vllm.runtime, p.vllm.attention_backend)
+
+
+def uses_sparse_mla(p: Profile) -> bool:
+    """Whether the attention backend is the runtime's sparse-MLA backend."""
+    return (p.vllm.attention_backend or "") in runtime_of(p)[0].sparse_mla_backends
 
 
 def default_block_size(p: Profile) -> int:
@@ -22,7 +35,7 @@ def default_block_size(p: Profile) -> int:
         return p.serving.block_size
     if p.hardware.gpu == "cpu":
         return 128
-    return 64 if (p.vllm.attention_backend or "") in MLA_SPARSE_BACKENDS else 16
+    return 64 if uses_sparse_mla(p) else 16
 
 
 def auto_capture_sizes(p: Profile) -> list[int]:
@@ -152,6 +165,26 @@ def _kv_dtype_suits_backend(p: Profile):
         )
 
 
+def _runtime_offers(p: Profile):
+    """A profile that names its runtime may only ask for what that runtime has."""
+    if p.vllm.runtime == "auto":
+        return
+    runtime, _ = runtime_of(p)
+    backend = p.vllm.attention_backend
+    if backend in MLA_SPARSE_BACKENDS and backend not in runtime.sparse_mla_backends:
+        yield (
+            "vllm.attention_backend",
+            f"{backend} is not a backend of vllm.runtime {runtime.name} ({runtime.title}); "
+            f"use {' or '.join(runtime.sparse_mla_backends)}, or another vllm.runtime",
+        )
+    if p.model.quantization == "exl3" and not runtime.exl3:
+        yield (
+            "model.quantization",
+            f"exl3 is not loaded by vllm.runtime {runtime.name} ({runtime.title}); "
+            "set vllm.runtime to gilded-gnosis or b12x-fork",
+        )
+
+
 def _launcher_env_prefix(p: Profile):
     for key in p.env:
         if not key or not key.replace("_", "").isalnum() or key[0].isdigit():
@@ -186,6 +219,7 @@ RULES: tuple[Rule, ...] = (
     _batched_tokens,
     _one_kv_pin,
     _kv_dtype_suits_backend,
+    _runtime_offers,
     _launcher_env_prefix,
     _cpu_is_single_rank,
 )

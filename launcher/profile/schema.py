@@ -168,6 +168,11 @@ class Prewarm(Section):
 
 
 class Vllm(Section):
+    runtime: Literal["auto", "upstream", "gilded-gnosis", "b12x-fork"] = "auto"
+    """Which vLLM this deployment targets: upstream, the fork line Gilded Gnosis / SparkInfer
+    (backend B12X_MLA_SPARSE), or the fork line with the b12x package (backend B12X). They
+    differ in KV record size, backend names and warmups. auto: inferred from
+    attention_backend for a dry run, probed from the installed vLLM at launch."""
     attention_backend: str | None = None
     """Attention backend (--attention-backend), e.g. B12X_MLA_SPARSE."""
     worker_cls: str = "auto"

@@ -7,26 +7,41 @@ from launcher.kv import indexer_bytes_per_token_layer, mla_bytes_per_token_layer
 from launcher.model import load_facts
 from launcher.plan import plan
 from launcher.profile import load_profile
+from launcher.vllm_runtime import RUNTIMES
 from tests.conftest import MINIMAL, PROFILES
 
 GLM = load_facts("/nonexistent", "glm-5.2")
 
 
 @pytest.mark.parametrize(
-    ("dtype", "fork", "fp8_rope", "expected"),
+    ("dtype", "runtime", "env", "expected"),
     [
-        ("auto", True, False, 1152),
-        ("bfloat16", True, False, 1152),
-        ("fp8", True, False, 576),
-        ("fp8_e4m3", True, False, 576),
-        ("fp8_ds_mla", True, False, 656),
-        ("nvfp4_ds_mla", False, False, 352),
-        ("nvfp4_ds_mla", True, False, 432),
-        ("nvfp4_ds_mla", True, True, 368),
+        ("auto", "gilded-gnosis", {}, 1152),
+        ("bfloat16", "upstream", {}, 1152),
+        ("fp8", "upstream", {}, 576),
+        ("fp8_e4m3", "b12x-fork", {}, 576),
+        ("fp8_ds_mla", "gilded-gnosis", {}, 656),
+        ("nvfp4_ds_mla", "upstream", {}, 352),
+        ("nvfp4_ds_mla", "upstream", {"KV_FP8_ROPE": "1"}, 352),
+        ("nvfp4_ds_mla", "gilded-gnosis", {}, 432),
+        ("nvfp4_ds_mla", "gilded-gnosis", {"KV_FP8_ROPE": "0"}, 432),
+        ("nvfp4_ds_mla", "gilded-gnosis", {"KV_FP8_ROPE": "1"}, 368),
+        # The b12x-package line forces fp8 RoPE for GLM-DSA and ignores the variable.
+        ("nvfp4_ds_mla", "b12x-fork", {}, 368),
+        ("nvfp4_ds_mla", "b12x-fork", {"KV_FP8_ROPE": "0"}, 368),
     ],
 )
-def test_mla_bytes_per_token_layer(dtype, fork, fp8_rope, expected):
-    assert mla_bytes_per_token_layer(GLM, dtype, fork, fp8_rope) == expected
+def test_mla_bytes_per_token_layer(dtype, runtime, env, expected):
+    assert mla_bytes_per_token_layer(GLM, dtype, RUNTIMES[runtime], env) == expected
+
+
+def test_the_gilded_gnosis_line_keeps_bf16_rope_for_models_other_than_glm():
+    deepseek = load_facts("/nonexistent", "deepseek-v3.2")
+    env = {"KV_FP8_ROPE": "1"}
+    assert (
+        mla_bytes_per_token_layer(deepseek, "nvfp4_ds_mla", RUNTIMES["gilded-gnosis"], env) == 432
+    )
+    assert mla_bytes_per_token_layer(deepseek, "nvfp4_ds_mla", RUNTIMES["b12x-fork"], env) == 368
 
 
 def test_indexer_cache_is_132_bytes():
@@ -89,7 +104,9 @@ def test_glm52_kv_geometry(write, overrides, per_token_per_rank, page):
 def test_shipped_glm52_geometry():
     loaded = load_profile(PROFILES / "glm52.yaml")
     kv = plan(loaded.profile, gather(loaded)).kv
-    assert kv.bytes_per_token_per_rank == 9258.0
+    # gilded-gnosis with KV_FP8_ROPE=1: 368 B records on 79 layers, 132 B on 22 indexers
+    assert kv.bytes_per_token_per_rank == (79 * 368 + 22 * 132) / 4 == 7994.0
+    assert kv.runtime == "gilded-gnosis" and "368 B nvfp4 record" in kv.record
     assert kv.layout.logical_block_tokens == 256
 
 
