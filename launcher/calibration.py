@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from launcher import atomic
+from launcher import atomic, census
 from launcher.plan import MEASURABLE, Measured
 from launcher.profile.schema import Profile
 
@@ -101,7 +101,8 @@ def load_measured(
             warn(f"ignoring {path}: measured with other versions of {', '.join(stale)}")
             continue
         figures = {k: v for k, v in data["measured"].items() if k in MEASURABLE}
-        out[data["rank"]] = Measured(figures, str(data.get("when", "?"))[:10])
+        learned = census.merge(data.get("learned") or [], data.get("late_compiles") or [])
+        out[data["rank"]] = Measured(figures, str(data.get("when", "?"))[:10], tuple(learned))
     return out
 
 

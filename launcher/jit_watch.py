@@ -42,6 +42,8 @@ class CompileEvent:
     """Triton's in-process cache key (argument types, alignment and constexprs, options)."""
     signature: str = ""
     """Triton's readable form: name, launch options and argument types."""
+    specialization: str = ""
+    """Triton's own serialized specialization (``JITFunction.preload`` replays it)."""
     device: int | None = None
     warmup: bool = False
     late: bool = False
@@ -169,6 +171,7 @@ class JitWatch:
             constexprs=_constexprs(fn, compile_info.get("constants")),
             key=str(key),
             signature=str(repr or ""),
+            specialization=str(compile_info.get("specialization_data") or ""),
             device=compile_info.get("device"),
             warmup=bool(kw.get("is_manual_warmup", False)),
             late=self.armed,

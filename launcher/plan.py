@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from launcher import estimates
+from launcher import census, estimates
 from launcher.catalog import GpuKind
 from launcher.kv import KvLayout, kv_layout
 from launcher.model import ModelFacts
@@ -27,7 +27,14 @@ ORDER = (
     "jit_headroom",
     "safety_margin",
 )
-MEASURABLE = ("cuda_context", "activation_peak", "workspaces", "cudagraph_pool", "jit_headroom")
+MEASURABLE = (
+    "cuda_context",
+    "weights",
+    "activation_peak",
+    "workspaces",
+    "cudagraph_pool",
+    "jit_headroom",
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class Measured:
     components: dict[str, int]
     when: str
     """ISO date of the measurement."""
+    learned: tuple[dict, ...] = ()
+    """The late-JIT census of earlier boots (``launcher.census`` entries)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,9 @@ class RankPlan:
     components: tuple[Component, ...]
     kv_bytes: int
     kv_blocks: int
+    learned: tuple[dict, ...] = ()
+    """Late compiles earlier boots recorded (``launcher.census``): the census provider
+    replays what it can before sizing; the rest is in ``jit_headroom``."""
 
     def component(self, name: str) -> Component:
         return next(c for c in self.components if c.name == name)
@@ -239,7 +251,10 @@ def _rank_plan(
     if measured:
         comps = [_calibrated(c, measured, p) for c in comps]
     kv_bytes = total - sum(c.bytes for c in comps)
-    return RankPlan(s.rank, s.node, total, tuple(comps), kv_bytes, layout.blocks_for(kv_bytes))
+    learned = measured.learned if measured else ()
+    return RankPlan(
+        s.rank, s.node, total, tuple(comps), kv_bytes, layout.blocks_for(kv_bytes), learned
+    )
 
 
 def _est(pair: tuple[int, str]) -> tuple[int, str, str]:
@@ -271,6 +286,18 @@ def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
         return c
     if c.name == "jit_headroom" and p.memory.jit_headroom != "measure":
         return c
+    if c.name == "weights" and p.model.weights_per_rank is not None:
+        return c
+    if c.name == "jit_headroom":
+        late = census.reserve(m.learned)
+        if late:
+            return Component(
+                c.name,
+                m.components[c.name] + late,
+                "measured",
+                f"measured {m.when} + {late / 2**20:.0f} MiB of late compiles the census "
+                "cannot replay",
+            )
     return Component(c.name, m.components[c.name], "measured", f"measured {m.when}")
 
 

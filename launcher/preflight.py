@@ -27,7 +27,8 @@ class GpuFacts:
     memory: int
     """Total memory per GPU as the driver reports it (the smallest of those used)."""
     reserved_by_others: int
-    """Memory other processes hold on the busiest GPU used."""
+    """Memory not free at launch on the tightest GPU (other processes and the driver's
+    reservation): total minus the smallest free figure."""
     notes: tuple[str, ...] = ()
     driver: str = ""
 
@@ -65,14 +66,18 @@ def check_gpus(profile: Profile, gpus: list[Gpu], *, force: bool) -> GpuFacts:
         if not force:
             raise EnvironmentProblem(f"{message}; fix hardware.gpu or pass --force")
         notes.append(f"{message} (--force: planning with the measured memory)")
-    busiest = max(used, key=lambda g: g.used)
-    others = max(0, busiest.used - IDLE_USED)
-    if others:
+    # Plan from what is free on each card, never from a sum of processes: the free figure
+    # also lacks the driver's own reservation, which is what vLLM's start check sees.
+    total = min(g.total for g in used)
+    tightest = min(used, key=lambda g: g.free - (g.total - total))
+    not_free = total - min(g.free for g in used)
+    if tightest.used > IDLE_USED:
         notes.append(
-            f"GPU {busiest.index}: other processes hold {format_size(others)}; the plan uses "
-            "the free memory the cards have"
+            f"GPU {tightest.index}: {format_size(tightest.free)} free of "
+            f"{format_size(tightest.total)} (other processes hold memory); the plan uses the "
+            "free memory the cards have"
         )
-    return GpuFacts(min(g.total for g in used), others, tuple(notes), used[0].driver)
+    return GpuFacts(total, max(0, not_free), tuple(notes), used[0].driver)
 
 
 _PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")

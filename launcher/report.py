@@ -44,6 +44,7 @@ def to_dict(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = ""
                     "kv_cache": {"bytes": r.kv_bytes, "source": kv_source(plan)},
                 },
                 "kv_blocks_fit": r.kv_blocks,
+                "learned": list(r.learned),
             }
             for r in plan.ranks
         ],

@@ -80,12 +80,18 @@ def worker_class(profile: Profile) -> str:
 
 
 def gpu_memory_utilization(plan: MemoryPlan) -> float:
-    """The highest utilization vLLM's start-up check can meet on every rank."""
+    """The highest utilization vLLM's start-up check can meet on every rank.
+
+    vLLM compares ``utilization x total`` with the free memory it sees once its context
+    and NCCL exist: the card's free memory at launch (total minus ``other_processes``, which
+    a launch reads per card) minus the planned ``cuda_context``, less a slack. The planned
+    worker sizes the KV cache itself, so a low figure costs nothing.
+    """
     worst = 1.0
     for r in plan.ranks:
         held = sum(c.bytes for c in r.components if c.name in ("other_processes", "cuda_context"))
         worst = min(worst, (r.total_bytes - held - UTILIZATION_SLACK) / r.total_bytes)
-    return max(0.05, math.floor(worst * 1000) / 1000)
+    return max(0.001, math.floor(worst * 1000) / 1000)
 
 
 def vllm_kv_bytes(profile: Profile, plan: MemoryPlan) -> int | None:

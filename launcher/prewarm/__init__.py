@@ -22,7 +22,11 @@ BUILTIN: dict[str, str] = {
     "b12x": "launcher.prewarm.b12x:B12xProvider",
     "vllm": "launcher.prewarm.vllm_warmup:VllmWarmupProvider",
     "triton": "launcher.prewarm.triton_kernels:TritonProvider",
+    "census": "launcher.prewarm.census:CensusProvider",
 }
+ALWAYS = ("census",)
+"""Providers that run whenever they apply, listed or not (the census replays what earlier
+boots of this deployment compiled late)."""
 
 
 @dataclass
@@ -39,6 +43,8 @@ class PrewarmContext:
     """vLLM's worker when running inside one; None elsewhere."""
     log: Any = None
     """A callable taking one line of text."""
+    learned: tuple[dict, ...] = ()
+    """Late compiles earlier boots recorded for this rank (``launcher.census`` entries)."""
 
 
 @dataclass
@@ -52,6 +58,8 @@ class PrewarmResult:
     specializations: list[str] = field(default_factory=list)
     skipped: str = ""
     """Why the provider did nothing (not installed, not applicable), if it did nothing."""
+    entry_points: list[dict] = field(default_factory=list)
+    """Each runtime entry point: ``{name, status: called|skipped|missing|failed, detail}``."""
 
 
 class Provider(Protocol):

@@ -15,10 +15,10 @@ import platform
 import time
 from typing import Any
 
-from launcher import jit_watch
+from launcher import census, jit_watch
 from launcher.budget import BudgetError, BudgetInputs, kv_budget
 from launcher.calibration import save_record, stack_versions
-from launcher.prewarm import PrewarmContext, PrewarmResult, load
+from launcher.prewarm import ALWAYS, PrewarmContext, PrewarmResult, load
 from launcher.units import format_size
 from launcher.worker.runplan import RunPlan
 
@@ -48,6 +48,7 @@ class PlannedMixin:
         vllm_available = super().determine_available_memory()
         after = self._device_snapshot()
         headroom, headroom_source = self._headroom(run, measurement)
+        self._after_profile = after
         pinned = run.component(rank, "kv_cache") if run.pinned else None
         inputs = BudgetInputs(
             platform=self.platform,
@@ -76,7 +77,7 @@ class PlannedMixin:
             "when": datetime.datetime.now().isoformat(timespec="seconds"),
             "environment": self._environment(profile.hardware.gpu),
             "plan": {k: v["bytes"] for k, v in run.rank(rank)["components"].items()},
-            "measured": self._measured(run, before, measurement, headroom, headroom_source),
+            "measured": self._measured(run, before, after, measurement, headroom, headroom_source),
             "prewarm": [vars(r) for r in results],
             "prewarm_measurement": measurement.to_dict() if measurement else None,
             "vllm_available": int(vllm_available),
@@ -139,12 +140,21 @@ class PlannedMixin:
             getattr(self, "model_runner", None),
             log=_say,
             worker=self,
+            learned=tuple(run.rank(self.rank).get("learned") or ()),
         )
         self._providers = []
         results: list[PrewarmResult] = []
+        names = [
+            *profile.prewarm.providers,
+            *(n for n in ALWAYS if n not in profile.prewarm.providers),
+        ]
 
         def run_all() -> None:
-            for name in profile.prewarm.providers:
+            with self._vllm_config_context():
+                run_providers()
+
+        def run_providers() -> None:
+            for name in names:
                 provider = load(name)
                 if not provider.applies(ctx):
                     results.append(PrewarmResult(name, skipped="not used by this deployment"))
@@ -154,9 +164,12 @@ class PlannedMixin:
                 result = provider.run(ctx)
                 result.seconds = result.seconds or time.perf_counter() - start
                 results.append(result)
+                points = "; ".join(f"{e['name']} {e['status']}" for e in result.entry_points)
                 _say(
                     f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
-                    f"{result.warmed} warmed in {result.seconds:.1f}s {result.skipped}"
+                    f"{result.warmed} warmed in {result.seconds:.1f}s"
+                    + (f"; entry points: {points}" if points else "")
+                    + (f"; {result.skipped}" if result.skipped else "")
                 )
 
         if device is None:
@@ -177,29 +190,48 @@ class PlannedMixin:
         configured = run.profile.memory.jit_headroom
         if configured != "measure":
             return int(configured), "profile"
+        comp = run.rank(self.rank)["components"]["jit_headroom"]
         if measurement is not None:
             from launcher.measure import jit_headroom
 
-            return jit_headroom(measurement), "measured"
-        comp = run.rank(self.rank)["components"]["jit_headroom"]
+            fresh = jit_headroom(measurement)
+            if comp["source"] == "measured" and int(comp["bytes"]) > fresh:
+                # An earlier boot needed more (a cold cache, the census's late compiles):
+                # keep the larger, as the plan does.
+                return int(comp["bytes"]), "measured (calibrated plan)"
+            return fresh, "measured"
         return int(comp["bytes"]), f"plan ({comp['source']})"
 
     def _measured(
         self,
         run: RunPlan,
         before: dict | None,
+        after: dict | None,
         measurement: Any,
         headroom: int,
         headroom_source: str,
     ) -> dict[str, int]:
+        """This rank's components as measured, closing the loop with the plan.
+
+        Everything the engine holds after vLLM's profile (free at launch, as the launcher
+        read it per card, minus free now) is split into weights (torch's allocation after
+        loading), what the prewarm kept (workspaces) and the rest (cuda_context: context,
+        cuBLAS, NCCL and whatever the profile run kept outside torch). A calibrated plan
+        made of these figures then equals the budget this worker returns, to the block.
+        """
         out: dict[str, int] = {}
-        if headroom_source == "measured":
+        if headroom_source.startswith("measured"):
             out["jit_headroom"] = headroom
+        retained = max(0, measurement.retained_bytes) if measurement is not None else 0
         if measurement is not None:
-            out["workspaces"] = max(0, measurement.retained_bytes)
-        if before is not None:
-            others = run.component(self.rank, "other_processes")
-            out["cuda_context"] = max(0, before["used"] - before["torch_reserved"] - others)
+            out["workspaces"] = retained
+        if before is not None and after is not None:
+            launch_free = run.rank(self.rank)["total_bytes"] - run.component(
+                self.rank, "other_processes"
+            )
+            out["weights"] = before["torch_allocated"]
+            engine = launch_free - after["free"]
+            out["cuda_context"] = max(0, engine - before["torch_allocated"] - retained)
         peak = self._peak_activation()
         if peak:
             out["activation_peak"] = peak
@@ -217,7 +249,10 @@ class PlannedMixin:
         return estimate if flag not in ("0", "false") else 0
 
     def _cudagraph_reserve(self, run: RunPlan) -> int:
-        """vLLM's own CUDA-graph estimate when it made one, else the plan's."""
+        """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
+        comp = run.rank(self.rank)["components"].get("cudagraph_pool", {})
+        if comp.get("source") == "measured":
+            return int(comp["bytes"])
         estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
         return estimate or run.component(self.rank, "cudagraph_pool")
 
@@ -242,16 +277,37 @@ class PlannedMixin:
             "total": mem.total,
             "used": mem.total - mem.free,
             "torch_reserved": torch.cuda.memory_reserved(device),
+            "torch_allocated": torch.cuda.memory_allocated(device),
         }
 
     def _barrier(self) -> None:
+        """Wait for every rank's prewarm on vLLM's world group, CPU side (gloo).
+
+        The default process group is NCCL and otherwise unused: its first collective
+        would build one more communicator (device buffers nobody planned) just before
+        vLLM measures memory.
+        """
         try:
             import torch.distributed as dist
 
-            if dist.is_available() and dist.is_initialized():
-                dist.barrier()
+            if not (dist.is_available() and dist.is_initialized()):
+                return
+            from vllm.distributed.parallel_state import get_world_group
+
+            dist.barrier(group=get_world_group().cpu_group)
         except Exception as exc:  # a failed barrier must not hide the real error later
             logger.warning("b12x-launch: barrier after prewarm failed: %s", exc)
+
+    def _vllm_config_context(self):
+        """vLLM's config context, as its own warmups run in (some read it globally)."""
+        import contextlib
+
+        config = getattr(self, "vllm_config", None)
+        try:
+            from vllm.config import set_current_vllm_config
+        except ImportError:
+            return contextlib.nullcontext()
+        return set_current_vllm_config(config) if config is not None else contextlib.nullcontext()
 
     def _environment(self, gpu_kind: str) -> dict[str, Any]:
         env: dict[str, Any] = {"gpu_kind": gpu_kind, "host": platform.node(), **stack_versions()}
@@ -268,15 +324,54 @@ class PlannedMixin:
         strict = profile.prewarm.strict_jit
 
         def late(event: Any, detail: str = "") -> None:
-            what = event.describe() if hasattr(event, "describe") else f"{event} {detail}"
-            self._record["late_compiles"].append(what)
-            logger.warning("b12x-launch rank %d: LATE COMPILE after sizing: %s", self.rank, what)
+            if hasattr(event, "kernel"):  # a Triton compile (launcher.jit_watch)
+                e = census.entry(
+                    "triton", event.kernel, event.detail, specialization=event.specialization
+                )
+            else:  # b12x's "not prepared before its first use" (or a frozen refusal)
+                e = census.entry("b12x", str(event), f" {detail}")
+            self._record["late_compiles"].append(e)
+            logger.warning(
+                "b12x-launch rank %d: LATE COMPILE after sizing: %s%s",
+                self.rank,
+                e["kernel"],
+                e["detail"],
+            )
             self._save()
 
         jit_watch.arm(late, strict=strict)
         for provider, ctx in getattr(self, "_providers", []):
             provider.freeze(ctx, late)
+        self._cost_late_compiles()
         _say(f"rank {self.rank}: late-JIT watchdog armed{' (strict)' if strict else ''}")
+
+    def _cost_late_compiles(self) -> None:
+        """Charge each serving step that compiled late with the device memory it kept
+        outside torch's allocator (modules, local memory): the census's cost."""
+        runner = getattr(self, "model_runner", None)
+        step = getattr(runner, "execute_model", None)
+        device = self._device_index()
+        if step is None or device is None:
+            return
+        import torch
+
+        late = self._record["late_compiles"]
+
+        def costed(*args: Any, **kwargs: Any) -> Any:
+            seen = len(late)
+            free0, _ = torch.cuda.mem_get_info(device)
+            reserved0 = torch.cuda.memory_reserved(device)
+            try:
+                return step(*args, **kwargs)
+            finally:
+                if len(late) > seen:
+                    torch.cuda.synchronize(device)
+                    free1, _ = torch.cuda.mem_get_info(device)
+                    grown = torch.cuda.memory_reserved(device) - reserved0
+                    late[seen]["cost_bytes"] = max(0, int(free0 - free1 - grown))
+                    self._save()
+
+        runner.execute_model = costed
 
     def _save(self) -> None:
         try:

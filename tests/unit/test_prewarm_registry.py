@@ -38,6 +38,10 @@ def test_triton_specializations_follow_dcp_and_rank():
     assert not prewarm.load("triton").applies(ctx_for("glm52-dcp1.yaml"))
 
 
-def test_vllm_warmups_need_the_worker():
+def test_vllm_warmups_list_the_runtime_entry_points_and_need_the_worker_to_run():
     provider = prewarm.load("vllm")
-    assert not provider.applies(ctx_for("glm52.yaml"))  # no vLLM worker outside one
+    ctx = ctx_for("glm52.yaml")
+    listed = "\n".join(provider.specializations(ctx))
+    assert "sparse_mla_triton_warmup" in listed and "[gilded-gnosis]" in listed
+    assert "moe_token_buckets" in listed  # GLM-5.2 is MoE
+    assert "needs the vLLM worker" in provider.run(ctx).skipped  # no worker outside one
