@@ -1,0 +1,196 @@
+"""The runtime provider against stand-ins that mirror the fork's interfaces (FORK-AUDIT.md).
+
+The runner has ``vllm_config.parallel_config.decode_context_parallel_size`` and
+``cp_kv_cache_interleave_size`` and ``dcp_rank``, and no ``dcp_size``/``cp_interleave``:
+a regression to those names fails here. Warmup modules are injected into ``sys.modules``
+under the fork's module paths; they record what they were called with and whether a vLLM
+config was current.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+
+from launcher import census
+from launcher.model import load_facts
+from launcher.prewarm import PrewarmContext
+from launcher.prewarm.census import CensusProvider
+from launcher.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params, moe_token_counts
+from launcher.profile import load_profile
+from tests.conftest import PROFILES
+
+CURRENT: list[object] = []
+"""The stand-in of vLLM's current config (set_current_vllm_config pushes onto it)."""
+
+
+class Runner:
+    def __init__(self, dcp: int, interleave: int, rank: int, config):
+        self.vllm_config = config
+        self.dcp_rank = rank
+        self.dummy_runs: list[int] = []
+        self.model = SimpleNamespace(modules=lambda: [self.attn, self.attn2])
+        self.attn = SimpleNamespace(impl=Impl())
+        self.attn2 = SimpleNamespace(impl=Impl())
+
+    def _dummy_run(self, num_tokens: int, is_profile: bool = False) -> None:
+        assert is_profile  # as vLLM's own profile run calls it: attention skipped
+        self.dummy_runs.append(num_tokens)
+
+
+class Impl:
+    """The fork's B12X sparse-MLA implementation: a full-CKV local-head plan and an
+    extend prewarm method."""
+
+    def __init__(self):
+        self._ckv_extend_plan = object()
+        self.prewarmed = 0
+
+    def _prewarm_extend(self) -> None:
+        self.prewarmed += 1
+
+    def forward(self, q, kv):  # not a prewarm method
+        raise AssertionError("forward must not be called")
+
+
+def config(dcp: int, interleave: int, max_tokens: int = 3072):
+    return SimpleNamespace(
+        parallel_config=SimpleNamespace(
+            decode_context_parallel_size=dcp, cp_kv_cache_interleave_size=interleave
+        ),
+        scheduler_config=SimpleNamespace(max_num_batched_tokens=max_tokens),
+        compilation_config=SimpleNamespace(cudagraph_capture_sizes=[4, 8, 16, 32]),
+        kernel_config=SimpleNamespace(enable_jit_warmup=False),
+    )
+
+
+@pytest.fixture
+def fork_modules(monkeypatch):
+    """The fork's warmup modules, recording their calls and the current config."""
+    calls: list[tuple] = []
+
+    def triton_warmup(worker):
+        runner = worker.model_runner
+        if not CURRENT:
+            raise RuntimeError("get_current_vllm_config() called outside the config context")
+        p = runner.vllm_config.parallel_config
+        calls.append(
+            (
+                "sparse_mla_triton_warmup_if_needed",
+                p.decode_context_parallel_size,
+                p.cp_kv_cache_interleave_size,
+                runner.dcp_rank,
+            )
+        )
+
+    def b12x_warmup(worker, sizes):
+        calls.append(("b12x_warmup", tuple(sizes)))
+
+    for name, attrs in {
+        "vllm.model_executor.warmup.sparse_mla_triton_warmup": {
+            "sparse_mla_triton_warmup_if_needed": triton_warmup
+        },
+        "vllm.model_executor.warmup.b12x_warmup": {"b12x_warmup": b12x_warmup},
+    }.items():
+        module = types.ModuleType(name)
+        for k, v in attrs.items():
+            setattr(module, k, v)
+        monkeypatch.setitem(sys.modules, name, module)
+    return calls
+
+
+def ctx_for(runtime: str, dcp: int, interleave: int, rank: int = 0):
+    sets = [
+        f"vllm.runtime={runtime}",
+        f"vllm.attention_backend={'B12X' if runtime == 'b12x-fork' else 'B12X_MLA_SPARSE'}",
+        f"parallel.decode_context={dcp}",
+        f"parallel.interleave={interleave}",
+    ]
+    p = load_profile(PROFILES / "glm52.yaml", sets).profile
+    runner = Runner(dcp, interleave, rank % dcp, config(dcp, interleave))
+    worker = SimpleNamespace(model_runner=runner, vllm_config=runner.vllm_config)
+    facts = load_facts(p.model.path, p.model.architecture)
+    return PrewarmContext(p, facts, rank, "cuda:0", runner, worker=worker)
+
+
+def run_in_config(ctx):
+    CURRENT.append(ctx.worker.vllm_config)
+    try:
+        return VllmWarmupProvider().run(ctx)
+    finally:
+        CURRENT.pop()
+
+
+@pytest.mark.parametrize(("dcp", "interleave"), [(1, 1), (4, 64)])
+@pytest.mark.parametrize("runtime", ["gilded-gnosis", "b12x-fork"])
+def test_the_runtime_entry_points_run_with_the_runtime_values(
+    fork_modules, runtime, dcp, interleave
+):
+    ctx = ctx_for(runtime, dcp, interleave, rank=3)
+    result = run_in_config(ctx)
+    status = {e["name"].split("(")[0]: e["status"] for e in result.entry_points}
+    if runtime == "gilded-gnosis":
+        assert ("sparse_mla_triton_warmup_if_needed", dcp, interleave, 3 % dcp) in fork_modules
+        assert status["sparse_mla_triton_warmup_if_needed"] == "called"
+    else:
+        assert ("b12x_warmup", (4, 8, 16, 32)) in fork_modules
+        assert status["b12x_prepare"] == "missing"  # reported, never silently dropped
+    # every attention layer's own prewarm, the full-CKV plan named
+    impls = [ctx.model_runner.attn.impl, ctx.model_runner.attn2.impl]
+    assert [i.prewarmed for i in impls] == [1, 1]
+    assert any("full-CKV local-head plan" in e["name"] for e in result.entry_points)
+    # the MoE buckets through the model's own forward
+    runs = ctx.model_runner.dummy_runs
+    assert runs == sorted(set(runs)) and runs[0] == 1 and runs[-1] == 3072
+    assert dcp_params(ctx.model_runner) == (dcp, interleave, 3 % dcp)
+
+
+def test_a_warmup_outside_the_config_context_fails_and_is_reported(fork_modules):
+    ctx = ctx_for("gilded-gnosis", 4, 1)
+    result = VllmWarmupProvider().run(ctx)  # no config pushed
+    failed = [e for e in result.entry_points if e["status"] == "failed"]
+    assert failed and "outside the config context" in failed[0]["detail"]
+
+
+def test_no_default_dcp_names():
+    runner = Runner(4, 64, 2, config(4, 64))
+    assert not hasattr(runner, "dcp_size") and not hasattr(runner, "cp_interleave")
+    assert dcp_params(runner) == (4, 64, 2)
+
+
+def test_moe_buckets_cover_each_power_of_two_and_the_divisibility_classes():
+    counts = moe_token_counts(3072, [4, 8, 16, 32], top_k=8)
+    assert {1, 2, 3, 16, 17, 1024, 1025, 2048, 2049, 3072} <= set(counts)
+    assert max(counts) == 3072 and len(counts) < 40
+
+
+def test_census_entries_are_merged_reserved_or_replayed():
+    triton = census.entry("triton", "vllm.ops.k", "[BLOCK=64]", 10, specialization='{"x":1}')
+    b12x = census.entry("b12x", "sparse_mla.extend", " m=16", 300 * 2**20)
+    merged = census.merge([triton], [dict(triton, cost_bytes=20), b12x])
+    assert len(merged) == 2 and max(e["cost_bytes"] for e in merged) == 300 * 2**20
+    assert census.reserve(merged) == 300 * 2**20  # only what cannot be replayed
+    assert "prewarmed before sizing" in census.describe(triton)
+    assert "reserved in jit_headroom (300 MiB" in census.describe(b12x)
+
+
+def test_the_census_provider_replays_through_triton_preload(monkeypatch):
+    seen = []
+    module = types.ModuleType("fake_kernels")
+    module.k = SimpleNamespace(fn=SimpleNamespace(preload=seen.append))  # an autotuner
+    monkeypatch.setitem(sys.modules, "fake_kernels", module)
+    learned = (
+        census.entry("triton", "fake_kernels.k", "[B=1]", specialization="SPEC"),
+        census.entry("triton", "fake_kernels.gone", "[B=2]", specialization="SPEC2"),
+        census.entry("b12x", "plan", ""),
+    )
+    p = load_profile(PROFILES / "glm52.yaml").profile
+    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), learned=learned)
+    provider = CensusProvider()
+    assert provider.applies(ctx) and len(provider.specializations(ctx)) == 3
+    result = provider.run(ctx)
+    assert seen == ["SPEC"] and result.compiled == 1
+    assert "fake_kernels.gone" in result.skipped
