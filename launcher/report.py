@@ -192,7 +192,8 @@ BAR_CHARS = {
 
 def bar_cells(sizes: list[int], width: int = BAR_WIDTH) -> list[int]:
     """Cells per part, summing to ``width``: proportional (largest remainder), and every
-    non-zero part gets at least one cell so that it is seen."""
+    non-zero part gets at least one cell so that it is seen (with more parts than cells,
+    one each)."""
     total = sum(sizes)
     if total <= 0:
         return [0] * len(sizes)
