@@ -76,6 +76,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
       b12x-launch profiles/glm52.yaml              check the GPUs, then exec vLLM
       b12x-launch prewarm profiles/glm52.yaml      fill the JIT caches before the first boot
       b12x-launch report runs/<run>                a run's plan against its measurements
+      b12x-launch sweep profiles/glm52.yaml --vary parallel.decode_context=1,2,4
+                                                   what fits, for every combination
       b12x-launch validate profiles/*.yaml         check profiles
       b12x-launch schema > profile.schema.json     JSON Schema for editors
 
@@ -92,6 +94,30 @@ def _set_option(f):
         metavar="KEY=VALUE",
         help="Override a profile key (value parsed as YAML); ~KEY deletes it. Repeatable.",
     )(f)
+
+
+def _plot_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    from launcher.plot import check_path
+
+    try:
+        check_path(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _plot_option(what: str):
+    return click.option(
+        "--plot",
+        "plot_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        callback=_plot_path,
+        metavar="FILE",
+        help=f"Draw {what} into FILE (.svg or .png; needs matplotlib).",
+    )
 
 
 @cli.command(context_settings=CONTEXT)
@@ -120,6 +146,7 @@ def _set_option(f):
     default=None,
     help="Where this run's plan and measurements go (default: runtime.run_dir).",
 )
+@_plot_option("the plan, a stacked bar per rank (implies --dry-run)")
 def launch(
     profile: str,
     overrides: tuple[str, ...],
@@ -132,6 +159,7 @@ def launch(
     strict_jit: bool,
     node_rank: int | None,
     run_dir: str | None,
+    plot_file: str | None,
 ) -> None:
     """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
     from launcher import pipeline
@@ -142,13 +170,17 @@ def launch(
         overrides = (*overrides, "prewarm.strict_jit=true")
     loaded = pipeline.load(profile, overrides)
     planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
-    if as_json or dry_run or print_command:
+    if as_json or dry_run or print_command or plot_file:
         click.echo(
             pipeline.render(
                 planned, as_json=as_json, command_only=print_command, color=sys.stdout.isatty()
             ),
             nl=False,
         )
+        if plot_file:
+            from launcher.plot import plot_plan
+
+            click.echo(f"plot: {plot_plan(planned.plan, plot_file, planned.fingerprint)}", err=True)
         if not planned.plan.fits:
             sys.exit(EXIT_DOES_NOT_FIT)
         return
@@ -210,13 +242,69 @@ def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: i
     default=None,
     help="A saved vLLM log to read the KV lines from (default: RUN_DIR/vllm.log).",
 )
-def report(run_dir: str, log_file: str | None) -> None:
+@_plot_option("each rank's plan beside its measurement")
+def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
     """Print the plan of RUN_DIR against its workers' measurement records."""
     from pathlib import Path
 
-    from launcher.run_report import render_run
+    from launcher.run_report import plot_run_dir, render_run
 
     click.echo(render_run(Path(run_dir), Path(log_file) if log_file else None), nl=False)
+    if plot_file:
+        click.echo(f"plot: {plot_run_dir(Path(run_dir), plot_file)}", err=True)
+
+
+def _vary(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]):
+    from launcher.sweep import combinations, parse_vary
+
+    try:
+        vary = [parse_vary(s) for s in specs]
+        combinations(vary)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return vary
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("profile", type=click.Path(dir_okay=False))
+@click.option(
+    "--vary",
+    multiple=True,
+    required=True,
+    metavar="KEY=V1,V2,...",
+    callback=_vary,
+    help="A profile key and the values to try (each parsed as YAML). Repeatable: every "
+    "combination is planned.",
+)
+@_set_option
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@click.option("--no-calibration", is_flag=True, help="Ignore earlier measurements.")
+@_plot_option("KV tokens against the first varied key")
+def sweep(
+    profile: str,
+    vary: list,
+    overrides: tuple[str, ...],
+    as_json: bool,
+    no_calibration: bool,
+    plot_file: str | None,
+) -> None:
+    """Plan every combination of the --vary settings (no GPU): one row each, with whether it
+    fits, its KV tokens, concurrency, bounding rank, the longest max_model_len that fits and,
+    for a row that does not fit, why. Exit 3 when no combination fits."""
+    from launcher import sweep_report
+    from launcher.sweep import fitting, run_sweep
+
+    result = run_sweep(profile, overrides, vary, calibrate=not no_calibration)
+    if as_json:
+        click.echo(sweep_report.to_json(result), nl=False)
+    else:
+        click.echo(sweep_report.render_table(result, color=sys.stdout.isatty()), nl=False)
+    if plot_file:
+        from launcher.plot import plot_sweep
+
+        click.echo(f"plot: {plot_sweep(result, plot_file)}", err=True)
+    if not fitting(result):
+        sys.exit(EXIT_DOES_NOT_FIT)
 
 
 def main() -> None:

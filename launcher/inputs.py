@@ -47,7 +47,7 @@ def gather(
     except CatalogMiss as exc:
         raise ProfileError([loaded.issue("hardware.gpu", str(exc))]) from None
     facts = _facts(loaded)
-    _check_against_facts(loaded, facts)
+    check_against_facts(loaded, facts)
     weights, source, detail = _weights(loaded, facts)
     workspaces = None
     if b12x_sizing:
@@ -87,7 +87,8 @@ def _facts(loaded: LoadedProfile) -> ModelFacts:
         raise ProfileError([loaded.issue("model.path", str(exc))]) from None
 
 
-def _check_against_facts(loaded: LoadedProfile, f: ModelFacts) -> None:
+def check_against_facts(loaded: LoadedProfile, f: ModelFacts) -> None:
+    """Refuse settings the model cannot take (a sweep re-checks each combination)."""
     p = loaded.profile
     issues = []
     if p.mtp_tokens and f.mtp_layers == 0:

@@ -402,3 +402,9 @@ def _notes(p: Profile, f: ModelFacts) -> list[str]:
 
 def _g(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
+
+
+def plan_without_suggestions(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
+    """``plan()`` without the search for what would fit when it does not (for searches over
+    settings, which would otherwise nest one search in another)."""
+    return _plan(profile, inputs, suggest=False)

@@ -160,6 +160,8 @@ def render_table(
         f"{kv.max_concurrency:.2f} requests of {kv.max_model_len:,} tokens "
         f"(bounded by rank {kv.bounding_rank})"
     )
+    for line in rank_bars(plan, identical=identical):
+        console.print(line, markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}")
     if not plan.fits:
@@ -175,3 +177,56 @@ def render_table(
             for k, v in env.items():
                 console.print(f"  {k}={shlex.quote(v)}", soft_wrap=True)
     return buf.getvalue()
+
+
+BAR_WIDTH = 60
+BAR_CHARS = {
+    "other_processes": "o",
+    "cuda_context": "c",
+    "weights": "W",
+    "activation_peak": "a",
+    "workspaces": "w",
+    "cudagraph_pool": "g",
+    "jit_headroom": "j",
+    "safety_margin": "s",
+    "kv_cache": "K",
+}
+
+
+def bar_cells(sizes: list[int], width: int = BAR_WIDTH) -> list[int]:
+    """Cells per part, summing to ``width``: proportional (largest remainder), and every
+    non-zero part gets at least one cell so that it is seen (with more parts than cells,
+    one each)."""
+    total = sum(sizes)
+    if total <= 0:
+        return [0] * len(sizes)
+    shown = sum(1 for n in sizes if n > 0)
+    room = max(width - shown, 0)
+    exact = [n * room / total for n in sizes]
+    cells = [int(e) + (n > 0) for e, n in zip(exact, sizes, strict=True)]
+    order = sorted(range(len(sizes)), key=lambda i: exact[i] - int(exact[i]), reverse=True)
+    for i in order[: max(width - sum(cells), 0)]:
+        cells[i] += 1
+    return cells
+
+
+def rank_bars(plan: MemoryPlan, identical: bool = False) -> list[str]:
+    """One text bar per rank (one for all when the ranks are identical), and its legend."""
+    ranks = plan.ranks[:1] if identical else plan.ranks
+    lines = []
+    for r in ranks:
+        parts = [(c.name, c.bytes) for c in r.components] + [("kv_cache", max(r.kv_bytes, 0))]
+        cells = bar_cells([n for _, n in parts])
+        bar = "".join(
+            BAR_CHARS.get(name, "?") * k for (name, _), k in zip(parts, cells, strict=True)
+        )
+        who = (
+            f"ranks 0-{len(plan.ranks) - 1}"
+            if identical and len(plan.ranks) > 1
+            else f"rank {r.rank}"
+        )
+        lines.append(f"{who:>10} |{bar}|")
+    used = {c.name for r in ranks for c in r.components if c.bytes > 0} | {"kv_cache"}
+    legend = " ".join(f"{ch}={name}" for name, ch in BAR_CHARS.items() if name in used)
+    lines.append(f"{'':>10}  {legend}")
+    return lines

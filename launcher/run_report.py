@@ -89,3 +89,11 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
                 f"{kv['max_concurrency']}x)"
             )
     return buf.getvalue()
+
+
+def plot_run_dir(run_dir: Path, path: str) -> Path:
+    """Draw each rank's plan beside its measurement (``report RUN_DIR --plot FILE``)."""
+    from launcher.plot import plot_run
+
+    plan, records, _ = load_run(run_dir)
+    return plot_run(plan, records, run_dir.name, path)

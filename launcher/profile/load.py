@@ -50,10 +50,42 @@ def load_profile(
     Raises:
         ProfileError: with every issue found, each located.
     """
-    display = _display(Path(path))
+    return read_profile(path).load(overrides)
+
+
+@dataclass(frozen=True)
+class ProfileDocument:
+    """A profile file with its ``extends:`` chain merged, not yet overridden or validated:
+    read once, it loads under many sets of overrides (``b12x-launch sweep``)."""
+
+    path: str
+    data: dict
+    lines: dict
+    chain: tuple[str, ...]
+
+    def load(self, overrides: tuple[str, ...] | list[str] = ()) -> LoadedProfile:
+        """Apply ``overrides`` and validate, as ``load_profile`` does.
+
+        Raises:
+            ProfileError: with every issue found, each located.
+        """
+        return _validated(self, overrides)
+
+
+def read_profile(path: str | os.PathLike) -> ProfileDocument:
+    """Read ``path`` and its parents (``extends:``) and merge them.
+
+    Raises:
+        ProfileError: a file is missing, unreadable or not YAML, or ``extends:`` is wrong.
+    """
     data, lines, chain = _resolve(Path(path), ())
-    source = SourceMap(lines, default_file=display)
-    data = _apply_overrides(data, overrides, source)
+    return ProfileDocument(str(path), data, lines, chain)
+
+
+def _validated(doc: ProfileDocument, overrides) -> LoadedProfile:
+    path, display, chain = doc.path, _display(Path(doc.path)), doc.chain
+    source = SourceMap(dict(doc.lines), default_file=display)
+    data = _apply_overrides(doc.data, overrides, source)
     if not isinstance(data, dict):
         raise ProfileError(
             [Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display)]

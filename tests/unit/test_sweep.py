@@ -1,0 +1,220 @@
+"""``b12x-launch sweep``: every row is the dry run of the same settings."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from launcher.calibration import save_record
+from launcher.cli import cli
+from launcher.profile import load_profile
+from launcher.sweep import parse_vary, run_sweep
+from tests.conftest import MINIMAL, PROFILES, ROOT
+from tests.unit.test_checkpoint import write_checkpoint
+
+GLM = str(PROFILES / "glm52.yaml")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def sweep_rows(profile: str, *args: str) -> tuple[int, list[dict]]:
+    out = invoke("sweep", profile, "--json", *args)
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    return out.exit_code, json.loads(out.stdout)["rows"]
+
+
+def dry_run(profile: str, settings: dict, *args: str):
+    sets = [a for k, v in settings.items() for a in ("--set", f"{k}={json.dumps(v)}")]
+    return invoke(profile, "--json", *sets, *args)
+
+
+def assert_rows_are_dry_runs(profile: str, rows: list[dict], *args: str) -> None:
+    for row in rows:
+        single = dry_run(profile, row["settings"], *args)
+        if row["status"] == "invalid":
+            assert single.exit_code == 1, (row, single.output)
+            assert row["errors"] and all(e in single.output for e in row["errors"])
+            continue
+        assert single.exit_code == (0 if row["fits"] else 3), (row, single.output)
+        plan = json.loads(single.stdout)
+        assert row["fits"] == plan["fits"]
+        assert row["fingerprint"] == plan["fingerprint"]
+        assert row["kv_tokens"] == plan["kv"]["tokens"]
+        assert row["max_concurrency"] == plan["kv"]["max_concurrency"]
+        assert row["bounding_rank"] == plan["kv"]["bounding_rank"]
+        assert row["max_model_len"] == plan["kv"]["max_model_len"]
+        assert row["reasons"] == plan["reasons"]
+        assert row["suggestions"] == plan["suggestions"]
+
+
+def test_glm52_rows_equal_single_dry_runs():
+    code, rows = sweep_rows(
+        GLM,
+        "--no-calibration",
+        "--vary",
+        "parallel.decode_context=1,2,4,3",
+        "--vary",
+        "serving.max_model_len=131072,1048576,2000000",
+        "--vary",
+        "serving.max_num_seqs=8,256",
+    )
+    assert code == 0 and len(rows) == 24
+    statuses = {r["status"] for r in rows}
+    assert statuses == {"fits", "does not fit", "invalid"}  # every kind of row is compared
+    assert_rows_are_dry_runs(GLM, rows, "--no-calibration")
+
+
+def test_sweep_reads_each_combinations_calibration(tmp_path, write):
+    """A record measured for one combination changes that row only, as in its dry run."""
+    profile = str(write("p.yaml", MINIMAL + f"runtime:\n  cache_root: {tmp_path}/cache\n"))
+    measured = dry_run(profile, {"parallel.decode_context": 2})
+    plan = json.loads(measured.stdout)
+    loaded = load_profile(profile, ["parallel.decode_context=2"])
+    for rank in range(4):
+        save_record(
+            {
+                "fingerprint": plan["fingerprint"],
+                "rank": rank,
+                "when": "2026-11-30",
+                "measured": {"activation_peak": 9 * 2**30},
+            },
+            None,
+            loaded.profile,
+        )
+    code, rows = sweep_rows(profile, "--vary", "parallel.decode_context=1,2,4")
+    assert code == 0
+    assert_rows_are_dry_runs(profile, rows)
+    calibrated = json.loads(dry_run(profile, {"parallel.decode_context": 2}).stdout)
+    assert calibrated["ranks"][0]["components"]["activation_peak"]["source"] == "measured"
+    assert rows[1]["kv_tokens"] == calibrated["kv"]["tokens"] < plan["kv"]["tokens"]
+
+
+def test_checkpoint_on_disk_is_read_once_per_split(tmp_path, write):
+    """Keys that change what gather() reads (TP, MTP) gather again; others re-use the facts,
+    and still refuse what the model cannot take (a context past max_position)."""
+    write_checkpoint(tmp_path / "ckpt")
+    profile = str(
+        write(
+            "p.yaml",
+            f"""\
+hardware: {{gpu: rtx-pro-6000, count: 2}}
+model: {{path: {tmp_path / "ckpt"}, quantization: exl3}}
+parallel: {{tensor: 2}}
+speculative: {{method: mtp, tokens: 1}}
+serving: {{max_model_len: 1024, max_num_seqs: 2, max_num_batched_tokens: 512}}
+""",
+        )
+    )
+    vary = [
+        parse_vary("hardware.count=1,2"),
+        parse_vary("parallel.tensor=1,2"),
+        parse_vary("speculative={method: none, tokens: 0},{method: mtp, tokens: 1}"),
+        parse_vary("serving.max_model_len=1024,4096,8192"),
+    ]
+    sweep = run_sweep(profile, (), vary, calibrate=False)
+    assert len(sweep.rows) == 24
+    # one gather per valid (GPUs, TP, MTP), not one per combination
+    assert sweep.gathered == 4
+    assert {r.status for r in sweep.rows} == {"fits", "invalid"}
+    too_long = {r.status for r in sweep.rows if dict(r.settings)["serving.max_model_len"] == "8192"}
+    assert too_long == {"invalid"}
+    _, rows = sweep_rows(
+        profile, "--no-calibration", *(f"--vary={k}={','.join(v)}" for k, v in vary)
+    )
+    assert_rows_are_dry_runs(profile, rows, "--no-calibration")
+
+
+def test_longest_model_len_is_the_edge_of_fitting():
+    code, rows = sweep_rows(
+        GLM,
+        "--no-calibration",
+        "--vary",
+        "parallel.decode_context=1,4",
+        "--vary",
+        "serving.max_model_len=65536,524288",
+    )
+    assert code == 0
+    for row in rows:
+        longest = row["longest_fitting_model_len"]
+        settings = {**row["settings"], "serving.max_model_len": longest}
+        assert dry_run(GLM, settings, "--no-calibration").exit_code == 0, row
+        settings["serving.max_model_len"] = longest + 1
+        assert dry_run(GLM, settings, "--no-calibration").exit_code == 3, row
+        if row["fits"]:
+            assert longest >= row["max_model_len"]
+        else:
+            assert longest < row["max_model_len"]
+        for fix in row["suggestions"]:  # the planner's "would fit with" is a length that fits
+            if fix.startswith("serving.max_model_len="):
+                assert int(fix.partition("=")[2]) <= longest
+
+
+def test_table_lists_every_combination_and_why():
+    out = invoke(
+        "sweep",
+        GLM,
+        "--no-calibration",
+        "--vary",
+        "parallel.decode_context=1,4,3",
+        "--vary",
+        "serving.max_model_len=524288",
+    )
+    assert out.exit_code == 0, out.output
+    assert "Sweep: " in out.output and "(3 combinations)" in out.output
+    assert "553,728" in out.output  # the DCP4 row's KV tokens, as in the README
+    assert (
+        "parallel.decode_context=1 serving.max_model_len=524288: the KV cache holds" in out.output
+    )
+    assert "Would fit with: --set serving.max_model_len=" in out.output
+    assert "parallel.decode_context=3 serving.max_model_len=524288: --set" in out.output
+    assert "must divide parallel.tensor" in out.output
+
+
+def test_exit_3_when_nothing_fits_and_1_when_every_combination_is_invalid():
+    none_fit = invoke("sweep", GLM, "--vary", "serving.max_model_len=900000,1000000")
+    assert none_fit.exit_code == 3, none_fit.output
+    broken = invoke("sweep", GLM, "--vary", "parallel.decode_contxt=1,2")
+    assert broken.exit_code == 1 and "did you mean 'decode_context'" in broken.output
+    assert "Traceback" not in broken.output
+    missing = invoke("sweep", "/nonexistent.yaml", "--vary", "serving.max_num_seqs=1,2")
+    assert missing.exit_code == 1 and "file not found" in missing.output
+
+
+@pytest.mark.parametrize(
+    "vary",
+    [
+        ["--vary", "serving.max_num_seqs"],
+        ["--vary", "serving.max_num_seqs=1,,2"],
+        ["--vary", "serving.max_num_seqs=1", "--vary", "serving.max_num_seqs=2"],
+        ["--vary", "a=" + ",".join(map(str, range(101))), "--vary", "b=" + ",".join("x" * 101)],
+    ],
+)
+def test_bad_vary_is_a_usage_error(vary):
+    out = invoke("sweep", GLM, *vary)
+    assert out.exit_code == 2 and "--vary" in out.output
+
+
+def test_vary_values_keep_commas_inside_brackets():
+    key, values = parse_vary("serving.cudagraph_capture_sizes=[4,8],[4,8,16],auto")
+    assert key == "serving.cudagraph_capture_sizes"
+    assert values == ("[4,8]", "[4,8,16]", "auto")
+
+
+def test_sweep_without_plot_imports_no_heavy_module():
+    heavy = ("torch", "vllm", "b12x", "triton", "numpy", "safetensors", "matplotlib")
+    code = (
+        "import sys, runpy\n"
+        f"sys.argv = ['b12x-launch', 'sweep', {GLM!r}, '--vary', 'parallel.decode_context=1,4']\n"
+        "try:\n    runpy.run_module('launcher', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        f"print('HEAVY', sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert "HEAVY []" in out.stderr
+    assert "553,728" in out.stdout
