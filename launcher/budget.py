@@ -4,7 +4,8 @@ On a GPU: what is physically free after vLLM's profile run, minus what the profi
 showed comes back (the activation peak), the CUDA-graph pool, the JIT headroom and the
 safety margin. On the CPU backend vLLM's figure is the ``--kv-cache-memory-bytes`` the
 launcher passed (the plan's KV plus the two reserves), so the reserves are subtracted
-from it. A pinned KV size is returned exactly, or refused if it no longer fits.
+from it. A pinned KV size is returned exactly, or refused if it no longer fits (on a GPU:
+if it does not fit the free memory less the safety margin).
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def kv_budget(i: BudgetInputs) -> Budget:
         room = i.free_after_profile - sum(reserved.values())
         basis = f"measured free {format_size(i.free_after_profile)} after profiling"
     if i.pinned_kv is not None:
+        if i.platform != "cpu" and i.free_after_profile is not None:
+            # A pin is sized with the reserves in view: by hand, or by qualify, which measured
+            # the worst case with them all in play. Refuse only what cannot be allocated
+            # with the safety margin left.
+            room = i.free_after_profile - i.safety_margin
         if room < i.pinned_kv:
             raise BudgetError(
                 f"the pinned KV cache ({format_size(i.pinned_kv)}) no longer fits: {basis} leaves "

@@ -75,6 +75,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
       b12x-launch profiles/glm52.yaml --dry-run    print the plan and the vLLM command
       b12x-launch profiles/glm52.yaml              check the GPUs, then exec vLLM
       b12x-launch prewarm profiles/glm52.yaml      fill the JIT caches before the first boot
+      b12x-launch qualify profiles/glm52.yaml      find and pin the largest KV that survives load
       b12x-launch report runs/<run>                a run's plan against its measurements
       b12x-launch sweep profiles/glm52.yaml --vary parallel.decode_context=1,2,4
                                                    what fits, for every combination
@@ -305,6 +306,40 @@ def sweep(
         click.echo(f"plot: {plot_sweep(result, plot_file)}", err=True)
     if not fitting(result):
         sys.exit(EXIT_DOES_NOT_FIT)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("profile", type=click.Path(dir_okay=False))
+@_set_option
+@click.option(
+    "--verify", is_flag=True, help="Boot again at the qualified size and rerun the workload."
+)
+@click.option("--force", is_flag=True, help="Run even if the GPUs do not match the profile.")
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where the boots' plans, logs and the qualified record go (default: runtime.run_dir).",
+)
+def qualify(
+    profile: str, overrides: tuple[str, ...], verify: bool, force: bool, run_dir: str | None
+) -> None:
+    """Find the largest KV cache that survives PROFILE's worst case, and pin it.
+
+    Boots vLLM, drives the qualify workload (default: prompts at max_model_len,
+    max_num_seqs long decodes) through the API on 127.0.0.1, samples each GPU's free
+    memory, stops vLLM and records the KV size that leaves exactly memory.safety_margin
+    free at the worst moment. The next launch and dry run of PROFILE use it.
+    """
+    from launcher import pipeline
+    from launcher.qualify.command import qualify as run_qualify
+    from launcher.qualify.progress import Progress
+
+    loaded = pipeline.load(profile, (*overrides, "serving.host=127.0.0.1"))
+    with Progress() as progress:
+        record = run_qualify(loaded, run_dir=run_dir, verify=verify, force=force, progress=progress)
+    kv = record["kv"]
+    click.echo(f"qualified: {kv['blocks']} blocks, {kv['tokens']} tokens, {kv['bytes']} bytes")
 
 
 def main() -> None:

@@ -18,6 +18,8 @@ from launcher.secrets import is_secret
 #   hardware.reserved_by_others  what other processes hold is the machine's state, not the
 #                       deployment's (a launch raises it to what the cards show); keying on it
 #                       would hide a run's measurements from the next plan
+#   qualify             the workload qualify drives, not the deployment it drives it through
+#                       (the qualified record keeps the workload it survived)
 #   secret env values   never hashed, never stored
 IGNORED = (
     ("name",),
@@ -28,6 +30,7 @@ IGNORED = (
     ("runtime",),
     ("prewarm", "strict_jit"),
     ("hardware", "reserved_by_others"),
+    ("qualify",),
 )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from launcher.fingerprint import profile_fingerprint
 from launcher.inputs import gather
-from launcher.plan import MemoryPlan, PlanInputs, plan
+from launcher.plan import MemoryPlan, PlanInputs, Qualified, plan
 from launcher.profile import LoadedProfile, load_profile
 from launcher.vllm_args import VllmCommand, build_command
 
@@ -24,6 +24,9 @@ class Planned:
     """The facts the plan was made from, kept so a launch can re-plan without reading them
     again (checkpoint headers, b12x's sizing)."""
     calibrate: bool = True
+    use_qualified: bool = True
+    """Pin the KV cache to a qualified size from the calibration store (qualify's own first
+    boot does not: it measures from the planned size)."""
 
 
 def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
@@ -38,12 +41,19 @@ def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
 
 
 def make_plan(
-    loaded: LoadedProfile, *, b12x_sizing: bool = False, calibrate: bool = True
+    loaded: LoadedProfile,
+    *,
+    b12x_sizing: bool = False,
+    calibrate: bool = True,
+    use_qualified: bool = True,
 ) -> Planned:
     fingerprint = profile_fingerprint(loaded.profile)
     measured = _measured(loaded, fingerprint, calibrate, driver=None)
     inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured)
-    return _planned(loaded, inputs, fingerprint, calibrate)
+    inputs = replace(
+        inputs, qualified=_qualified(loaded, fingerprint, calibrate and use_qualified, None)
+    )
+    return _planned(loaded, inputs, fingerprint, calibrate, use_qualified)
 
 
 def replan(
@@ -57,8 +67,17 @@ def replan(
         gpu_memory=gpu_memory[0],
         gpu_memory_source=gpu_memory[1],
         measured=_measured(loaded, fingerprint, planned.calibrate, driver=driver),
+        qualified=_qualified(loaded, fingerprint, True, driver=driver)
+        if planned.calibrate and planned.use_qualified
+        else planned.inputs.qualified,
     )
-    return _planned(loaded, inputs, fingerprint, planned.calibrate)
+    return _planned(loaded, inputs, fingerprint, planned.calibrate, planned.use_qualified)
+
+
+def pinned_at(planned: Planned, qualified: Qualified) -> Planned:
+    """The same plan with its KV cache pinned to ``qualified`` (not the store's record)."""
+    inputs = replace(planned.inputs, qualified=qualified)
+    return _planned(planned.loaded, inputs, planned.fingerprint, planned.calibrate, False)
 
 
 def _measured(loaded: LoadedProfile, fingerprint: str, calibrate: bool, driver: str | None):
@@ -69,10 +88,24 @@ def _measured(loaded: LoadedProfile, fingerprint: str, calibrate: bool, driver: 
     return load_measured(loaded.profile, fingerprint, driver=driver)
 
 
-def _planned(loaded: LoadedProfile, inputs: PlanInputs, fingerprint: str, calibrate: bool):
+def _qualified(loaded: LoadedProfile, fingerprint: str, use: bool, driver: str | None):
+    if not use:
+        return None
+    from launcher.qualify.record import load_qualified
+
+    return load_qualified(loaded.profile, fingerprint, driver=driver)
+
+
+def _planned(
+    loaded: LoadedProfile,
+    inputs: PlanInputs,
+    fingerprint: str,
+    calibrate: bool,
+    use_qualified: bool = True,
+):
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(loaded.profile, memory_plan, fingerprint=fingerprint)
-    return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate)
+    return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified)
 
 
 def render(

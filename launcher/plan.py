@@ -1,8 +1,8 @@
 """The planner: a pure function from a profile and its facts to a per-rank memory plan.
 
 No I/O, no GPU, no clock, no logging. Every number carries its source:
-``measured``, ``b12x``, ``headers``, ``catalog``, ``config.json``, ``estimate`` or
-``profile``.
+``measured``, ``b12x``, ``headers``, ``catalog``, ``config.json``, ``estimate``,
+``profile`` or ``qualified`` (a KV size ``b12x-launch qualify`` proved under load).
 """
 
 from __future__ import annotations
@@ -60,6 +60,17 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class Qualified:
+    """A KV size ``b12x-launch qualify`` found for this deployment (its worst case left
+    exactly the safety margin free)."""
+
+    blocks: int
+    """Blocks per rank."""
+    when: str
+    """ISO date of the qualification."""
+
+
+@dataclass(frozen=True)
 class PlanInputs:
     """Everything ``plan()`` reads besides the profile; gathered at the edges."""
 
@@ -75,6 +86,8 @@ class PlanInputs:
     gpu_memory: int | None = None
     """Memory per GPU, when known better than the catalog (NVML, the profile)."""
     gpu_memory_source: str = "catalog"
+    qualified: Qualified | None = None
+    """The qualified KV size; a pin in the profile takes precedence."""
 
 
 @dataclass(frozen=True)
@@ -103,12 +116,15 @@ class KvPlan:
     max_concurrency: float
     bounding_rank: int
     pinned: str | None
-    """``kv_tokens`` or ``kv_cache_bytes`` when the profile pins the KV size."""
+    """``kv_tokens`` or ``kv_cache_bytes`` when the profile pins the KV size, ``qualified``
+    when a qualification does."""
     source: str
     runtime: str = "upstream"
     """The vLLM runtime whose KV record sizes the plan uses (``launcher.vllm_runtime``)."""
     record: str = ""
     """What decided the attention record size, e.g. 368 B nvfp4 record (fp8 RoPE)."""
+    pin_source: str = "profile"
+    """Where a pinned size came from: ``profile`` or ``qualified <date>``."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +169,9 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     elif profile.memory.kv_cache_bytes is not None:
         pinned = "kv_cache_bytes"
         blocks = layout.blocks_for(profile.memory.kv_cache_bytes)
+    elif inputs.qualified is not None:
+        pinned = "qualified"
+        blocks = inputs.qualified.blocks
     reasons = _reasons(profile, ranks, layouts, blocks, pinned)
     if pinned:
         ranks = [
@@ -175,6 +194,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         source=f.source,
         runtime=runtime_of(profile)[0].name,
         record=_record(profile, f),
+        pin_source=f"qualified {inputs.qualified.when}" if pinned == "qualified" else "profile",
     )
     return MemoryPlan(
         profile=profile.name or "",
@@ -184,7 +204,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         total_source=total_source,
         reasons=tuple(reasons),
         suggestions=tuple(_suggest(profile, inputs, kv) if reasons and suggest else ()),
-        notes=tuple(_notes(profile, f)),
+        notes=tuple(_notes(profile, f) + _qualified_note(pinned, bounding, blocks)),
     )
 
 
@@ -312,7 +332,7 @@ def _reasons(
                 f"fixed costs {_g(fixed)} exceed the card's {_g(r.total_bytes)} "
                 f"by {_g(fixed - r.total_bytes)}"
             )
-        elif pinned and blocks > r.kv_blocks:
+        elif pinned and pinned != "qualified" and blocks > r.kv_blocks:
             out.append(
                 f"memory.{pinned} needs {blocks} blocks "
                 f"({_g(blocks * layouts[r.rank].page_bytes)}) but only {r.kv_blocks} fit"
@@ -398,6 +418,18 @@ def _notes(p: Profile, f: ModelFacts) -> list[str]:
     ):
         out.append("MTP with DCP is tested with the MLA sparse backends only")
     return out
+
+
+def _qualified_note(pinned: str | None, bounding: RankPlan, blocks: int) -> list[str]:
+    """A qualified size is measured under load; the reserves above are what it replaced."""
+    if pinned != "qualified" or blocks == bounding.kv_blocks:
+        return []
+    more = "more" if blocks > bounding.kv_blocks else "fewer"
+    return [
+        f"the KV cache is pinned at the qualified {blocks:,} blocks, "
+        f"{abs(blocks - bounding.kv_blocks):,} {more} than the reserves above leave "
+        "(the worst case measured left the safety margin)"
+    ]
 
 
 def _g(n: int) -> str:

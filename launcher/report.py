@@ -86,9 +86,17 @@ def fix_hint(plan: MemoryPlan) -> str:
 def kv_source(plan: MemoryPlan) -> str:
     """The KV figure is as good as the weakest number it was derived from."""
     if plan.kv.pinned:
-        return "profile"
+        return plan.kv.pin_source
     sources = {c.source for r in plan.ranks for c in r.components}
     return "estimate" if "estimate" in sources else "measured"
+
+
+def _kv_how(plan: MemoryPlan) -> str:
+    if not plan.kv.pinned:
+        return "what is left"
+    if plan.kv.pinned == "qualified":
+        return "pinned by b12x-launch qualify (--no-calibration ignores it)"
+    return f"pinned by memory.{plan.kv.pinned}"
 
 
 def command_line(command: VllmCommand) -> str:
@@ -148,7 +156,7 @@ def render_table(
         "kv_cache",
         *[fmt(r.kv_bytes) for r in shown],
         kv_source(plan),
-        "what is left" if not plan.kv.pinned else f"pinned by memory.{plan.kv.pinned}",
+        _kv_how(plan),
         style="bold",
     )
     console.print(table)

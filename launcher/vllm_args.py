@@ -97,18 +97,18 @@ def gpu_memory_utilization(plan: MemoryPlan) -> float:
 def vllm_kv_bytes(profile: Profile, plan: MemoryPlan) -> int | None:
     """What ``--kv-cache-memory-bytes`` carries, if anything.
 
-    Pinned: exactly the KV bytes. CPU: the KV plus JIT headroom and safety margin, which
-    the planned worker subtracts (so a run without it shows a different KV size).
-    GPU and not pinned: nothing; vLLM measures, the worker subtracts.
+    CPU, pinned or not: the KV plus JIT headroom and safety margin, which the planned
+    worker subtracts (so a run without it shows a different KV size). GPU and pinned:
+    exactly the KV bytes. GPU and not pinned: nothing; vLLM measures, the worker subtracts.
     """
     rank = min(plan.ranks, key=lambda r: r.kv_blocks)
-    if plan.kv.pinned:
-        return rank.kv_bytes
     if profile.hardware.gpu == "cpu":
         reserve = sum(
             c.bytes for c in rank.components if c.name in ("jit_headroom", "safety_margin")
         )
         return rank.kv_bytes + reserve
+    if plan.kv.pinned:
+        return rank.kv_bytes
     return None
 
 

@@ -208,6 +208,26 @@ def _multinode(p: Profile):
         yield ("runtime.node_rank", f"must be below hardware.nodes ({nodes}), got {r.node_rank}")
 
 
+def _qualify_fits_model_len(p: Profile):
+    q, mml = p.qualify, p.serving.max_model_len
+    if q.output_tokens is not None and q.output_tokens >= mml:
+        yield (
+            "qualify.output_tokens",
+            f"{q.output_tokens:,} leaves no prompt within serving.max_model_len {mml:,}; "
+            f"use at most {mml - 1}",
+        )
+        return
+    if q.prompt_tokens is None:
+        return
+    out = q.output_tokens or 1
+    if q.prompt_tokens + out > mml:
+        yield (
+            "qualify.prompt_tokens",
+            f"{q.prompt_tokens:,} prompt + {out:,} output tokens exceed serving.max_model_len "
+            f"{mml:,}; use at most {max(1, mml - out)}",
+        )
+
+
 RULES: tuple[Rule, ...] = (
     _multinode,
     _ranks_match_gpus,
@@ -222,6 +242,7 @@ RULES: tuple[Rule, ...] = (
     _runtime_offers,
     _launcher_env_prefix,
     _cpu_is_single_rank,
+    _qualify_fits_model_len,
 )
 
 

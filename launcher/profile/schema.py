@@ -200,6 +200,30 @@ class Runtime(Section):
     """Port on node 0 for the nodes' rendezvous (multinode mp)."""
 
 
+class Qualify(Section):
+    """The worst case ``b12x-launch qualify`` drives through the server before pinning the KV
+    cache. Every default is derived from ``serving``: prompts that fill ``max_model_len``
+    (through chunked prefill) and ``max_num_seqs`` long decodes at once."""
+
+    prompt_tokens: Annotated[int, Field(gt=0, le=1 << 26)] | None = None
+    """Prompt length of every request in tokens; default: max_model_len minus output_tokens,
+    so each sequence ends at max_model_len."""
+    output_tokens: Annotated[int, Field(gt=0, le=1 << 20)] | None = None
+    """Tokens each request decodes (end-of-sequence ignored); default: max_model_len / 16,
+    at least 1 and at most 1024."""
+    concurrency: Annotated[int, Field(gt=0, le=65536)] | None = None
+    """Requests in flight at once; default: serving.max_num_seqs."""
+    requests: Annotated[int, Field(gt=0, le=1 << 20)] | None = None
+    """Requests in all; default: twice the concurrency, so a second wave prefills while the
+    first decodes."""
+    max_seconds: Annotated[float, Field(gt=0, le=86400)] = 1800.0
+    """Longest the workload may run; requests still in flight then count as failed."""
+    boot_seconds: Annotated[float, Field(gt=0, le=86400)] = 3600.0
+    """Longest a boot may take before the server answers /health."""
+    sample_ms: Annotated[float, Field(ge=1, le=10000)] = 20.0
+    """Interval of the physical free-memory sampler (NVML) in milliseconds."""
+
+
 class Profile(Section):
     """A deployment: what to serve, on what, and how memory is spent."""
 
@@ -225,6 +249,8 @@ class Profile(Section):
     """vLLM options not covered above."""
     runtime: Runtime = Runtime()
     """Cache and run directories."""
+    qualify: Qualify = Qualify()
+    """The workload of ``b12x-launch qualify`` (default: the worst case of ``serving``)."""
     env: dict[str, Annotated[str, BeforeValidator(_env_value)]] = {}
     """Environment for vLLM and its workers; numbers and booleans become strings
     (true is "1", false is "0")."""

@@ -1,0 +1,83 @@
+"""The qualified KV size, kept in the run directory and the calibration store.
+
+``<cache_root>/calibration/<fingerprint>/qualified.json`` beside the workers' rank
+records; the next plan of the same deployment pins its KV cache to the record's blocks
+(source ``qualified <date>``). A record from another GPU kind or software stack is
+stale and skipped, a corrupt one skipped with a warning, as with measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from launcher import atomic
+from launcher.calibration import stack_versions, store_dir
+from launcher.plan import Qualified
+from launcher.profile.schema import Profile
+
+SCHEMA = "b12x-launch/qualified/1"
+NAME = "qualified.json"
+
+
+def _warn(message: str) -> None:
+    print(f"b12x-launch: warning: {message}", file=sys.stderr)
+
+
+def save_qualified(
+    record: dict[str, Any], run_dir: Path | None, profile: Profile, fingerprint: str
+) -> list[Path]:
+    """Write the record into the run directory and the calibration store, atomically."""
+    record = {"schema": SCHEMA, "fingerprint": fingerprint, **record}
+    paths = []
+    if run_dir is not None:
+        paths.append(atomic.write_json(run_dir / NAME, record))
+    paths.append(atomic.write_json(store_dir(profile, fingerprint) / NAME, record))
+    return paths
+
+
+def read_qualified(path: Path, warn: Callable[[str], None] = _warn) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        warn(f"ignoring unreadable qualified record {path}: {exc}")
+        return None
+    kv = data.get("kv") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(kv, dict):
+        warn(f"ignoring {path}: not a b12x-launch qualified record")
+        return None
+    blocks = kv.get("blocks")
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or blocks <= 0:
+        warn(f"ignoring {path}: malformed block count {blocks!r}")
+        return None
+    return data
+
+
+def load_qualified(
+    profile: Profile,
+    fingerprint: str,
+    warn: Callable[[str], None] = _warn,
+    versions: dict[str, str | None] | None = None,
+    driver: str | None = None,
+) -> Qualified | None:
+    """The qualified KV size for this fingerprint, or None (none, stale or unreadable)."""
+    path = store_dir(profile, fingerprint) / NAME
+    if not path.is_file():
+        return None
+    data = read_qualified(path, warn)
+    if data is None:
+        return None
+    env = data.get("environment", {})
+    if env.get("gpu_kind") not in (None, profile.hardware.gpu):
+        return None
+    versions = dict(stack_versions() if versions is None else versions)
+    if driver:
+        versions["driver"] = driver
+    stale = [k for k, v in versions.items() if v and env.get(k) and v != env[k]]
+    if stale:
+        warn(f"ignoring {path}: qualified with other versions of {', '.join(stale)}")
+        return None
+    return Qualified(int(data["kv"]["blocks"]), str(data.get("when", "?"))[:10])

@@ -1,0 +1,138 @@
+"""Physical free memory per rank, sampled from outside the server, and the late compiles
+the workers recorded.
+
+NVML (``nvidia-ml-py``) reads every device without a CUDA context, so the qualifier
+takes no GPU memory of its own. Without NVML (the CPU backend, or the package missing)
+the sampler is a no-op and says so. The low-water mark counts only once ``arm()`` is
+called: before the KV cache exists, free memory says nothing about its size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+Reader = Any
+"""A callable returning free bytes of one device."""
+
+
+def _visible_devices(count: int) -> list[str]:
+    """NVML identifiers of the first ``count`` devices the server's ranks use, in rank order
+    (indices or UUIDs from CUDA_VISIBLE_DEVICES)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        return [str(i) for i in range(count)]
+    return [d.strip() for d in visible.split(",") if d.strip()][:count]
+
+
+def nvml_readers(count: int) -> dict[int, Reader] | None:
+    """A free-bytes reader per rank, or None when NVML is not available."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        readers: dict[int, Reader] = {}
+        for rank, ident in enumerate(_visible_devices(count)):
+            if ident.isdigit():
+                handle = pynvml.nvmlDeviceGetHandleByIndex(int(ident))
+            else:
+                handle = pynvml.nvmlDeviceGetHandleByUUID(ident)
+            readers[rank] = _reader(pynvml, handle)
+        return readers
+    except pynvml.NVMLError:
+        return None
+
+
+def _reader(pynvml: Any, handle: Any) -> Reader:
+    def free() -> int:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        return int(info.total) - int(info.used)
+
+    return free
+
+
+class FreeMemorySampler:
+    """Samples each rank's free memory every ``interval_s`` on a background thread.
+
+    ``low_water`` (rank -> bytes) is the minimum since ``arm()``; ``current`` the latest
+    sample. ``readers`` None means nothing can be sampled (``available`` is False).
+    """
+
+    def __init__(self, readers: dict[int, Reader] | None, interval_s: float = 0.02):
+        self.readers = readers or {}
+        self.available = bool(readers)
+        self.interval_s = interval_s
+        self.current: dict[int, int] = {}
+        self.low_water: dict[int, int] = {}
+        self.samples = 0
+        self.armed = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        now = {rank: read() for rank, read in self.readers.items()}
+        with self._lock:
+            self.current = now
+            self.samples += 1
+            if self.armed:
+                for rank, free in now.items():
+                    self.low_water[rank] = min(free, self.low_water.get(rank, free))
+
+    def arm(self) -> None:
+        """Count samples from now on (the KV cache exists)."""
+        with self._lock:
+            self.armed = True
+        if self.available:
+            self.sample()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def start(self) -> FreeMemorySampler:
+        if self.available:
+            self.sample()
+            self._thread = threading.Thread(target=self._loop, name="qualify-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self.available:
+            self.sample()
+
+    def low_water_min(self) -> int | None:
+        with self._lock:
+            return min(self.low_water.values()) if self.low_water else None
+
+
+def rank_records(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """The workers' measurement records in ``run_dir`` by rank (unreadable ones skipped: a
+    worker may be rewriting its record this instant; the next read gets it)."""
+    out: dict[int, dict[str, Any]] = {}
+    for path in sorted(run_dir.glob("measure-rank*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("rank"), int):
+            out[data["rank"]] = data
+    return out
+
+
+def late_compiles(records: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every compile after sizing the workers recorded, as ``{"rank", "what"}``."""
+    return [
+        {"rank": rank, "what": str(what)}
+        for rank, data in sorted(records.items())
+        for what in data.get("late_compiles", []) or []
+    ]
