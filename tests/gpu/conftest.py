@@ -24,3 +24,46 @@ def cuda_device() -> int:
     if total < EMULATED_VISIBLE:
         pytest.skip(f"card has {total / 1024**3:.1f} GiB; the scenarios emulate 95.01 GiB")
     return 0
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """The real-vLLM tier's machine: vLLM importable, CUDA up, GPUs listed by NVML.
+
+    GPU_TIER_DIR (logs, run dirs), GPU_TIER_MODELS and GPU_TIER_CACHE (kept between runs
+    on a warm machine) default to a pytest temporary directory; GPU_TIER_BALLAST=1 holds
+    all but 95.01 GiB of each card in another process during every boot.
+    """
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    from tests.gpu import nvml, summary
+    from tests.gpu.boot import Lab
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not importable (tests/gpu/run-tier.sh assembles the kit)")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    try:
+        devices = nvml.visible_indices()
+    except nvml.NvmlError as exc:
+        pytest.skip(f"NVML unavailable: {exc}")
+    root = Path(os.environ.get("GPU_TIER_DIR") or tmp_path_factory.mktemp("gpu-tier"))
+    root.mkdir(parents=True, exist_ok=True)
+    summary.root = root
+    return Lab(
+        root=root,
+        models=Path(os.environ.get("GPU_TIER_MODELS") or root / "models"),
+        cache=Path(os.environ.get("GPU_TIER_CACHE") or root / "cache"),
+        devices=devices,
+        ballast=os.environ.get("GPU_TIER_BALLAST") == "1",
+    )
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.gpu import summary
+
+    if summary.booted():
+        terminalreporter.write("\n" + summary.render(summary.rows()))

@@ -1,0 +1,272 @@
+"""One real boot: ``python3 -m launcher PROFILE --force`` as a subprocess, logs to a file,
+the stress workload while NVML samples, a clean stop, then the dry run that reads the
+measurements back. Everything a test asserts on is kept in a ``BootResult``.
+
+The server is always stopped (SIGINT, 60 s, then SIGKILL to its process group) and the
+cards waited on until idle before this returns, so boots never overlap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT
+from tests.gpu import models, nvml, stress
+from tests.integration.server import free_port
+
+PROFILES = Path(__file__).resolve().parent / "profiles"
+START_TIMEOUT = 300.0
+STOP_TIMEOUT = 60.0
+STRICT_EXIT_TIMEOUT = 90.0
+IDLE_USED = 2 * 1024**3
+"""A card with less than this in use counts as idle (driver and NVML overhead only)."""
+
+
+@dataclass(frozen=True)
+class BootSpec:
+    name: str
+    profile: str
+    """File name under tests/gpu/profiles."""
+    model: str
+    """A kind in ``tests.gpu.models.BUILDERS``."""
+    sets: tuple[str, ...] = ()
+    strict_jit: bool = False
+    ranks: int = 1
+
+    @property
+    def prewarm(self) -> bool:
+        return "prewarm.enabled=false" not in self.sets
+
+
+@dataclass
+class BootResult:
+    spec: BootSpec
+    run_dir: Path
+    log_path: Path
+    devices: list[int]
+    """NVML index of each rank's GPU (rank r on ``devices[r]``)."""
+    healthy: bool = False
+    exit_code: int | None = None
+    stopped_by_us: bool = False
+    exit_seconds: float | None = None
+    """Strict runs: seconds from the late request to the server's own exit."""
+    plan: dict[str, Any] = field(default_factory=dict)
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)
+    outcome: stress.Outcome | None = None
+    calibrated: dict[str, Any] | None = None
+    dry_run_error: str = ""
+    idle_used_before: dict[int, int] = field(default_factory=dict)
+    ballast: bool = False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def tail(self, n: int = 6000) -> str:
+        return self.log()[-n:]
+
+    @property
+    def late_compiles(self) -> dict[int, list[str]]:
+        return {r: list(rec.get("late_compiles", [])) for r, rec in self.records.items()}
+
+    @property
+    def margin(self) -> int:
+        return int(self.plan["profile_data"]["memory"]["safety_margin"])
+
+    @property
+    def page_bytes(self) -> int:
+        return int(self.plan["kv"]["page_bytes_per_rank"])
+
+
+@dataclass(frozen=True)
+class Lab:
+    """Where boots put their files, and the machine's facts."""
+
+    root: Path
+    models: Path
+    cache: Path
+    devices: list[int]
+    ballast: bool = False
+
+    def env(self) -> dict[str, str]:
+        bindir = str(Path(sys.executable).parent)
+        return {
+            **os.environ,
+            "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+
+    def sets(self, spec: BootSpec, port: int) -> list[str]:
+        model = models.write(spec.model, self.models / spec.model)
+        pairs = [
+            f"model.path={model}",
+            "serving.host=127.0.0.1",
+            f"serving.port={port}",
+            f"runtime.cache_root={self.cache}",
+            *spec.sets,
+        ]
+        return [a for s in pairs for a in ("--set", s)]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+def _wait_healthy(proc: subprocess.Popen, url: str) -> bool:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        if _healthy(url):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _stop(proc: subprocess.Popen) -> int | None:
+    """SIGINT to vLLM's API server (the launcher exec'd into it), then the group's SIGKILL."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_TIMEOUT)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+    return proc.returncode
+
+
+def _workload(lab: Lab, spec: BootSpec, plan: dict, port: int, deadline: float) -> stress.Workload:
+    serving = plan["profile_data"]["serving"]
+    vocab = json.loads((lab.models / spec.model / "config.json").read_text())["vocab_size"]
+    return stress.Workload(
+        url=f"http://127.0.0.1:{port}",
+        model=plan["profile_data"]["model"]["served_name"] or "tier",
+        max_model_len=int(serving["max_model_len"]),
+        max_num_seqs=int(serving["max_num_seqs"]),
+        vocab=int(vocab),
+        deadline=deadline,
+    )
+
+
+def dry_run(lab: Lab, spec: BootSpec, port: int) -> tuple[dict | None, str]:
+    """The next plan, as a user would ask for it after this run (calibration read back)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        str(PROFILES / spec.profile),
+        "--dry-run",
+        "--json",
+        *lab.sets(spec, port),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, env=lab.env(), timeout=120)
+    if done.returncode not in (0, 3):
+        return None, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    return json.loads(done.stdout), done.stderr[-2000:]
+
+
+def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
+    """Start, stress (or, under strict JIT, provoke one late compile), stop, read back."""
+    work = lab.root / spec.name
+    work.mkdir(parents=True, exist_ok=True)
+    devices = lab.devices[: spec.ranks]
+    result = BootResult(spec, work / "run", work / "server.log", devices, ballast=lab.ballast)
+    result.idle_used_before = nvml.wait_idle(devices, IDLE_USED if not lab.ballast else 1 << 60)
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        str(PROFILES / spec.profile),
+        "--force",
+        "--run-dir",
+        str(result.run_dir),
+        *lab.sets(spec, port),
+        *(["--strict-jit"] if spec.strict_jit else []),
+    ]
+    (work / "argv.json").write_text(json.dumps(argv))
+    with result.log_path.open("w") as log:
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=lab.env(), start_new_session=True
+        )
+    (work / "server.pid").write_text(str(proc.pid))  # run-tier.sh ends a group left behind
+    try:
+        result.healthy = _wait_healthy(proc, f"http://127.0.0.1:{port}")
+        if result.healthy:
+            result.plan = json.loads((result.run_dir / "plan.json").read_text())
+            work_load = _workload(lab, spec, result.plan, port, deadline)
+            if spec.strict_jit:
+                _provoke(result, proc, work_load)
+            else:
+                result.outcome = stress.run(work_load, devices)
+    finally:
+        result.stopped_by_us = proc.poll() is None
+        result.exit_code = _stop(proc)
+    _read_back(result)
+    nvml.wait_idle(devices, IDLE_USED if not lab.ballast else 1 << 60)
+    if result.healthy and not spec.strict_jit:
+        result.calibrated, result.dry_run_error = dry_run(lab, spec, port)
+    (work / "result.json").write_text(json.dumps(summary_facts(result), indent=1, default=str))
+    return result
+
+
+def _provoke(result: BootResult, proc: subprocess.Popen, w: stress.Workload) -> None:
+    """Send the shapes no warmup ran, one at a time, until the server stops by itself."""
+    start = time.monotonic()
+    for n in stress.SHAPES:
+        if proc.poll() is not None:
+            break
+        with contextlib.suppress(OSError, ValueError):
+            stress.complete(w, stress.prompt(n, 7919 * n, w.vocab), 2, timeout=60)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STRICT_EXIT_TIMEOUT)
+    if proc.poll() is not None:
+        result.exit_seconds = time.monotonic() - start
+
+
+def _read_back(result: BootResult) -> None:
+    plan = result.run_dir / "plan.json"
+    if not result.plan and plan.exists():
+        result.plan = json.loads(plan.read_text())
+    for path in sorted(result.run_dir.glob("measure-rank*.json")):
+        rank = int(path.stem.removeprefix("measure-rank"))
+        result.records[rank] = json.loads(path.read_text())
+
+
+def summary_facts(r: BootResult) -> dict[str, Any]:
+    """What result.json keeps of a boot (and the summary table reads)."""
+    return {
+        "name": r.spec.name,
+        "profile": r.spec.profile,
+        "prewarm": r.spec.prewarm,
+        "strict_jit": r.spec.strict_jit,
+        "healthy": r.healthy,
+        "exit_code": r.exit_code,
+        "stopped_by_us": r.stopped_by_us,
+        "exit_seconds": r.exit_seconds,
+        "devices": r.devices,
+        "ballast": r.ballast,
+        "idle_used_before": r.idle_used_before,
+        "outcome": r.outcome.to_dict() if r.outcome else None,
+        "calibrated_kv": (r.calibrated or {}).get("kv"),
+        "dry_run_error": r.dry_run_error,
+        "records": r.records,
+    }

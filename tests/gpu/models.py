@@ -1,0 +1,148 @@
+"""Checkpoints with random bf16 weights for the real-vLLM GPU tier (no hub).
+
+``llama``: a small dense Llama (FlashAttention, no Triton in its hot path).
+``deepseek_v2``: a small DeepSeek-V2-style model, MLA attention (kv_lora 512, rope 64) and
+a MoE (16 routed experts, 4 per token, one shared, the first layer dense). vLLM runs the
+experts through its fused-MoE Triton kernel, whose tile sizes follow the token count: a
+request of a size no warmup ran compiles a new specialization while serving, the late-JIT
+risk the planned worker measures.
+
+    python -m tests.gpu.models OUT_DIR        writes OUT_DIR/llama and OUT_DIR/deepseek_v2
+
+The tensor names are the Hugging Face checkpoint names vLLM 0.26's ``deepseek_v2.py`` and
+``llama.py`` load; tests/unit/test_gpu_models.py checks them against vLLM's loader.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.integration.tinymodel import (
+    COMMON,
+    Random,
+    llama_config,
+    llama_tensors,
+    write_checkpoint,
+)
+
+VOCAB = 32000
+MAX_POSITION = 32768
+
+
+def llama(hidden: int = 1024, layers: int = 4, vocab: int = VOCAB) -> dict[str, Any]:
+    return llama_config(
+        hidden=hidden,
+        layers=layers,
+        heads=8,
+        kv_heads=8,
+        head_dim=128,
+        inter=4 * hidden,
+        vocab=vocab,
+        max_position=MAX_POSITION,
+    )
+
+
+def deepseek_v2(
+    hidden: int = 1024,
+    layers: int = 4,
+    heads: int = 16,
+    experts: int = 16,
+    vocab: int = VOCAB,
+    kv_lora_rank: int = 512,
+    moe_intermediate: int = 512,
+) -> dict[str, Any]:
+    """A scaled-down DeepSeek-V2-Lite: same attention and routing, fewer and smaller parts."""
+    return {
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "model_type": "deepseek_v2",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "intermediate_size": 4 * hidden,
+        "vocab_size": vocab,
+        "max_position_embeddings": MAX_POSITION,
+        "q_lora_rank": None,
+        "kv_lora_rank": kv_lora_rank,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "n_routed_experts": experts,
+        "num_experts_per_tok": 4,
+        "n_shared_experts": 1,
+        "moe_intermediate_size": moe_intermediate,
+        "first_k_dense_replace": 1,
+        "moe_layer_freq": 1,
+        "routed_scaling_factor": 1.0,
+        "topk_method": "greedy",
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": False,
+        "scoring_func": "softmax",
+        "aux_loss_alpha": 0.001,
+        "seq_aux": True,
+        "attention_bias": False,
+        "rope_scaling": None,
+        **{**COMMON, "rms_norm_eps": 1e-6},
+    }
+
+
+def deepseek_v2_tensors(cfg: dict[str, Any], rand: Random) -> dict:
+    """Every tensor of a DeepSeek-V2 checkpoint (q_lora_rank null: a plain q_proj)."""
+    hidden, vocab = cfg["hidden_size"], cfg["vocab_size"]
+    heads, lora, rope = cfg["num_attention_heads"], cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]
+    nope, v = cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+    moe, dense = cfg["moe_intermediate_size"], cfg["intermediate_size"]
+    tensors = {
+        "model.embed_tokens.weight": rand(vocab, hidden),
+        "model.norm.weight": rand.ones(hidden),
+        "lm_head.weight": rand(vocab, hidden),
+    }
+
+    def mlp(prefix: str, inter: int) -> dict:
+        return {
+            prefix + "gate_proj.weight": rand(inter, hidden),
+            prefix + "up_proj.weight": rand(inter, hidden),
+            prefix + "down_proj.weight": rand(hidden, inter),
+        }
+
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        tensors |= {
+            p + "input_layernorm.weight": rand.ones(hidden),
+            p + "post_attention_layernorm.weight": rand.ones(hidden),
+            a + "q_proj.weight": rand(heads * (nope + rope), hidden),
+            a + "kv_a_proj_with_mqa.weight": rand(lora + rope, hidden),
+            a + "kv_a_layernorm.weight": rand.ones(lora),
+            a + "kv_b_proj.weight": rand(heads * (nope + v), lora),
+            a + "o_proj.weight": rand(hidden, heads * v),
+        }
+        if i < cfg["first_k_dense_replace"]:
+            tensors |= mlp(p + "mlp.", dense)
+            continue
+        tensors[p + "mlp.gate.weight"] = rand(cfg["n_routed_experts"], hidden)
+        tensors |= mlp(p + "mlp.shared_experts.", moe * cfg["n_shared_experts"])
+        for e in range(cfg["n_routed_experts"]):
+            tensors |= mlp(f"{p}mlp.experts.{e}.", moe)
+    return tensors
+
+
+BUILDERS = {"llama": (llama, llama_tensors), "deepseek_v2": (deepseek_v2, deepseek_v2_tensors)}
+
+
+def write(kind: str, out: Path, seed: int = 0, **dims: Any) -> Path:
+    """Write model ``kind`` (a key of ``BUILDERS``) to ``out``; skips an existing one."""
+    make_config, make_tensors = BUILDERS[kind]
+    cfg = make_config(**dims)
+    if (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file():
+        return out
+    return write_checkpoint(out, cfg, make_tensors(cfg, Random(seed)))
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1])
+    for name in BUILDERS:
+        print(write(name, root / name))

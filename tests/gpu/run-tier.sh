@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The GPU tier in one command on the device machine (H200, no network, python3.12 + torch
+# 2.11 cu130 + Triton + CuPy; vLLM 0.26 from the kit, staged with tests/gpu/stage-kit.sh):
+#
+#   tests/gpu/run-tier.sh                         all of tests/gpu
+#   tests/gpu/run-tier.sh tests/gpu/test_real_vllm.py -k "Llama or Moe"   pytest's arguments
+#   PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh   without -x (every boot runs)
+#
+# Assembles the kit when /tmp/site is missing, prints the versions, runs pytest under a
+# deadline (TIER_SECONDS, default 560 s, so the device's 600 s limit still leaves time to
+# pack), and packs the logs, run directories and records into $OUT/gpu-tier.tar.gz next to
+# gpu-tier-summary.{json,txt} and versions.txt (four files back).
+# GPU_TIER_BALLAST=1 holds all but 95.01 GiB of each card during the boots (RTX PRO 6000).
+set -uo pipefail
+START=$SECONDS
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/gpu-tier-out}
+mkdir -p "$OUT"
+export GPU_TIER_DIR=${GPU_TIER_DIR:-/tmp/gpu-tier/run-$(date +%H%M%S)}
+export GPU_TIER_MODELS=${GPU_TIER_MODELS:-/tmp/gpu-tier/models}  # kept while the machine is warm
+export GPU_TIER_CACHE=${GPU_TIER_CACHE:-/tmp/gpu-tier/cache}     # JIT caches, calibration
+mkdir -p "$GPU_TIER_DIR"
+
+tests/gpu/stage-kit.sh assemble || exit 1
+export PYTHONPATH=${KIT_SITE2:-/tmp/site2}:${KIT_SITE:-/tmp/site}:$PWD
+export VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+
+python3 - <<'PY' 2>&1 | tee "$GPU_TIER_DIR/versions.txt"
+import importlib, platform, subprocess
+print("python", platform.python_version())
+for name in ("torch", "triton", "vllm", "transformers", "pydantic", "click", "rich", "yaml",
+             "cupy", "pytest", "safetensors", "tokenizers"):
+    try:
+        print(name, getattr(importlib.import_module(name), "__version__", "?"))
+    except Exception as exc:
+        print(name, "MISSING", type(exc).__name__, exc)
+import torch
+print("cuda", torch.version.cuda, "devices", torch.cuda.device_count())
+print(subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total,memory.used,driver_version",
+                      "--format=csv,noheader"], capture_output=True, text=True).stdout.strip())
+PY
+cp "$GPU_TIER_DIR/versions.txt" "$OUT/versions.txt"
+
+LEFT=$(( ${TIER_SECONDS:-560} - (SECONDS - START) ))
+[ $# -eq 0 ] && set -- tests/gpu
+# shellcheck disable=SC2086
+timeout -s INT -k 20 "$LEFT" python3 -m pytest "$@" ${PYTEST_FLAGS:--x -q -rA} \
+  2>&1 | tee "$GPU_TIER_DIR/pytest.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 124 ] && echo "run-tier: pytest stopped at the ${LEFT}s deadline"
+
+# A server a killed pytest left behind: each boot wrote its process id.
+for pidfile in "$GPU_TIER_DIR"/*/server.pid; do
+  [ -f "$pidfile" ] || continue
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "run-tier: stopping leftover server group $pid"; kill -KILL -- "-$pid" 2>/dev/null
+  fi
+done
+
+tar -czf "$OUT/gpu-tier.tar.gz" -C "$GPU_TIER_DIR" . 2>/dev/null
+for f in gpu-tier-summary.json gpu-tier-summary.txt; do
+  [ -f "$GPU_TIER_DIR/$f" ] && cp "$GPU_TIER_DIR/$f" "$OUT/$f"
+done
+ls -la "$OUT"
+echo "run-tier: pytest exit $rc after $((SECONDS - START)) s"
+exit "$rc"

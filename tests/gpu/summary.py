@@ -1,0 +1,118 @@
+"""The GPU tier's summary: per boot and rank, planned against measured, for docs/benchmarks.md.
+
+Boots add themselves as they finish; pytest's terminal summary prints the tables and
+``write`` puts the same rows as JSON into ``$OUT`` (when set) and the tier's work dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tests.gpu.boot import BootResult
+
+GiB = 1024**3
+_boots: list[BootResult] = []
+root: Path | None = None
+"""The tier's work directory (set by the ``lab`` fixture)."""
+
+
+def add(result: BootResult) -> None:
+    """Keep a finished boot and rewrite the summary files (a killed run keeps what ran)."""
+    _boots.append(result)
+    if root is not None:
+        write(root)
+
+
+def booted() -> bool:
+    return bool(_boots)
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GiB:.2f}"
+
+
+def rows() -> list[dict[str, Any]]:
+    out = []
+    for b in _boots:
+        kv = b.plan.get("kv", {})
+        calibrated = (b.calibrated or {}).get("kv", {})
+        for rank, device in enumerate(b.devices):
+            rec = b.records.get(rank, {})
+            planned = b.plan.get("ranks", [{}] * (rank + 1))[rank].get("components", {})
+            low = (b.outcome.low_free if b.outcome else {}).get(device)
+            out.append(
+                {
+                    "boot": b.spec.name,
+                    "profile": b.spec.profile,
+                    "rank": rank,
+                    "gpu": device,
+                    "prewarm": b.spec.prewarm,
+                    "strict_jit": b.spec.strict_jit,
+                    "ballast": b.ballast,
+                    "components": {
+                        name: {
+                            "planned": c.get("bytes"),
+                            "source": c.get("source"),
+                            "measured": rec.get("measured", {}).get(name),
+                        }
+                        for name, c in planned.items()
+                    },
+                    "vllm_available": rec.get("vllm_available"),
+                    "budget": rec.get("budget", {}).get("bytes"),
+                    "page_bytes": kv.get("page_bytes_per_rank"),
+                    "kv_blocks_planned": kv.get("blocks_per_rank"),
+                    "kv_blocks_vllm": rec.get("kv", {}).get("blocks"),
+                    "kv_blocks_calibrated": calibrated.get("blocks_per_rank"),
+                    "low_water_free": low,
+                    "safety_margin": b.margin if b.plan else None,
+                    "free_after_warmup": rec.get("free_after_warmup"),
+                    "late_compiles": len(rec.get("late_compiles", [])),
+                    "late_kernels": sorted({k.split("[")[0] for k in rec.get("late_compiles", [])}),
+                    "requests_ok": b.outcome.ok if b.outcome else None,
+                    "requests_failed": len(b.outcome.failed) if b.outcome else None,
+                }
+            )
+    return out
+
+
+def render(data: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'boot':<16}{'rk':>3}{'gpu':>4} {'prewarm':<8}{'budget':>8}{'blk plan':>10}"
+        f"{'blk vLLM':>10}{'blk calib':>10}{'low free':>9}{'margin':>7}{'late':>5}  late kernels"
+    )
+    lines = ["GPU tier: KV blocks, low-water free memory (GiB, NVML), late compiles", head]
+    for r in data:
+        lines.append(
+            f"{r['boot']:<16}{r['rank']:>3}{r['gpu']:>4} {('on' if r['prewarm'] else 'off'):<8}"
+            f"{_gib(r['budget']):>8}{r['kv_blocks_planned'] or '-':>10}"
+            f"{r['kv_blocks_vllm'] or '-':>10}"
+            f"{r['kv_blocks_calibrated'] or '-':>10}{_gib(r['low_water_free']):>9}"
+            f"{_gib(r['safety_margin']):>7}{r['late_compiles']:>5}  {', '.join(r['late_kernels'])}"
+        )
+    lines += ["", "Planned vs measured components (GiB; source of the plan's figure)"]
+    for r in data:
+        parts = [
+            f"{name} {_gib(c['planned'])} ({c['source']})"
+            + (f" -> {_gib(c['measured'])}" if c["measured"] is not None else "")
+            for name, c in r["components"].items()
+        ]
+        lines.append(f"{r['boot']} rank {r['rank']}: " + "; ".join(parts))
+    return "\n".join(lines) + "\n"
+
+
+def write(root: Path) -> list[Path]:
+    data = rows()
+    blob = json.dumps({"boots": data}, indent=1)
+    targets = [root / "gpu-tier-summary.json"]
+    if os.environ.get("OUT"):
+        targets.append(Path(os.environ["OUT"]) / "gpu-tier-summary.json")
+    written = []
+    for path in targets:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(blob)
+        (path.parent / "gpu-tier-summary.txt").write_text(render(data))
+        written.append(path)
+    return written

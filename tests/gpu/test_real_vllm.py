@@ -1,0 +1,155 @@
+"""The planned worker inside a real vLLM on real GPUs, started as a user would.
+
+One boot per scenario, each ``python3 -m launcher PROFILE --force`` in its own process
+group (tests/gpu/boot.py): start, wait for /health, run the bounded stress workload while
+NVML samples free memory, stop, then plan again with ``--dry-run --json``. The tests only
+read what the boot left: the log, plan.json, each rank's measure-rank<N>.json, the
+sampled low-water free memory and the next plan.
+
+    scenario        model        what it shows
+    llama           dense Llama  prewarm before the profile, KV blocks = budget, margin kept,
+                                 the calibrated plan equal to the allocation
+    moe             DeepSeek-V2  the same with MLA + MoE, and no late compile with prewarm
+    moe-noprewarm   DeepSeek-V2  the fused-MoE kernels compile late without prewarm
+    moe-strict      DeepSeek-V2  --strict-jit stops the server on that late compile
+    moe-tp2         DeepSeek-V2  two ranks on two GPUs: the budget is the minimum over ranks
+
+Needs a CUDA machine with vLLM importable (tests/gpu/run-tier.sh on the H200).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from launcher.vllm_log import parse_kv_lines
+from tests.gpu import stress, summary
+from tests.gpu.ballast import ballast
+from tests.gpu.boot import BootResult, BootSpec, boot
+
+pytestmark = pytest.mark.gpu
+
+NO_PREWARM = "prewarm.enabled=false"
+LLAMA = BootSpec("llama", "llama-h200.yaml", "llama")
+MOE = BootSpec("moe", "dsv2-moe-h200.yaml", "deepseek_v2")
+MOE_COLD = BootSpec("moe-noprewarm", "dsv2-moe-h200.yaml", "deepseek_v2", sets=(NO_PREWARM,))
+MOE_STRICT = BootSpec(
+    "moe-strict", "dsv2-moe-h200.yaml", "deepseek_v2", sets=(NO_PREWARM,), strict_jit=True
+)
+MOE_TP2 = BootSpec("moe-tp2", "dsv2-moe-h200-tp2.yaml", "deepseek_v2", ranks=2)
+
+
+@pytest.fixture(scope="class")
+def booted(request, lab) -> BootResult:
+    spec: BootSpec = request.cls.spec
+    if spec.ranks > len(lab.devices):
+        pytest.skip(f"{spec.name} needs {spec.ranks} GPUs, {len(lab.devices)} visible")
+    held = ballast(lab.devices[: spec.ranks]) if lab.ballast else contextlib.nullcontext()
+    with held:
+        result = boot(lab, spec)
+    summary.add(result)
+    return result
+
+
+def _why(r: BootResult) -> str:
+    return f"\n--- {r.log_path} (tail) ---\n{r.tail()}"
+
+
+class Served:
+    """What every prewarmed boot must show, per rank."""
+
+    spec: BootSpec
+
+    def test_it_starts_and_serves_the_whole_workload(self, booted):
+        assert booted.healthy, "the server never became healthy" + _why(booted)
+        out = booted.outcome
+        sent = 1 + booted.plan["profile_data"]["serving"]["max_num_seqs"] + len(stress.SHAPES)
+        assert out.failed == [], _why(booted)
+        assert out.ok == sent
+        assert out.samples > 10, "NVML sampled too rarely to see a low-water mark"
+        assert set(booted.records) == set(range(self.spec.ranks))
+
+    def test_prewarm_runs_before_vllms_profile(self, booted):
+        lines = booted.log().splitlines()
+        prewarm = [i for i, line in enumerate(lines) if "prewarm retained" in line]
+        profile = [i for i, line in enumerate(lines) if "Available KV cache memory" in line]
+        assert len(prewarm) == self.spec.ranks, _why(booted)
+        assert profile, "vLLM's profile line is missing" + _why(booted)
+        assert max(prewarm) < min(profile)
+        for rank, rec in booted.records.items():
+            assert rec["prewarm_measurement"] is not None, rank
+            assert rec["prewarm"], rank
+
+    def test_vllm_allocates_the_returned_budget_to_the_block(self, booted):
+        page = booted.page_bytes
+        budgets = {r: rec["budget"]["bytes"] for r, rec in booted.records.items()}
+        expected = min(b // page for b in budgets.values())  # vLLM takes the smallest rank
+        assert {r: rec["kv"]["blocks"] for r, rec in booted.records.items()} == {
+            r: expected for r in budgets
+        }
+        kv = booted.plan["kv"]
+        logged = parse_kv_lines(booted.log()).tokens
+        assert logged == expected * kv["block_tokens"] * kv["dcp"], _why(booted)
+
+    def test_free_memory_stays_above_the_safety_margin(self, booted):
+        low = booted.outcome.low_free
+        assert set(low) == set(booted.devices)
+        for device, free in low.items():
+            assert free >= booted.margin, (
+                f"GPU {device}: {free / 2**20:.0f} MiB free at the lowest under the workload, "
+                f"margin {booted.margin / 2**20:.0f} MiB"
+            )
+
+    def test_no_late_compile_with_prewarm(self, booted):
+        assert booted.late_compiles == {r: [] for r in booted.records}
+
+    def test_the_calibrated_plan_equals_the_allocation(self, booted):
+        if booted.ballast:
+            pytest.skip("a ballasted card is shared; the to-the-block check needs an idle one")
+        assert booted.calibrated is not None, booted.dry_run_error
+        allocated = min(rec["kv"]["blocks"] for rec in booted.records.values())
+        assert booted.calibrated["kv"]["blocks_per_rank"] == allocated, (
+            f"plan {booted.calibrated['kv']['blocks_per_rank']:,} blocks, vLLM {allocated:,}"
+        )
+        for rank, rec in booted.records.items():
+            comps = booted.calibrated["ranks"][rank]["components"]
+            sources = {name: comps[name]["source"] for name in rec["measured"] if name in comps}
+            assert set(sources.values()) == {"measured"}, sources
+
+
+class TestLlama(Served):
+    spec = LLAMA
+
+
+class TestMoe(Served):
+    spec = MOE
+
+
+class TestMoeWithoutPrewarm:
+    spec = MOE_COLD
+
+    def test_it_serves(self, booted):
+        assert booted.healthy, _why(booted)
+        assert booted.outcome.failed == [], _why(booted)
+
+    def test_the_fused_moe_kernels_compile_late(self, booted):
+        late = [k for kernels in booted.late_compiles.values() for k in kernels]
+        assert late, "no late compile without prewarm: the workload missed the MoE buckets"
+
+
+class TestStrictJit:
+    spec = MOE_STRICT
+
+    def test_a_late_compile_stops_the_server_with_a_clear_message(self, booted):
+        assert booted.healthy, _why(booted)
+        assert not booted.stopped_by_us, "the server kept serving after a late compile"
+        assert booted.exit_seconds is not None
+        log = booted.log()
+        said = [line for line in log.splitlines() if "late JIT compile after sizing" in line]
+        assert said, _why(booted)
+        assert any(booted.late_compiles.values()), "the record lacks the late compile"
+
+
+class TestMoeTp2(Served):
+    spec = MOE_TP2

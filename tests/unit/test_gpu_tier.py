@@ -1,0 +1,127 @@
+"""The GPU tier's pure parts on the CPU: workload shapes, NVML low-water, summary, profiles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.gpu import models, nvml, stress, summary
+from tests.gpu.boot import PROFILES, BootResult, BootSpec
+
+W = stress.Workload("http://127.0.0.1:1", "tier", max_model_len=16384, max_num_seqs=8, vocab=32000)
+
+
+def test_the_memory_wave_is_the_longest_prompt_plus_max_num_seqs_decodes():
+    memory, shapes = stress.requests(W)
+    (longest, out), decodes = memory[0], memory[1:]
+    assert len(longest) + out == W.max_model_len  # fills the context exactly
+    assert len(decodes) == W.max_num_seqs
+    assert all(n == W.decode_tokens for _, n in decodes)
+    assert [len(ids) for ids, _ in shapes] == list(stress.SHAPES)
+
+
+def test_prompts_are_word_ids_and_share_no_prefix():
+    memory, shapes = stress.requests(W)
+    prompts = [ids for ids, _ in memory + shapes]
+    assert all(stress.FIRST_ID <= i < W.vocab for ids in prompts for i in ids)
+    firsts = [ids[:3] for ids in prompts]
+    assert len({tuple(f) for f in firsts}) == len(firsts)
+
+
+def test_prompt_wraps_inside_the_vocabulary():
+    ids = stress.prompt(10, 6, vocab=12)
+    assert ids == [10, 11, 4, 5, 6, 7, 8, 9, 10, 11]
+
+
+def test_shapes_are_prefills_no_capture_size_or_profile_run_covers():
+    sizes = json.loads(json.dumps(stress.SHAPES))
+    assert len(set(sizes)) == len(sizes)
+    assert max(sizes) < 2048 and any(n > 8 for n in sizes)  # between capture and profile
+
+
+def test_the_sampler_keeps_the_lowest_free_per_device(monkeypatch):
+    frees = iter([50, 40, 45, 30, 60, 35, 70, 20] + [99] * 1000)
+    monkeypatch.setattr(nvml, "memory", lambda d: nvml.Memory(100, next(frees), 0))
+    s = nvml.Sampler([0, 1], period=3600)
+    for _ in range(4):
+        s.sample()
+    assert s.low == {0: 45, 1: 20} and s.samples == 4
+
+
+def test_visible_indices_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setattr(nvml, "device_count", lambda: 4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0,7")
+    assert nvml.visible_indices() == [2, 0]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert nvml.visible_indices() == [0, 1, 2, 3]
+
+
+def _result(tmp_path: Path) -> BootResult:
+    spec = BootSpec("moe", "dsv2-moe-h200.yaml", "deepseek_v2", ranks=2)
+    r = BootResult(spec, tmp_path / "run", tmp_path / "server.log", devices=[0, 1])
+    comps = {"weights": {"bytes": 2 << 30, "source": "headers"}}
+    r.plan = {
+        "kv": {"page_bytes_per_rank": 1000, "blocks_per_rank": 90, "block_tokens": 64, "dcp": 1},
+        "ranks": [{"components": comps}, {"components": comps}],
+        "profile_data": {"memory": {"safety_margin": 512 << 20}},
+    }
+    r.records = {
+        k: {
+            "budget": {"bytes": 95_500 + k},
+            "kv": {"blocks": 95},
+            "measured": {"weights": (2 << 30) + k},
+            "late_compiles": ["m.fused_moe_kernel[BLOCK_SIZE_M=16]"] * k,
+        }
+        for k in (0, 1)
+    }
+    r.outcome = stress.Outcome(ok=16, low_free={0: 3 << 30, 1: 1 << 30})
+    r.calibrated = {"kv": {"blocks_per_rank": 95}}
+    return r
+
+
+def test_the_summary_has_one_row_per_rank_with_planned_and_measured(tmp_path, monkeypatch):
+    monkeypatch.setattr(summary, "_boots", [_result(tmp_path)])
+    monkeypatch.setattr(summary, "root", None)
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    rows = summary.rows()
+    assert [(r["rank"], r["gpu"]) for r in rows] == [(0, 0), (1, 1)]
+    assert rows[1]["late_compiles"] == 1 and rows[1]["late_kernels"] == ["m.fused_moe_kernel"]
+    assert rows[0]["components"]["weights"] == {
+        "planned": 2 << 30,
+        "source": "headers",
+        "measured": 2 << 30,
+    }
+    assert (rows[0]["kv_blocks_planned"], rows[0]["kv_blocks_vllm"]) == (90, 95)
+    assert rows[1]["low_water_free"] == 1 << 30
+    text = summary.render(rows)
+    assert "moe" in text and "fused_moe_kernel" in text and "weights 2.00 (headers)" in text
+    written = summary.write(tmp_path / "tier")
+    assert [p.parent.name for p in written] == ["tier", "out"]
+    assert json.loads(written[1].read_text())["boots"][1]["kv_blocks_calibrated"] == 95
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in PROFILES.glob("*.yaml")))
+def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeypatch):
+    """Each profile loads and fits on an H200 with its model's config (no weights read)."""
+    from launcher import pipeline
+
+    kind = "deepseek_v2" if name.startswith("dsv2") else "llama"
+    model = tmp_path / kind
+    model.mkdir()
+    cfg = models.BUILDERS[kind][0]()
+    (model / "config.json").write_text(json.dumps(cfg))
+    sets = (
+        f"model.path={model}",
+        f"runtime.cache_root={tmp_path / 'cache'}",
+        "model.weights_per_rank=1GiB",
+    )
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / name), sets), calibrate=False)
+    assert planned.plan.fits
+    assert planned.plan.kv.max_model_len == 16384
+    argv = planned.command.argv
+    assert argv[:4] == ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model"]
+    assert "--enforce-eager" not in argv  # CUDA graphs on
+    tp = 2 if "tp2" in name else 1
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(tp)
