@@ -97,8 +97,8 @@ class Kernel:
     shapes: str
     candidates: tuple[str, ...]
     """``module:function`` launchers, tried in order."""
-    launch: Callable[[Callable[..., Any], str], None]
-    """Runs the found launcher once on the given device."""
+    launch: Callable[[Callable[..., Any], str], str | None]
+    """Runs the found launcher once on the given device; returns a note, if any."""
 
     @property
     def description(self) -> str:
@@ -205,12 +205,13 @@ def _prefill_chunk_metadata(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         return
     page = default_block_size(ctx.profile)
 
-    def launch(fn: Callable[..., Any], device: str) -> None:
+    def launch(fn: Callable[..., Any], device: str) -> str | None:
         import torch
 
         accepts = inspect.signature(fn).parameters
         dcp_args = {"dcp_rank": dcp.rank, "dcp_world_size": dcp.size}
         dcp_args["cp_kv_cache_interleave_size"] = dcp.interleave
+        dropped = sorted(k for k in dcp_args if k not in accepts)
         dcp_args = {k: v for k, v in dcp_args.items() if k in accepts}
         # Query lengths 1, 16 and 17: Triton specializes ints equal to 1 and multiples of 16.
         for reqs, qlen in ((1, 1), (2, 8), (1, 17)):
@@ -228,6 +229,7 @@ def _prefill_chunk_metadata(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
                 1,
                 **dcp_args,
             )
+        return f"this vLLM's launcher takes no {', '.join(dropped)}" if dropped else None
 
     yield Kernel(
         "_build_prefill_chunk_metadata_kernel",
@@ -265,6 +267,7 @@ def _filter_dcp_index(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         import torch
 
         accepts = inspect.signature(fn).parameters
+        # The B12X backend passes the page's own rows (newer lines check cache page == block).
         extra = {"BLOCK_STRIDE_ROWS": block} if "BLOCK_STRIDE_ROWS" in accepts else {}
         rows = 2
         fn(
@@ -291,7 +294,7 @@ def _filter_dcp_index(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
             ("NUM_TOPK_TOKENS", width),
             ("max_num_blocks_per_req", columns),
         ),
-        "(BLOCK_STRIDE_ROWS assumes one KV page per block)",
+        f"top-k [T, {width}] int32, block table [R, {columns}]",
         (
             f"{SPARSE_UTILS}:triton_filter_and_convert_dcp_index",
             f"{BACKEND}:triton_filter_and_convert_dcp_index",
@@ -394,12 +397,13 @@ class TritonProvider:
                 problems.append(f"missing {kernel.name}: not in {where}")
                 continue
             try:
-                kernel.launch(fn, ctx.device)
+                note = kernel.launch(fn, ctx.device)
             except Exception as exc:  # the runtime would fail the same way: say so, go on
                 problems.append(f"{kernel.name} failed: {type(exc).__name__}: {exc}")
                 continue
             result.warmed += 1
-            result.specializations.append(f"{kernel.description} via {where}")
+            note = f" ({note})" if note else ""
+            result.specializations.append(f"{kernel.description} via {where}{note}")
         result.compiled = jit_watch.watch.count - before
         result.skipped = "; ".join(problems)
         result.seconds = time.perf_counter() - start

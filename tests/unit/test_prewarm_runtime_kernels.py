@@ -450,3 +450,18 @@ def test_list_imports_neither_torch_nor_vllm():
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+def test_a_launcher_without_dcp_arguments_is_noted(fork, monkeypatch):
+    """An indexer whose chunk-metadata kernel has no DCP constexprs still runs, and says so."""
+
+    def older(start_idx, end_idx, query_start_loc, *rest, query_slice=None, skip_kv_gather=False):
+        fork.calls.append(("_build_prefill_chunk_metadata_kernel", {}))
+
+    monkeypatch.setattr(sys.modules[tk.INDEXER], "build_prefill_chunk_metadata", older)
+    result = load("triton").run(context("gilded-gnosis", runner=runner(4, 1, 0)))
+    chunk = next(s for s in result.specializations if s.startswith(ALL_KERNELS[1]))
+    assert chunk.endswith(
+        "(this vLLM's launcher takes no cp_kv_cache_interleave_size, dcp_rank, dcp_world_size)"
+    )
+    assert len(fork.of(ALL_KERNELS[1])) == 3
