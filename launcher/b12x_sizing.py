@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from launcher import estimates
 from launcher.errors import EnvironmentProblem, LauncherError
 from launcher.plan import Component
-from launcher.profile.rules import capture_sizes, default_block_size
+from launcher.profile.rules import capture_sizes, default_block_size, runtime_of
 
 if TYPE_CHECKING:
     from launcher.model import ModelFacts
@@ -32,6 +32,10 @@ INDEX_PAGE = 64
 MLA_CHUNK = 64
 """Sparse-MLA decode candidates per split chunk (b12x's ``bi``)."""
 TRELLIS_CODEBOOKS = ("mcg", "lut_e4m3", "lut_fp16")
+B12X_BACKENDS = ("B12X_MLA_SPARSE", "B12X")
+"""The fork's B12X sparse-MLA backends: Gilded Gnosis names it B12X_MLA_SPARSE, the b12x
+package line B12X (upstream's B12X is paged attention, not sparse MLA)."""
+CKV_GATHER_ENV = "VLLM_B12X_MLA_CKV_GATHER"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class MlaSpec:
     fp8_rope: bool
     return_lse: bool
     softmax_scale: float
+    lse_scale: str = "base2"
+    """The LSE base the runtime's backend asks for (``natural`` on the fork lines)."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +87,44 @@ class MoeSpec:
 class Specs:
     mla_decode: tuple[MlaSpec, ...] = ()
     mla_extend: MlaSpec | None = None
+    mla_ckv_extend: MlaSpec | None = None
+    """The full-CKV gather's extend plan over this rank's own heads (Gilded Gnosis)."""
     indexer_decode: tuple[IndexerSpec, ...] = ()
     indexer_prefill: IndexerSpec | None = None
     moe: MoeSpec | None = None
 
 
 def uses_b12x_attention(p: Profile, f: ModelFacts) -> bool:
-    return f.is_mla and (p.vllm.attention_backend or "") == "B12X_MLA_SPARSE"
+    """The fork's B12X sparse-MLA backend serves attention (either fork line)."""
+    backend = p.vllm.attention_backend or ""
+    return f.is_mla and backend in B12X_BACKENDS and backend in runtime_of(p)[0].sparse_mla_backends
+
+
+def ckv_gather(p: Profile) -> bool:
+    """Whether DCP prefill gathers the full compressed KV (Gilded Gnosis with
+    ``VLLM_B12X_MLA_CKV_GATHER=1`` and DCP > 1). It adds an extend plan over the rank's
+    own heads and the DCP top-k remap kernels. The b12x-package line gathers only for
+    GLM5Next models, which no profile here describes."""
+    return (
+        runtime_of(p)[0].name == "gilded-gnosis"
+        and p.parallel.decode_context > 1
+        and p.env.get(CKV_GATHER_ENV) == "1"
+    )
+
+
+def decode_rows(p: Profile) -> tuple[int, ...]:
+    """The token counts a decode step runs at: 1, each CUDA-graph capture size, and the
+    MTP draft's (one token per sequence, padded to a capture size as vLLM pads a batch).
+    Without CUDA graphs every count up to max_num_seqs x (1 + MTP) can occur."""
+    top = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    captures = [s for s in capture_sizes(p) if s <= top]
+    if not captures:
+        return tuple(range(1, top + 1))
+    draft = set()
+    if p.mtp_tokens:
+        for n in range(1, p.serving.max_num_seqs + 1):
+            draft.add(min((c for c in captures if c >= n), default=n))
+    return tuple(sorted({1, *captures, *draft}))
 
 
 def uses_b12x_moe(p: Profile, f: ModelFacts) -> bool:
@@ -103,6 +140,7 @@ def specs(p: Profile, f: ModelFacts) -> Specs:
     t = p.serving.max_num_batched_tokens
     out = Specs()
     if uses_b12x_attention(p, f):
+        runtime = runtime_of(p)[0]
         width = f.index_topk or 2048
         mla = MlaSpec(
             mode="decode",
@@ -116,13 +154,17 @@ def specs(p: Profile, f: ModelFacts) -> Specs:
             chunks=math.ceil(width / MLA_CHUNK),
             page_size=default_block_size(p),
             kv_cache_dtype=p.serving.kv_cache_dtype,
-            fp8_rope=p.env.get("KV_FP8_ROPE") == "1",
+            fp8_rope=runtime.fp8_rope(f, p.env),
             return_lse=dcp > 1,
             softmax_scale=float(f.qk_nope + f.qk_rope) ** -0.5,
+            lse_scale=runtime.lse_scale,
         )
+        extend = _with(mla, mode="extend", rows=t)
         out = Specs(
-            mla_decode=tuple(_with(mla, rows=r) for r in range(1, rows + 1)),
-            mla_extend=_with(mla, mode="extend", rows=t),
+            mla_decode=tuple(_with(mla, rows=r) for r in decode_rows(p)),
+            mla_extend=extend,
+            # The gathered cache holds every token: each rank attends with its own heads.
+            mla_ckv_extend=_with(extend, heads=max(1, f.heads // tp)) if ckv_gather(p) else None,
         )
         if f.has_indexer:
             idx = IndexerSpec(
@@ -135,7 +177,7 @@ def specs(p: Profile, f: ModelFacts) -> Specs:
             )
             out = _with(
                 out,
-                indexer_decode=tuple(_with(idx, rows=r) for r in range(1, rows + 1)),
+                indexer_decode=tuple(_with(idx, rows=r) for r in decode_rows(p)),
                 indexer_prefill=_with(idx, mode="prefill", rows=t),
             )
     if uses_b12x_moe(p, f):
@@ -179,15 +221,20 @@ def describe(s: Specs) -> list[str]:
     if s.mla_decode:
         m = s.mla_decode[-1]
         out.append(
-            f"sparse_mla decode rows=1..{m.rows} heads={m.heads} chunks={m.chunks} "
-            f"kv={m.kv_cache_dtype}{' lse' if m.return_lse else ''}"
+            f"sparse_mla decode rows={_rows(s.mla_decode)} heads={m.heads} chunks={m.chunks} "
+            f"kv={m.kv_cache_dtype}{' fp8-rope' if m.fp8_rope else ''}"
+            f"{f' lse {m.lse_scale}' if m.return_lse else ''}"
         )
     if s.mla_extend:
         out.append(f"sparse_mla extend T={s.mla_extend.rows} heads={s.mla_extend.heads}")
+    if s.mla_ckv_extend:
+        m = s.mla_ckv_extend
+        out.append(f"sparse_mla extend T={m.rows} heads={m.heads} (full-CKV gather, local heads)")
     if s.indexer_decode:
         i = s.indexer_decode[-1]
         out.append(
-            f"dsa_indexer decode rows=1..{i.rows} heads={i.heads} pages={i.pages} top-{i.topk}"
+            f"dsa_indexer decode rows={_rows(s.indexer_decode)} heads={i.heads} "
+            f"pages={i.pages} top-{i.topk}"
         )
     if s.indexer_prefill:
         out.append(
@@ -233,6 +280,7 @@ def mla_plan(s: MlaSpec, device: str) -> Any:
         max_chunks_per_row=s.chunks,
         page_size=s.page_size,
         return_lse=s.return_lse,
+        lse_scale=s.lse_scale,
         **kv_dtype_caps(s.kv_cache_dtype, s.fp8_rope),
     )
     return sparse_mla.plan(caps)
@@ -377,7 +425,8 @@ def _b12x_parts(s: Specs, device: str, note: str) -> list[Component]:
         add(
             "b12x_sparse_mla_decode",
             [(x.rows, mla_plan(x, device)) for x in s.mla_decode],
-            f"sparse_mla.plan(mode=decode, rows 1..{m.rows}, heads {m.heads}, chunks {m.chunks}, "
+            f"sparse_mla.plan(mode=decode, rows {_rows(s.mla_decode)}, heads {m.heads}, "
+            f"chunks {m.chunks}, "
             f"kv {m.kv_cache_dtype}{', return_lse' if m.return_lse else ''}) scratch",
         )
     if s.mla_extend:
@@ -387,12 +436,19 @@ def _b12x_parts(s: Specs, device: str, note: str) -> list[Component]:
             [(m.rows, mla_plan(m, device))],
             f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}) scratch",
         )
+    if s.mla_ckv_extend:
+        m = s.mla_ckv_extend
+        add(
+            "b12x_sparse_mla_ckv_extend",
+            [(m.rows, mla_plan(m, device))],
+            f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}: full-CKV gather) scratch",
+        )
     if s.indexer_decode:
         i = s.indexer_decode[-1]
         add(
             "b12x_dsa_indexer_decode",
             [(x.rows, indexer_plan(x, device)) for x in s.indexer_decode],
-            f"dsa_indexer.plan(mode=decode, rows 1..{i.rows}, heads {i.heads}, "
+            f"dsa_indexer.plan(mode=decode, rows {_rows(s.indexer_decode)}, heads {i.heads}, "
             f"{i.pages} pages, top-{i.topk}) scratch",
         )
     if s.indexer_prefill:
@@ -445,6 +501,13 @@ def _formula_rest(p: Profile, f: ModelFacts, s: Specs) -> list[Component]:
         for name, size, detail, shared in estimates.workspace_parts(p, f, gpu(p.hardware.gpu))
         if name not in replaced
     ]
+
+
+def _rows(plans: tuple[Any, ...]) -> str:
+    rows = [x.rows for x in plans]
+    if rows == list(range(1, len(rows) + 1)):
+        return f"1..{rows[-1]}"
+    return "{" + ", ".join(map(str, rows)) + "}"
 
 
 def _with(obj: Any, **changes: Any) -> Any:

@@ -13,6 +13,13 @@ environment. The provider never sets a ``B12X_*``, ``CUTE_*`` or ``CUTLASS_*`` v
 any such variable outside b12x's allow-list changes that key, and serving would then
 miss every program prepared here.
 
+Which vLLM runs decides whether this provider applies at all: the fork line Gilded
+Gnosis runs ``sparkinfer``, a different package with its own compile cache, so nothing
+prepared here would be reused; its plans are prewarmed through the runtime provider
+(``why_not`` says so). On the b12x-package line the plans carry the runtime's own
+``Caps``: natural LSE, fp8 RoPE per ``Runtime.fp8_rope`` and only the token counts the
+runtime runs (``launcher.b12x_sizing``).
+
 Nothing here was run on an SM12x GPU: the prepare calls follow b12x 1.5.1's
 bind/prime/run API and b12x's own startup builders.
 """
@@ -26,9 +33,13 @@ from typing import Any
 
 from launcher import b12x_sizing as sizing
 from launcher.prewarm import PrewarmContext, PrewarmResult
+from launcher.prewarm.moe_units import MoeUnits, find_moe_units
+from launcher.profile.rules import runtime_of
+from launcher.vllm_runtime import Runtime
 
 LATE_MARK = "was not prepared before its first use"
 """b12x.preparation logs this (once per declaration) before a first-use compile."""
+logger = logging.getLogger("launcher.prewarm.b12x")
 
 
 class B12xProvider:
@@ -37,12 +48,26 @@ class B12xProvider:
     def __init__(self) -> None:
         self.sessions: list[Any] = []
         self._handler: logging.Handler | None = None
+        self.units: MoeUnits | None = None
+        """The EXL3 MoE units found on the worker's model (``run`` looks them up)."""
 
     def applies(self, ctx: PrewarmContext) -> bool:
+        return not self.why_not(ctx)
+
+    def why_not(self, ctx: PrewarmContext) -> str:
+        """One line on why this provider does nothing here; empty when it applies."""
         p, f = ctx.profile, ctx.facts
         if p.hardware.gpu == "cpu":
-            return False
-        return sizing.uses_b12x_attention(p, f) or sizing.uses_b12x_moe(p, f)
+            return "no b12x kernels on a cpu deployment"
+        runtime = _runtime(ctx)
+        if runtime.kernel_package not in (None, "b12x"):
+            return (
+                f"runtime {runtime.name} runs {runtime.kernel_package}; its plans are "
+                "prewarmed through the runtime provider"
+            )
+        if not (sizing.uses_b12x_attention(p, f) or sizing.uses_b12x_moe(p, f)):
+            return "no b12x kernels in this deployment"
+        return ""
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
         out = sizing.describe(sizing.specs(ctx.profile, ctx.facts))
@@ -69,14 +94,14 @@ class B12xProvider:
                 )
                 for i in idx
             ],
-            "fused_moe": _moe_requests(s.moe, ctx.model_runner) if s.moe else [],
+            "fused_moe": _moe_requests(s.moe, self.units.experts) if self.units else [],
         }
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
         started = time.monotonic()
         result = PrewarmResult(self.name, specializations=self.specializations(ctx))
-        if not self.applies(ctx):
-            result.skipped = "no b12x kernels in this deployment"
+        if reason := self.why_not(ctx):
+            result.skipped = reason
             return result
         try:
             from b12x import PreparationSession
@@ -85,6 +110,9 @@ class B12xProvider:
             return result
         log = _logger(ctx)
         problems = []
+        moe_problems = []
+        if sizing.uses_b12x_moe(ctx.profile, ctx.facts):
+            moe_problems = self._find_moe_units(ctx, log)
         p = ctx.profile.prewarm
         # One session per group: a group that fails to prepare is closed alone.
         for group, requests in self.build_requests(ctx).items():
@@ -105,9 +133,21 @@ class B12xProvider:
             summary = done.compilation
             if summary is not None:
                 result.compiled += summary.cute_compilations + summary.triton_compilations
-        result.skipped = "; ".join(problems)
+        result.skipped = "; ".join(problems + moe_problems)
         result.seconds = time.monotonic() - started
         return result
+
+    def _find_moe_units(self, ctx: PrewarmContext, log: Callable[[str], None]) -> list[str]:
+        """Look up the model's EXL3 MoE units; problems to report (loud when none)."""
+        if ctx.model_runner is None:
+            return ["fused_moe: needs the worker's model (prepared only from its own experts)"]
+        self.units = find_moe_units(ctx.model_runner)
+        if not self.units.total:
+            text = f"fused_moe: 0 units found for an EXL3 MoE deployment ({self.units.where})"
+            logger.warning("b12x prewarm: %s", text)
+            return [text]
+        log(f"b12x prewarm: fused_moe: {self.units.describe()}")
+        return []
 
     def freeze(self, ctx: PrewarmContext, on_late_compile: Callable[[str, str], None]) -> None:
         """Arm the late-JIT watchdog. Call it after vLLM's own warmup and graph capture.
@@ -202,7 +242,12 @@ class _Progress:
 def _logger(ctx: PrewarmContext) -> Callable[[str], None]:
     if ctx.log is not None:
         return ctx.log
-    return logging.getLogger("launcher.prewarm.b12x").info
+    return logger.info
+
+
+def _runtime(ctx: PrewarmContext) -> Runtime:
+    found = getattr(ctx, "runtime", None)  # a launch may record the probed runtime
+    return found if isinstance(found, Runtime) else runtime_of(ctx.profile)[0]
 
 
 # ------------------------------------------------------ prepare calls (run on the GPU)
@@ -283,21 +328,12 @@ def _index_call(s: sizing.IndexerSpec, device: str) -> Callable[[Any], Any]:
     return factory
 
 
-def _moe_requests(s: sizing.MoeSpec, model_runner: Any) -> list[Any]:
+def _moe_requests(s: sizing.MoeSpec, experts_found: list[Any]) -> list[Any]:
     """Requests for the model's own ``PreparedExperts`` (b12x needs the real weights)."""
     from b12x.moe import fused_moe
 
-    model = getattr(model_runner, "model", None)
-    if model is None or not hasattr(model, "modules"):
-        return []
-    seen: dict[tuple[int, int, int], Any] = {}
-    for module in model.modules():
-        for value in vars(module).values():
-            if isinstance(value, fused_moe.PreparedExperts):
-                key = (value.num_experts, value.hidden_size, value.intermediate_size)
-                seen.setdefault(key, value)
     requests = []
-    for experts in seen.values():
+    for experts in experts_found:
         plan = fused_moe.plan_execution(
             experts=experts,
             capacity=fused_moe.ExecutionCapacity(

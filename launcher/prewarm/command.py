@@ -33,7 +33,7 @@ def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
     ctx, provs = providers(planned)
     for prov in provs:
         if not prov.applies(ctx):
-            echo(f"{prov.name}: not used by this deployment")
+            echo(f"{prov.name}: {_why_not(prov, ctx)}")
             continue
         specs = prov.specializations(ctx)
         echo(f"{prov.name}: {len(specs)} specialization(s)")
@@ -66,7 +66,7 @@ def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> N
     ctx, provs = providers(planned, f"cuda:{device}")
     for prov in provs:
         if not prov.applies(ctx):
-            echo(f"{prov.name}: not used by this deployment (or needs the vLLM worker)")
+            echo(f"{prov.name}: {_why_not(prov, ctx, '(or needs the vLLM worker)')}")
             continue
         start = time.perf_counter()
         result, m = measure(lambda prov=prov: prov.run(ctx), device)
@@ -76,3 +76,10 @@ def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> N
             f"MiB, transient peak {m.transient_peak_bytes / 2**20:.0f} MiB"
             + (f"; skipped: {result.skipped}" if result.skipped else "")
         )
+
+
+def _why_not(prov, ctx: PrewarmContext, hint: str = "") -> str:
+    """The provider's own one-line reason when it has one (``why_not``)."""
+    why = getattr(prov, "why_not", None)
+    reason = why(ctx) if callable(why) else ""
+    return reason or " ".join(filter(None, ("not used by this deployment", hint)))

@@ -25,11 +25,17 @@ from tests.conftest import PROFILES, ROOT
 GLM = str(PROFILES / "glm52.yaml")
 B12X_PROFILES = ["glm52", "glm52-dcp1", "glm52-dcp2", "deepseek-v32"]
 SOURCES = [ROOT / "launcher" / "b12x_sizing.py", ROOT / "launcher" / "prewarm" / "b12x.py"]
+B12X_FORK = ("vllm.runtime=b12x-fork", "vllm.attention_backend=B12X")
+"""The fork line that runs the b12x package (the shipped profiles target Gilded Gnosis)."""
 
 
-def context(name: str, device: str = "cpu") -> PrewarmContext:
-    loaded = load_profile(PROFILES / f"{name}.yaml")
+def context(name: str, *overrides: str, device: str = "cpu") -> PrewarmContext:
+    loaded = load_profile(PROFILES / f"{name}.yaml", overrides)
     return PrewarmContext(loaded.profile, gather(loaded).facts, device=device)
+
+
+def fork(name: str) -> PrewarmContext:
+    return context(name, *B12X_FORK)
 
 
 def keyed_env() -> dict[str, str]:
@@ -44,7 +50,7 @@ import json, sys
 from launcher.inputs import gather
 from launcher.prewarm import PrewarmContext, load
 from launcher.profile import load_profile
-loaded = load_profile(sys.argv[1])
+loaded = load_profile(sys.argv[1], sys.argv[2:])
 ctx = PrewarmContext(loaded.profile, gather(loaded).facts)
 provider = load("b12x")
 print(json.dumps({"applies": provider.applies(ctx), "specs": provider.specializations(ctx),
@@ -54,7 +60,7 @@ print(json.dumps({"applies": provider.applies(ctx), "specs": provider.specializa
 
 def test_specializations_import_neither_torch_nor_b12x():
     out = subprocess.run(
-        [sys.executable, "-c", SPECS_SCRIPT, GLM],
+        [sys.executable, "-c", SPECS_SCRIPT, GLM, *B12X_FORK],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -63,10 +69,12 @@ def test_specializations_import_neither_torch_nor_b12x():
     data = json.loads(out.stdout)
     assert data["heavy"] == []
     assert data["applies"] is True
+    # The runtime's Caps: fp8 RoPE, natural LSE, decode rows only at the counts it runs.
     assert data["specs"][:4] == [
-        "sparse_mla decode rows=1..32 heads=64 chunks=32 kv=nvfp4_ds_mla lse",
+        "sparse_mla decode rows={1, 4, 8, 16, 32} heads=64 chunks=32 kv=nvfp4_ds_mla "
+        "fp8-rope lse natural",
         "sparse_mla extend T=3072 heads=64",
-        "dsa_indexer decode rows=1..32 heads=32 pages=2048 top-2048",
+        "dsa_indexer decode rows={1, 4, 8, 16, 32} heads=32 pages=2048 top-2048",
         "dsa_indexer prefill T=3072 pages=2048",
     ]
     assert data["specs"][4].startswith("fused_moe exl3 T in {4, 8, 16, 32, 3072} experts=256")
@@ -74,10 +82,74 @@ def test_specializations_import_neither_torch_nor_b12x():
 
 def test_applies_only_where_b12x_serves():
     provider = load("b12x")
-    assert [provider.applies(context(n)) for n in B12X_PROFILES] == [True] * 4
+    assert [provider.applies(fork(n)) for n in B12X_PROFILES] == [True] * 4
     assert not provider.applies(context("kimi-k2"))
     assert not provider.applies(context("tiny-cpu"))
     assert provider.specializations(context("kimi-k2")) == []
+
+
+@pytest.mark.parametrize("name", B12X_PROFILES)
+def test_gilded_gnosis_runs_sparkinfer_so_the_provider_says_why(name):
+    provider = load("b12x")
+    ctx = context(name)
+    assert not provider.applies(ctx)
+    reason = (
+        "runtime gilded-gnosis runs sparkinfer; its plans are prewarmed through the "
+        "runtime provider"
+    )
+    assert provider.why_not(ctx) == reason
+    assert provider.run(ctx).skipped == reason
+
+
+def test_caps_follow_the_runtime_not_the_env():
+    """b12x-fork always stores fp8 RoPE for GLM-DSA nvfp4; Gilded Gnosis reads KV_FP8_ROPE."""
+    from launcher.b12x_sizing import specs, uses_b12x_attention
+
+    off = ("env.KV_FP8_ROPE=0",)
+    on_fork = specs(context("glm52", *B12X_FORK, *off).profile, fork("glm52").facts)
+    assert on_fork.mla_decode[0].fp8_rope and on_fork.mla_decode[0].lse_scale == "natural"
+    gg = context("glm52", *off)
+    assert not specs(gg.profile, gg.facts).mla_decode[0].fp8_rope
+    assert specs(gg.profile, gg.facts).mla_decode[0].lse_scale == "natural"
+    assert uses_b12x_attention(gg.profile, gg.facts)  # both fork backends are b12x's
+    assert uses_b12x_attention(fork("glm52").profile, gg.facts)
+    up = context("deepseek-v32", "vllm.attention_backend=FLASHMLA_SPARSE")
+    assert not uses_b12x_attention(up.profile, up.facts)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "heads"),
+    [
+        ((), 16),  # Gilded Gnosis, DCP4, VLLM_B12X_MLA_CKV_GATHER=1: heads / TP
+        (("env.VLLM_B12X_MLA_CKV_GATHER=0",), None),
+        (("parallel.decode_context=1", "serving.max_model_len=131072"), None),
+        (B12X_FORK, None),  # the b12x-package line gathers only for GLM5Next
+    ],
+)
+def test_full_ckv_local_head_extend_plan(overrides, heads):
+    from launcher.b12x_sizing import describe, specs
+
+    ctx = context("glm52", *overrides)
+    s = specs(ctx.profile, ctx.facts)
+    assert (s.mla_ckv_extend.heads if s.mla_ckv_extend else None) == heads
+    if heads:
+        assert (s.mla_ckv_extend.rows, s.mla_ckv_extend.mode) == (3072, "extend")
+        assert "sparse_mla extend T=3072 heads=16 (full-CKV gather, local heads)" in describe(s)
+
+
+def test_decode_rows_are_the_runtime_token_counts():
+    from launcher.b12x_sizing import decode_rows
+
+    assert decode_rows(context("glm52").profile) == (1, 4, 8, 16, 32)
+    no_graphs = context("glm52", "serving.cudagraph_mode=NONE").profile
+    assert decode_rows(no_graphs) == tuple(range(1, 33))
+    no_mtp = context(
+        "glm52",
+        "speculative.method=none",
+        "speculative.tokens=0",
+        "serving.cudagraph_capture_sizes=[1, 2, 4, 8]",
+    ).profile
+    assert decode_rows(no_mtp) == (1, 2, 4, 8)
 
 
 def test_b12x_sizing_without_b12x_exits_1_with_the_fix():
@@ -133,7 +205,7 @@ def b12x():
 def test_provider_builds_plans_and_sizing_is_b12x(b12x, name):
     from launcher.b12x_sizing import size_workspaces, specs
 
-    ctx = context(name)
+    ctx = fork(name)
     before = keyed_env()
     groups = load("b12x").build_requests(ctx)
     s = specs(ctx.profile, ctx.facts)
@@ -159,7 +231,7 @@ def test_sparse_mla_matches_the_formula_for_glm52_tp4_dcp4(b12x):
     from launcher.b12x_sizing import mla_plan, size_workspaces, specs
     from launcher.estimates import sparse_mla_scratch
 
-    ctx = context("glm52")
+    ctx = fork("glm52")
     s = specs(ctx.profile, ctx.facts)
     assert (s.mla_extend.heads, s.mla_extend.rows, s.mla_extend.chunks) == (64, 3072, 32)
     extend = mla_plan(s.mla_extend, "cpu").memory_requirements().scratch_nbytes
@@ -184,7 +256,9 @@ def test_cli_b12x_sizing_labels_workspace_parts_b12x(b12x):
         assert {k: v["source"] for k, v in parts.items() if k != "dcp_buffers"} == {
             k: "b12x" for k in parts if k != "dcp_buffers"
         }
-        assert len(parts) == 6 and parts["dcp_buffers"]["source"] == "estimate"
+        assert len(parts) == 7 and parts["dcp_buffers"]["source"] == "estimate"
+        # Gilded Gnosis with CKV gather: the 16-head local extend plan is sized too.
+        assert "heads 16: full-CKV gather" in parts["b12x_sparse_mla_ckv_extend"]["detail"]
         shared = [v["bytes"] for k, v in parts.items() if k != "dcp_buffers"]
         assert rank["components"]["workspaces"]["bytes"] == (
             max(shared) + parts["dcp_buffers"]["bytes"]
@@ -215,14 +289,14 @@ def test_prepare_calls_bind_against_b12x_layouts(b12x):
     from launcher.b12x_sizing import indexer_plan, mla_plan, specs
     from launcher.prewarm.b12x import _index_call, _mla_call
 
-    ctx = context("glm52")
+    ctx = fork("glm52")
     s = specs(ctx.profile, ctx.facts)
     device = SimpleNamespace(identity=SimpleNamespace(sm_count=188), ordinal=None)
-    for m in (s.mla_decode[7], s.mla_extend):
+    for m in (s.mla_decode[2], s.mla_extend):
         state = _Recording(mla_plan(m, "cpu")._materialize(None, device))
         _mla_call(m, "cpu")(state).run()
         assert state.calls == ["prime", "run"]
-    for i in (s.indexer_decode[7], s.indexer_prefill):
+    for i in (s.indexer_decode[2], s.indexer_prefill):
         plan = indexer_plan(i, "cpu")
         config = plan.contract.configure(plan.query, device=None).default
         caps = dsa._scratch_caps(plan.query, device=plan._device, config=config)
@@ -235,7 +309,7 @@ def test_prepare_calls_bind_against_b12x_layouts(b12x):
 def test_run_contains_a_group_that_cannot_prepare(b12x):
     """On a CPU b12x refuses to prepare: each group fails alone and is reported."""
     lines = []
-    ctx = context("glm52")
+    ctx = fork("glm52")
     ctx.log = lines.append
     provider = load("b12x")
     result = provider.run(ctx)

@@ -33,7 +33,12 @@ def test_an_unknown_provider_lists_the_known_ones():
 def test_triton_specializations_follow_dcp_and_rank():
     ctx = ctx_for("glm52.yaml", rank=3)
     specs = prewarm.load("triton").specializations(ctx)
-    assert specs and all("N=4" in s and "rank=3" in s and "D=512" in s for s in specs)
+    merge = [s for s in specs if s.startswith("correct_attn_out")]
+    assert merge == [
+        "correct_attn_out N=4 HEAD_DIM=512 is_lse_base_on_e=True out [B, 64, 512] "
+        "B in [4, 8, 16, 32], cp_rank=3"
+    ]
+    assert all("DCP_RANK=3" in s for s in specs if "DCP_RANK" in s)
     assert prewarm.load("triton").applies(ctx)
     assert not prewarm.load("triton").applies(ctx_for("glm52-dcp1.yaml"))
 
