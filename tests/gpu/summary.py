@@ -70,7 +70,7 @@ def rows() -> list[dict[str, Any]]:
                     "safety_margin": b.margin if b.plan else None,
                     "free_after_warmup": rec.get("free_after_warmup"),
                     "late_compiles": len(rec.get("late_compiles", [])),
-                    "late_kernels": sorted({k.split("[")[0] for k in rec.get("late_compiles", [])}),
+                    "late_kernels": sorted({_kernel(k) for k in rec.get("late_compiles", [])}),
                     "requests_ok": b.outcome.ok if b.outcome else None,
                     "requests_failed": len(b.outcome.failed) if b.outcome else None,
                 }
@@ -116,3 +116,10 @@ def write(root: Path) -> list[Path]:
         (path.parent / "gpu-tier-summary.txt").write_text(render(data))
         written.append(path)
     return written
+
+
+def _kernel(entry: Any) -> str:
+    """A census entry's kernel (records before the census held plain strings)."""
+    if isinstance(entry, dict):
+        return str(entry.get("kernel", "?")).rsplit(".", 1)[-1]
+    return str(entry).split("[")[0]
