@@ -3,7 +3,8 @@
     python benchmarks/sweep.py [--runs 10] [--profile profiles/glm52.yaml] [--vary K=V1,V2 ...]
 
 Reports, each the median of ``--runs``:
-  in-process   ``run_sweep`` alone (modules already imported): the sweep's own cost;
+  in-process   ``run_sweep`` alone, and with its table rendered (modules already
+               imported): the sweep's own cost;
   naive        the same combinations as separate ``load`` + ``make_plan`` calls in one
                process (what a loop over dry runs costs without its start-ups);
   processes    ``b12x-launch sweep`` and one ``b12x-launch --dry-run`` as fresh processes;
@@ -51,6 +52,7 @@ def main() -> None:
     from launcher import pipeline
     from launcher.errors import ProfileError
     from launcher.sweep import combinations, parse_vary, run_sweep
+    from launcher.sweep_report import render_table
 
     vary = [parse_vary(v) for v in vary_args]
     combos = combinations(vary)
@@ -68,9 +70,15 @@ def main() -> None:
             with contextlib.suppress(ProfileError):
                 pipeline.make_plan(pipeline.load(args.profile, sets), calibrate=False)
 
+    def sweep_and_table() -> None:
+        render_table(run_sweep(args.profile, (), vary, calibrate=False))
+
+    render_table(sweep)  # rich's first table pays its lazy imports
     sweep_ms = median_ms(lambda: run_sweep(args.profile, (), vary, calibrate=False), args.runs)
+    table_ms = median_ms(sweep_and_table, args.runs)
     naive_ms = median_ms(naive, args.runs)
     print(f"in-process run_sweep: median {sweep_ms[0]:.0f} ms, min {sweep_ms[1]:.0f} ms")
+    print(f"in-process run_sweep + table: median {table_ms[0]:.0f} ms, min {table_ms[1]:.0f} ms")
     print(f"in-process naive load+make_plan x{len(combos)}: median {naive_ms[0]:.0f} ms")
 
     exe = shutil.which("b12x-launch")
