@@ -44,6 +44,7 @@ def assert_rows_are_dry_runs(profile: str, rows: list[dict], *args: str) -> None
         assert row["fits"] == plan["fits"]
         assert row["fingerprint"] == plan["fingerprint"]
         assert row["kv_tokens"] == plan["kv"]["tokens"]
+        assert row["kv_source"] == plan["ranks"][0]["components"]["kv_cache"]["source"]
         assert row["max_concurrency"] == plan["kv"]["max_concurrency"]
         assert row["bounding_rank"] == plan["kv"]["bounding_rank"]
         assert row["max_model_len"] == plan["kv"]["max_model_len"]
