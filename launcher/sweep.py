@@ -41,7 +41,7 @@ class Row:
     def status(self) -> str:
         if self.plan is None:
             return "invalid"
-        return "fits" if self.plan.fits else "does not fit"
+        return "fits" if self.plan.fits else "does_not_fit"
 
 
 @dataclass(frozen=True)

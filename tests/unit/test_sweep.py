@@ -65,7 +65,7 @@ def test_glm52_rows_equal_single_dry_runs():
     )
     assert code == 0 and len(rows) == 24
     statuses = {r["status"] for r in rows}
-    assert statuses == {"fits", "does not fit", "invalid"}  # every kind of row is compared
+    assert statuses == {"fits", "does_not_fit", "invalid"}  # every kind of row is compared
     assert_rows_are_dry_runs(GLM, rows, "--no-calibration")
 
 
