@@ -163,7 +163,10 @@ def plot_sweep(sweep: Sweep, path: str) -> Path:
     for label, rows in lines.items():
         xs = [position[r.settings[0][1]] for r in rows]
         ys = [r.plan.kv.tokens for r in rows if r.plan]
-        (line,) = ax.plot(xs, ys, label=label)
+        # Categories (dtypes, backends) have no order: points only, no line between them.
+        style = "-" if numeric else "none"
+        (line,) = ax.plot(xs, ys, linestyle=style)
+        ax.plot([], [], color=line.get_color(), linestyle=style, marker="o", label=label)
         for x, y, r in zip(xs, ys, rows, strict=True):
             fit = bool(r.plan and r.plan.fits)
             ax.plot(
@@ -174,10 +177,7 @@ def plot_sweep(sweep: Sweep, path: str) -> Path:
                 fillstyle="full" if fit else "none",
                 markersize=7,
             )
-    if not numeric:
-        ax.set_xticks(list(position.values()), xs_raw)
-    else:
-        ax.set_xticks([position[x] for x in xs_raw], xs_raw)
+    ax.set_xticks([position[x] for x in xs_raw], xs_raw)
     ax.set_xlabel(key)
     ax.set_ylabel("KV cache tokens")
     ax.yaxis.set_major_formatter(_thousands())

@@ -20,6 +20,25 @@ from launcher.profile import LoadedProfile, Profile
 from launcher.profile.load import read_profile
 
 MAX_COMBINATIONS = 10_000
+# Keys gather() does not read (only the planner does), so varying them re-uses the facts.
+# Every other key counts as one the facts depend on: a key gather() starts reading later
+# costs a second gather, never a wrong row.
+PLAN_ONLY = (
+    ("name",),
+    ("description",),
+    ("hardware", "memory"),
+    ("hardware", "reserved_by_others"),
+    ("parallel", "decode_context"),
+    ("parallel", "interleave"),
+    ("parallel", "dcp_comm_backend"),
+    ("parallel", "replicate_indexer_cache"),
+    ("parallel", "replicate_draft_cache"),
+    ("speculative", "tokens"),  # the weights change only with MTP on or off (kept as _mtp)
+    ("serving",),  # gather() checks max_model_len and the KV dtype: re-checked for each row
+    ("memory",),
+    ("prewarm",),
+    ("runtime",),
+)
 MAX_MODEL_LEN = 1 << 26
 """The schema's ceiling on serving.max_model_len."""
 
@@ -41,7 +60,7 @@ class Row:
     def status(self) -> str:
         if self.plan is None:
             return "invalid"
-        return "fits" if self.plan.fits else "does not fit"
+        return "fits" if self.plan.fits else "does_not_fit"
 
 
 @dataclass(frozen=True)
@@ -204,20 +223,16 @@ class _Facts:
 
 
 def _fact_key(p: Profile) -> str:
-    """What ``gather()`` reads: the GPU kind, the model (config, checkpoint headers) and what
-    splits the weights over ranks (TP, PP, GPUs, expert parallelism, the MTP layer)."""
-    return json.dumps(
-        [
-            p.hardware.gpu,
-            p.hardware.count,
-            p.model.model_dump(mode="json"),
-            p.parallel.tensor,
-            p.parallel.pipeline,
-            p.parallel.expert,
-            p.mtp_tokens > 0,
-        ],
-        sort_keys=True,
-    )
+    """The profile less the keys only the planner reads: two combinations with the same key
+    have the same facts."""
+    data = p.model_dump(mode="json")
+    for path in PLAN_ONLY:
+        node = data
+        for key in path[:-1]:
+            node = node.get(key, {})
+        node.pop(path[-1], None)
+    data["_mtp"] = p.mtp_tokens > 0
+    return json.dumps(data, sort_keys=True)
 
 
 def fitting(sweep: Sweep) -> list[Row]:

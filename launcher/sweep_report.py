@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from launcher.report import fix_hint
+from launcher.report import fix_hint, kv_source
 from launcher.sweep import Row, Sweep
 
 SCHEMA_VERSION = 1
@@ -44,6 +44,7 @@ def row_dict(row: Row) -> dict[str, Any]:
         {
             "fingerprint": row.fingerprint,
             "kv_tokens": kv.tokens,
+            "kv_source": kv_source(row.plan),
             "max_model_len": kv.max_model_len,
             "max_concurrency": round(kv.max_concurrency, 4),
             "bounding_rank": kv.bounding_rank,
@@ -88,6 +89,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
         table.add_column(head, justify="right")
     table.add_column("FITS")
     table.add_column("KV TOKENS", justify="right")
+    table.add_column("SOURCE")
     table.add_column("CONCURRENCY", justify="right")
     table.add_column("BOUND", justify="right")
     table.add_column("LONGEST", justify="right")
@@ -97,13 +99,14 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
         if row.status != "fits":
             notes.append(f"{' '.join(f'{k}={v}' for k, v in row.settings)}: {why_not(row)}")
         if row.plan is None:
-            table.add_row(*values, "invalid", "-", "-", "-", "-", style="dim")
+            table.add_row(*values, "invalid", "-", "", "-", "-", "-", style="dim")
             continue
         kv = row.plan.kv
         table.add_row(
             *values,
             "yes" if row.plan.fits else "no",
             f"{kv.tokens:,}",
+            kv_source(row.plan),
             f"{kv.max_concurrency:.2f}x",
             f"rank {kv.bounding_rank}",
             f"{row.longest:,}" if row.longest else "none",
@@ -113,6 +116,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
     for note in notes:
         console.print(note, soft_wrap=True)
     console.print(
+        "SOURCE: the weakest source the KV figure rests on (estimate until a run is measured); "
         "CONCURRENCY: requests of max_model_len tokens the KV cache holds at once; BOUND: the "
         "rank whose memory sets every rank's blocks; LONGEST: the largest max_model_len that "
         "fits, the rest as set."

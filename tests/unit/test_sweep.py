@@ -44,6 +44,7 @@ def assert_rows_are_dry_runs(profile: str, rows: list[dict], *args: str) -> None
         assert row["fits"] == plan["fits"]
         assert row["fingerprint"] == plan["fingerprint"]
         assert row["kv_tokens"] == plan["kv"]["tokens"]
+        assert row["kv_source"] == plan["ranks"][0]["components"]["kv_cache"]["source"]
         assert row["max_concurrency"] == plan["kv"]["max_concurrency"]
         assert row["bounding_rank"] == plan["kv"]["bounding_rank"]
         assert row["max_model_len"] == plan["kv"]["max_model_len"]
@@ -64,7 +65,7 @@ def test_glm52_rows_equal_single_dry_runs():
     )
     assert code == 0 and len(rows) == 24
     statuses = {r["status"] for r in rows}
-    assert statuses == {"fits", "does not fit", "invalid"}  # every kind of row is compared
+    assert statuses == {"fits", "does_not_fit", "invalid"}  # every kind of row is compared
     assert_rows_are_dry_runs(GLM, rows, "--no-calibration")
 
 
@@ -218,3 +219,18 @@ def test_sweep_without_plot_imports_no_heavy_module():
     )
     assert "HEAVY []" in out.stderr
     assert "553,728" in out.stdout
+
+
+def test_plan_only_keys_reuse_the_facts_and_others_gather_again():
+    plan_only = [
+        parse_vary("parallel.decode_context=1,2,4"),
+        parse_vary("serving.max_model_len=131072,524288"),
+        parse_vary("memory.safety_margin=256MiB,1GiB"),
+        parse_vary("speculative.tokens=1,3"),
+    ]
+    assert run_sweep(GLM, (), plan_only, calibrate=False).gathered == 1
+    facts = [
+        parse_vary("model.bits_per_weight=3.42,4"),
+        parse_vary("vllm.attention_backend=B12X_MLA_SPARSE,FLASHMLA_SPARSE"),
+    ]
+    assert run_sweep(GLM, (), facts, calibrate=False).gathered == 4
