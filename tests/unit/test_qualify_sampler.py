@@ -1,0 +1,80 @@
+"""The free-memory sampler, the late-compile census and the progress lines."""
+
+import io
+import json
+import time
+
+from launcher.qualify.progress import Progress
+from launcher.qualify.sampler import FreeMemorySampler, late_compiles, rank_records
+from launcher.units import GiB
+
+
+def test_without_readers_the_sampler_is_a_no_op():
+    s = FreeMemorySampler(None).start()
+    s.arm()
+    s.stop()
+    assert not s.available and s.samples == 0 and s.low_water == {}
+    assert s.low_water_min() is None
+
+
+def test_low_water_counts_only_after_arming():
+    values = {0: iter([1 * GiB] + [5 * GiB] * 3 + [3 * GiB, 4 * GiB] + [6 * GiB] * 10**6)}
+    lows = {1: iter([2 * GiB] * 4 + [2 * GiB, 1 * GiB] + [7 * GiB] * 10**6)}
+    readers = {0: lambda: next(values[0]), 1: lambda: next(lows[1])}
+    s = FreeMemorySampler(readers, interval_s=3600)  # samples only when asked
+    s.start()  # sample 1: before the KV cache exists (1 GiB free on rank 0 does not count)
+    s.sample()
+    s.sample()
+    s.sample()
+    s.arm()  # sample 5
+    s.sample()  # sample 6
+    s.stop()  # sample 7
+    assert s.low_water == {0: 3 * GiB, 1: 1 * GiB}
+    assert s.low_water_min() == 1 * GiB
+    assert s.current == {0: 6 * GiB, 1: 7 * GiB}
+
+
+def test_the_background_thread_samples_on_its_own():
+    s = FreeMemorySampler({0: lambda: 42}, interval_s=0.001).start()
+    s.arm()
+    deadline = time.monotonic() + 5
+    while s.samples < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.stop()
+    assert s.samples >= 20 and s.low_water == {0: 42}
+
+
+def test_late_compiles_are_read_from_the_workers_records(tmp_path):
+    for rank, late in ((0, []), (1, ["triton _fwd_kernel (M=3)", "b12x decode rows=5"])):
+        (tmp_path / f"measure-rank{rank}.json").write_text(
+            json.dumps({"rank": rank, "late_compiles": late, "kv": {"blocks": 9}})
+        )
+    (tmp_path / "measure-rank2.json").write_text("{half-written")
+    records = rank_records(tmp_path)
+    assert sorted(records) == [0, 1]
+    assert late_compiles(records) == [
+        {"rank": 1, "what": "triton _fwd_kernel (M=3)"},
+        {"rank": 1, "what": "b12x decode rows=5"},
+    ]
+
+
+def test_plain_progress_lines_off_a_terminal():
+    out = io.StringIO()
+    with Progress(out) as p:
+        p.phase("qualify: booting")
+        p.low_water(2 * GiB, "NVML")
+        p.requests(3, 1, 8)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "b12x-launch qualify: qualify: booting"
+    assert lines[1] == "b12x-launch qualify: 4/8 requests (1 failed), low-water free 2.00 GiB"
+
+
+def test_live_progress_on_a_terminal_shows_phase_requests_and_low_water():
+    out = io.StringIO()
+    with Progress(out, live=True) as p:
+        p.phase("verify: running the workload")
+        p.requests(5, 0, 8)
+        p.low_water(3 * GiB, "NVML")
+        time.sleep(0.6)
+    text = out.getvalue()
+    assert "verify: running the workload" in text and "5/8 done" in text and "3.00 GiB" in text
