@@ -66,6 +66,8 @@ class PlanInputs:
     gpu_memory: int | None = None
     """Memory per GPU, when known better than the catalog (NVML, the profile)."""
     gpu_memory_source: str = "catalog"
+    notes: tuple[str, ...] = ()
+    """Lines about how the facts were gathered (a Hub that did not answer)."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         total_source=total_source,
         reasons=tuple(reasons),
         suggestions=tuple(_suggest(profile, inputs, kv) if reasons and suggest else ()),
-        notes=tuple(_notes(profile, f)),
+        notes=(*inputs.notes, *_notes(profile, f)),
     )
 
 
@@ -193,6 +195,7 @@ def _layout(p: Profile, f: ModelFacts, s: RankShape) -> KvLayout:
         env=p.env,
         replicate_indexer=p.parallel.replicate_indexer_cache,
         replicate_draft=p.parallel.replicate_draft_cache,
+        indexer_shards=p.parallel.indexer_cache_shards or 0,
     )
 
 
