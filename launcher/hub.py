@@ -20,7 +20,6 @@ from launcher.atomic import write_text
 from launcher.checkpoint import TensorInfo
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-TIMEOUT_S = 10.0
 CACHE_VERSION = 1
 
 
@@ -55,8 +54,11 @@ def cache_file(cache_root: str, repo_id: str) -> Path:
     return Path(cache_root).expanduser() / "hub-headers" / (repo_id.replace("/", "--") + ".json")
 
 
-def read_checkpoint(repo_id: str, cache_root: str, timeout: float = TIMEOUT_S) -> HubCheckpoint:
+def read_checkpoint(repo_id: str, cache_root: str) -> HubCheckpoint:
     """The config and every tensor header of ``repo_id``: from the cache, else from the hub.
+
+    huggingface_hub's own timeouts apply (``HF_HUB_ETAG_TIMEOUT``,
+    ``HF_HUB_DOWNLOAD_TIMEOUT``, 10 s each by default); ``HF_ENDPOINT`` picks the hub.
 
     Raises:
         HubUnavailable: offline, huggingface_hub missing, or the hub failed to answer.
@@ -75,7 +77,7 @@ def read_checkpoint(repo_id: str, cache_root: str, timeout: float = TIMEOUT_S) -
         ) from None
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
     try:
-        meta = api.get_safetensors_metadata(repo_id, timeout=timeout)
+        meta = api.get_safetensors_metadata(repo_id)
         config = _json(api, repo_id, "config.json")
         aux = {}
         ref = str((config.get("hybrid_tr3_tail") or {}).get("bits_per_expert") or "")

@@ -233,7 +233,7 @@ def _weights(loaded: LoadedProfile, model: ModelSource) -> tuple[list[int], str,
     shapes = rank_shapes(f.num_layers, p.parallel.tensor, p.parallel.pipeline, p.hardware.count)
     with_mtp = p.mtp_tokens > 0
     buffers, buffers_what = load_buffers(f, p.serving.max_num_batched_tokens)
-    extra = f"; + {buffers_what} (vLLM builds them with the model)"
+    extra = f"; + {buffers_what} (built with the model)"
     if model.tensors is not None:
         weights = rank_weights(model.tensors, f, shapes, ep=p.parallel.expert, with_mtp=with_mtp)
         where = "from the Hub, " if model.kind == "headers" else ""
