@@ -22,15 +22,20 @@ from launcher.units import KiB, MiB
 CONTEXT_BYTES = 740 * MiB
 NCCL_TP_BYTES = 840 * MiB
 NCCL_GROUP_BYTES = 384 * MiB
+# Device memory per captured graph and decoder layer, fitted to the published capture of GLM-5.2
+# 3.42 bpw on 4x RTX PRO 6000 (C12, graphs to 48, FULL_AND_PIECEWISE: 0.74 GiB per rank).
+GRAPH_LAYER_BYTES = 810 * KiB
 # Until a run measures it, the headroom formula of launcher.measure.jit_headroom applied
 # to the planned workspaces as the prewarm's peak, with a 2.5x margin on its 10 %: a full
 # prewarm leaves only what comes and goes plus a margin (the H200 test: 1.5 GiB for a
 # workload with a 1 GiB scratch and 3.9 GiB of local memory, docs/benchmarks.md).
-# Device memory per captured graph and decoder layer, fitted to the published capture of GLM-5.2
-# 3.42 bpw on 4x RTX PRO 6000 (C12, graphs to 48, FULL_AND_PIECEWISE: 0.74 GiB per rank).
-GRAPH_LAYER_BYTES = 810 * KiB
 JIT_HEADROOM_FRACTION = 0.25
 JIT_HEADROOM_FLOOR = 256 * MiB
+# With a B12X backend the floor is fitted to the field: on the published 3.42 bpw C12
+# deployment the first-use and JIT paths took 2.19 GiB after start (3.24 GiB free, then
+# 1.00-1.10); activation peak + workspaces leave 620 MiB of it to module loads and local
+# memory, which do not scale with the scratch (the 25% share alone fell 0.35 GiB short).
+JIT_HEADROOM_FLOOR_B12X = 620 * MiB
 
 
 def is_cpu(gpu: GpuKind) -> bool:
@@ -181,8 +186,13 @@ def cudagraph_pool(p: Profile, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
     )
 
 
-def jit_headroom_unmeasured(gpu: GpuKind, workspaces: int) -> tuple[int, str]:
+def jit_headroom_unmeasured(p: Profile, gpu: GpuKind, workspaces: int) -> tuple[int, str]:
     if is_cpu(gpu):
         return 0, "no device JIT on the CPU backend"
-    size = max(JIT_HEADROOM_FLOOR, int(JIT_HEADROOM_FRACTION * workspaces))
-    return size, "unmeasured: max(256 MiB, 25% of workspaces) until a run measures the prewarm"
+    b12x = (p.vllm.attention_backend or "").startswith("B12X")
+    floor = JIT_HEADROOM_FLOOR_B12X if b12x else JIT_HEADROOM_FLOOR
+    size = max(floor, int(JIT_HEADROOM_FRACTION * workspaces))
+    how = f"unmeasured: max({floor // MiB} MiB, 25% of workspaces) until a run measures the prewarm"
+    if b12x:
+        how += "; floor fitted to the field's 2.19 GiB first-use drop"
+    return size, how

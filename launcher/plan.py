@@ -232,7 +232,7 @@ def _rank_plan(
     if headroom == "measure":
         workspaces = next(c.bytes for c in comps if c.name == "workspaces")
         comps.append(
-            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(gpu, workspaces)))
+            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(p, gpu, workspaces)))
         )
     else:
         comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))

@@ -61,6 +61,9 @@ def replay(row: dict) -> Replay:
     if metric == "prefill_transient":
         transient = ("activation_peak", "jit_headroom")  # workspaces count as resident
         return Replay(row, sum(rank.component(n).bytes for n in transient), logged, "MiB")
+    if metric == "first_use":
+        after = ("activation_peak", "workspaces", "jit_headroom")
+        return Replay(row, sum(rank.component(n).bytes for n in after), logged, "GiB")
     raise ValueError(f"unknown metric {metric!r}")
 
 
