@@ -110,6 +110,10 @@ def tensor_share(
         if layer >= facts.num_layers:  # an MTP layer: loaded only with MTP, on the last stage
             if not (with_mtp and shape.is_last_stage):
                 return 0.0
+            # The draft's copies of the LM head (always) and of the embedding (with one
+            # stage) are dropped for the target's before vLLM measures the load.
+            if "shared_head.head" in name or ("embed_tokens" in name and shape.is_first_stage):
+                return 0.0
         elif layer not in shape.layers:
             return 0.0
     elif not _on_stage(name, shape):

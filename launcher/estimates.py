@@ -22,12 +22,20 @@ from launcher.units import KiB, MiB
 CONTEXT_BYTES = 740 * MiB
 NCCL_TP_BYTES = 840 * MiB
 NCCL_GROUP_BYTES = 384 * MiB
+# Device memory per captured graph and decoder layer, fitted to the published capture of GLM-5.2
+# 3.42 bpw on 4x RTX PRO 6000 (C12, graphs to 48, FULL_AND_PIECEWISE: 0.74 GiB per rank).
+GRAPH_LAYER_BYTES = 810 * KiB
 # Until a run measures it, the headroom formula of launcher.measure.jit_headroom applied
 # to the planned workspaces as the prewarm's peak, with a 2.5x margin on its 10 %: a full
 # prewarm leaves only what comes and goes plus a margin (the H200 test: 1.5 GiB for a
 # workload with a 1 GiB scratch and 3.9 GiB of local memory, docs/benchmarks.md).
 JIT_HEADROOM_FRACTION = 0.25
 JIT_HEADROOM_FLOOR = 256 * MiB
+# With a B12X backend the floor is fitted to the field: on the published 3.42 bpw C12
+# deployment the first-use and JIT paths took 2.19 GiB after start (3.24 GiB free, then
+# 1.00-1.10); activation peak + workspaces leave 620 MiB of it to module loads and local
+# memory, which do not scale with the scratch (the 25% share alone fell 0.35 GiB short).
+JIT_HEADROOM_FLOOR_B12X = 620 * MiB
 
 
 def is_cpu(gpu: GpuKind) -> bool:
@@ -45,7 +53,7 @@ def cuda_context(p: Profile, gpu: GpuKind) -> tuple[int, str]:
         if size > 1:
             total += NCCL_GROUP_BYTES
             parts.append(f"NCCL {name} 384 MiB")
-    parts[-1] += " (H200-measured figures)"
+    parts[-1] += " (H200-measured figures; field idle check: docs/benchmarks.md)"
     return total, " + ".join(parts)
 
 
@@ -70,7 +78,8 @@ def activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
     total = hidden + max(attn, mlp) + sampler
     detail = (
         f"T={t}: 4*T*hidden*2 + max(attention, MoE/MLP intermediates) + "
-        f"sampler 2*{rows} rows*vocab*4"
+        f"sampler 2*{rows} rows*vocab*4; checked against the field's 64K prefill "
+        "(2,088 MiB above idle): under, see docs/benchmarks.md"
     )
     return total, detail
 
@@ -157,17 +166,33 @@ def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, 
 
 
 def cudagraph_pool(p: Profile, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
+    """Memory CUDA-graph capture takes: the pool's first segment, the largest graph's
+    intermediates, and per captured graph and layer the graph's own device memory (kernel
+    nodes and their pieces' outputs). The per-layer figure is fitted to the one published
+    capture: 0.74 GiB per rank for GLM-5.2 3.42 bpw, 79 layers with the draft,
+    FULL_AND_PIECEWISE, graphs up to 48 tokens (FIELD-NOTES; docs/benchmarks.md)."""
     sizes = [] if is_cpu(gpu) else capture_sizes(p)
     if not sizes:
         return 0, "no CUDA graphs"
     top = max(sizes)
     per = top * f.hidden * 2 * 8  # the pool holds the largest graph's intermediates
-    total = 128 * MiB + per + len(sizes) * 4 * MiB
-    return total, f"128 MiB + largest graph ({top} tokens) + {len(sizes)} graphs x 4 MiB"
+    kinds = 2 if p.serving.cudagraph_mode == "FULL_AND_PIECEWISE" else 1
+    layers = f.num_layers + (f.mtp_layers if p.mtp_tokens else 0)
+    graphs = len(sizes) * kinds
+    total = 128 * MiB + per + graphs * layers * GRAPH_LAYER_BYTES
+    return total, (
+        f"128 MiB + largest graph ({top} tokens) + {graphs} graphs x {layers} layers x "
+        f"{GRAPH_LAYER_BYTES // KiB} KiB (fitted to the field's 0.74 GiB capture)"
+    )
 
 
-def jit_headroom_unmeasured(gpu: GpuKind, workspaces: int) -> tuple[int, str]:
+def jit_headroom_unmeasured(p: Profile, gpu: GpuKind, workspaces: int) -> tuple[int, str]:
     if is_cpu(gpu):
         return 0, "no device JIT on the CPU backend"
-    size = max(JIT_HEADROOM_FLOOR, int(JIT_HEADROOM_FRACTION * workspaces))
-    return size, "unmeasured: max(256 MiB, 25% of workspaces) until a run measures the prewarm"
+    b12x = (p.vllm.attention_backend or "").startswith("B12X")
+    floor = JIT_HEADROOM_FLOOR_B12X if b12x else JIT_HEADROOM_FLOOR
+    size = max(floor, int(JIT_HEADROOM_FRACTION * workspaces))
+    how = f"unmeasured: max({floor // MiB} MiB, 25% of workspaces) until a run measures the prewarm"
+    if b12x:
+        how += "; floor fitted to the field's 2.19 GiB first-use drop"
+    return size, how

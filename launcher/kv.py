@@ -75,22 +75,26 @@ class KvLayout:
     draft_indexer_layers: int
     replicate_indexer: bool
     replicate_draft: bool
+    indexer_shards: int = 0
+    """DCP ranks the target's indexer cache is sharded over; 0: all of them."""
 
     @property
     def page_bytes(self) -> int:
         """Bytes of one block on one rank, every layer (vLLM's page size, summed)."""
 
-        def cost(layers: int, per_token: int, replicated: bool) -> int:
-            return layers * per_token * self.block_tokens * (self.dcp if replicated else 1)
+        def cost(layers: int, per_token: int, copies: int) -> int:
+            return layers * per_token * self.block_tokens * copies
 
+        dcp = self.dcp
+        shards = 1 if self.replicate_indexer else (self.indexer_shards or dcp)
         return (
-            cost(self.attention_layers, self.attention_bytes, False)
-            + cost(self.indexer_layers, self.indexer_bytes, self.replicate_indexer)
-            + cost(self.draft_layers, self.attention_bytes, self.replicate_draft)
+            cost(self.attention_layers, self.attention_bytes, 1)
+            + cost(self.indexer_layers, self.indexer_bytes, max(1, dcp // shards))
+            + cost(self.draft_layers, self.attention_bytes, dcp if self.replicate_draft else 1)
             + cost(
                 self.draft_indexer_layers,
                 self.indexer_bytes,
-                self.replicate_draft or self.replicate_indexer,
+                dcp if self.replicate_draft or self.replicate_indexer else 1,
             )
         )
 
@@ -128,6 +132,7 @@ def kv_layout(
     env: dict[str, str],
     replicate_indexer: bool,
     replicate_draft: bool,
+    indexer_shards: int = 0,
 ) -> KvLayout:
     """The KV layout of one rank that holds ``layers`` decoder layers (+ draft layers)."""
     if facts.is_mla:
@@ -145,4 +150,5 @@ def kv_layout(
         draft_indexer_layers=draft_indexer_layers,
         replicate_indexer=replicate_indexer,
         replicate_draft=replicate_draft,
+        indexer_shards=indexer_shards,
     )

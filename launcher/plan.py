@@ -88,6 +88,8 @@ class PlanInputs:
     gpu_memory_source: str = "catalog"
     qualified: Qualified | None = None
     """The qualified KV size; a pin in the profile takes precedence."""
+    notes: tuple[str, ...] = ()
+    """Lines about how the facts were gathered (a Hub that did not answer)."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         total_source=total_source,
         reasons=tuple(reasons),
         suggestions=tuple(_suggest(profile, inputs, kv) if reasons and suggest else ()),
-        notes=tuple(_notes(profile, f) + _qualified_note(pinned, bounding, blocks)),
+        notes=(*inputs.notes, *_notes(profile, f), *_qualified_note(pinned, bounding, blocks)),
     )
 
 
@@ -225,6 +227,7 @@ def _layout(p: Profile, f: ModelFacts, s: RankShape) -> KvLayout:
         env=p.env,
         replicate_indexer=p.parallel.replicate_indexer_cache,
         replicate_draft=p.parallel.replicate_draft_cache,
+        indexer_shards=p.parallel.indexer_cache_shards or 0,
     )
 
 
@@ -261,7 +264,7 @@ def _rank_plan(
     if headroom == "measure":
         workspaces = next(c.bytes for c in comps if c.name == "workspaces")
         comps.append(
-            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(gpu, workspaces)))
+            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(p, gpu, workspaces)))
         )
     else:
         comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))

