@@ -184,7 +184,9 @@ def _moe_buckets(ctx: PrewarmContext):
         return "missing: model_runner._dummy_run"
     max_tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
     counts = moe_token_counts(max_tokens, capture_sizes(ctx.profile), ctx.facts.experts_per_token)
-    kwargs = {"is_profile": True} if "is_profile" in inspect.signature(dummy).parameters else {}
+    # As vLLM's own profile run calls it: attention skipped (no KV cache exists yet).
+    params = inspect.signature(dummy).parameters
+    kwargs = {k: True for k in ("skip_attn", "is_profile") if k in params}
 
     def run() -> None:
         for n in counts:

@@ -38,6 +38,9 @@ MOE_STRICT = BootSpec(
     "moe-strict", "dsv2-moe-h200.yaml", "deepseek_v2", sets=(NO_PREWARM,), strict_jit=True
 )
 MOE_TP2 = BootSpec("moe-tp2", "dsv2-moe-h200-tp2.yaml", "deepseek_v2", ranks=2)
+# Second boots of the same deployments: the plan now reads the first boot's records.
+LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
+MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
 
 
 @pytest.fixture(scope="class")
@@ -104,26 +107,51 @@ class Served:
     def test_no_late_compile_with_prewarm(self, booted):
         assert booted.late_compiles == {r: [] for r in booted.records}
 
-    def test_the_calibrated_plan_equals_the_allocation(self, booted):
-        if booted.ballast:
-            pytest.skip("a ballasted card is shared; the to-the-block check needs an idle one")
+    def test_the_next_plan_is_calibrated(self, booted):
         assert booted.calibrated is not None, booted.dry_run_error
-        allocated = min(rec["kv"]["blocks"] for rec in booted.records.values())
-        assert booted.calibrated["kv"]["blocks_per_rank"] == allocated, (
-            f"plan {booted.calibrated['kv']['blocks_per_rank']:,} blocks, vLLM {allocated:,}"
-        )
         for rank, rec in booted.records.items():
             comps = booted.calibrated["ranks"][rank]["components"]
             sources = {name: comps[name]["source"] for name in rec["measured"] if name in comps}
             assert set(sources.values()) == {"measured"}, sources
 
 
+class Calibrated(Served):
+    """A second boot of the same deployment on the idle card: its plan, made from the
+    first boot's records, is what vLLM allocates, to the block."""
+
+    def test_the_calibrated_plan_equals_the_allocation(self, booted):
+        if booted.ballast:
+            pytest.skip("a ballasted card is shared; the to-the-block check needs an idle one")
+        planned = booted.plan["kv"]["blocks_per_rank"]
+        allocated = min(rec["kv"]["blocks"] for rec in booted.records.values())
+        assert planned == allocated, f"plan {planned:,} blocks, vLLM {allocated:,}"
+        sources = {n: c["source"] for n, c in booted.plan["ranks"][0]["components"].items()}
+        assert sources["cudagraph_pool"] == sources["cuda_context"] == "measured", sources
+
+
 class TestLlama(Served):
     spec = LLAMA
 
 
+class TestLlamaCalibrated(Calibrated):
+    spec = LLAMA_AGAIN
+
+
 class TestMoe(Served):
     spec = MOE
+
+
+class TestMoeCensus(Calibrated):
+    """The MoE deployment booted again: what compiled late before is replayed before sizing
+    (census provider) or reserved; nothing compiles late now."""
+
+    spec = MOE_AGAIN
+
+    def test_the_census_replayed_what_the_first_boot_learned(self, booted):
+        learned = booted.plan["ranks"][0].get("learned") or []
+        prewarm = {p["provider"]: p for p in booted.records[0]["prewarm"]}
+        if learned:
+            assert prewarm["census"]["compiled"] > 0, prewarm.get("census")
 
 
 class TestMoeWithoutPrewarm:
