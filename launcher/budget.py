@@ -33,6 +33,9 @@ class BudgetInputs:
     """cudaMemGetInfo free right after vLLM's profile run (GPU only)."""
     peak_activation: int = 0
     cudagraph: int = 0
+    calibrated: bool = False
+    """Every measurable component of this rank's plan is a measurement of an earlier boot:
+    the plan's KV size is then the contract (returned whenever it fits)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,13 @@ def kv_budget(i: BudgetInputs) -> Budget:
                 "memory.kv_cache_bytes, or free memory on the GPU"
             )
         return Budget(i.pinned_kv, "pinned by the profile", reserved)
+    if i.calibrated and i.free_after_profile is not None and 0 < i.planned_kv <= room:
+        # What a calibrated dry run printed is what the server gets; a little more room
+        # (a warm compile cache, a smaller transient) stays free as margin.
+        kept = format_size(room - i.planned_kv)
+        return Budget(
+            i.planned_kv, f"the calibrated plan ({basis}; {kept} more kept free)", reserved
+        )
     if room <= 0:
         raise BudgetError(
             f"no memory left for the KV cache: {basis} leaves {format_size(room)} after the "

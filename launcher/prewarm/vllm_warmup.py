@@ -184,9 +184,17 @@ def _moe_buckets(ctx: PrewarmContext):
         return "missing: model_runner._dummy_run"
     max_tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
     counts = moe_token_counts(max_tokens, capture_sizes(ctx.profile), ctx.facts.experts_per_token)
-    # As vLLM's own profile run calls it: attention skipped (no KV cache exists yet).
     params = inspect.signature(dummy).parameters
-    kwargs = {k: True for k in ("skip_attn", "is_profile") if k in params}
+    if "skip_attn" in params:
+        # vLLM's V2 model runner builds its dummy batch for the profile size only before the
+        # KV cache exists (smaller counts hit a device-side assert, seen on vLLM 0.26/H200):
+        # the census learns these buckets on the first boot and replays them after.
+        return (
+            "skipped: the V2 model runner cannot run the forward below the profile size "
+            "before KV allocation; the late-JIT census covers the MoE buckets"
+        )
+    # As vLLM's own profile run calls it: attention skipped (no KV cache exists yet).
+    kwargs = {"is_profile": True} if "is_profile" in params else {}
 
     def run() -> None:
         for n in counts:

@@ -60,6 +60,7 @@ class PlannedMixin:
             free_after_profile=after["free"] if after else None,
             peak_activation=self._peak_activation(),
             cudagraph=self._cudagraph_reserve(run),
+            calibrated=self._calibrated(run),
         )
         try:
             budget = kv_budget(inputs)
@@ -247,6 +248,14 @@ class PlannedMixin:
         flag = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1").lower()
         estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
         return estimate if flag not in ("0", "false") else 0
+
+    def _calibrated(self, run: RunPlan) -> bool:
+        """Whether this rank's plan is made of an earlier boot's measurements."""
+        from launcher.plan import MEASURABLE
+
+        comps = run.rank(self.rank)["components"]
+        present = [comps[n] for n in MEASURABLE if n in comps and comps[n]["bytes"]]
+        return bool(present) and all(c["source"] == "measured" for c in present)
 
     def _cudagraph_reserve(self, run: RunPlan) -> int:
         """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""

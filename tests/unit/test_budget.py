@@ -54,3 +54,23 @@ def test_nothing_left_is_an_error():
 def test_engine_takes_the_minimum_over_ranks():
     page = 2 * MiB
     assert engine_blocks([10 * MiB, 7 * MiB + 1, 9 * MiB], page) == 3
+
+
+def test_a_calibrated_plan_is_the_contract_when_it_fits():
+    base = dict(
+        platform="cuda",
+        vllm_available=0,
+        jit_headroom=64 * MiB,
+        safety_margin=512 * MiB,
+        planned_kv=10 * GiB,
+        free_after_profile=12 * GiB,
+        peak_activation=100 * MiB,
+        cudagraph=80 * MiB,
+    )
+    room = 12 * GiB - (64 + 512 + 100 + 80) * MiB
+    assert kv_budget(BudgetInputs(**base)).bytes == room  # a plan of estimates: all the room
+    got = kv_budget(BudgetInputs(**base, calibrated=True))
+    assert got.bytes == 10 * GiB and "calibrated plan" in got.basis
+    # less room than the calibrated plan said: what fits, never more
+    short = kv_budget(BudgetInputs(**{**base, "planned_kv": 12 * GiB}, calibrated=True))
+    assert short.bytes == room
