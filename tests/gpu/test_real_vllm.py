@@ -189,4 +189,8 @@ class TestStrictJit:
 
 
 class TestMoeTp2(Served):
+    """Two ranks on two GPUs, a first boot: what compiles late is learned as on one rank."""
+
     spec = MOE_TP2
+
+    test_no_late_compile_with_prewarm = TestMoe.test_no_late_compile_with_prewarm
