@@ -326,7 +326,7 @@ def _withdraw(loaded: LoadedProfile, fingerprint: str) -> None:
 def _write_failure(root: Path, b: Boot, workload: Workload) -> None:
     atomic.write_json(
         root / "qualify-failed.json",
-        {"workload": workload.to_dict(), **b.summary()},
+        {"workload_spec": workload.to_dict(), **b.summary()},
     )
 
 
