@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,18 @@ Reader = Any
 """A callable returning free bytes of one device."""
 
 
-def _visible_devices(count: int) -> list[str]:
+def _visible_devices(count: int, env: Mapping[str, str]) -> list[str]:
     """NVML identifiers of the first ``count`` devices the server's ranks use, in rank order
-    (indices or UUIDs from CUDA_VISIBLE_DEVICES)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    (indices or UUIDs from the server's CUDA_VISIBLE_DEVICES). Indices are taken in PCI bus
+    order, NVML's; CUDA's own order agrees on the usual node of one GPU kind, and the
+    qualified size is the minimum over all of them either way."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is None or not visible.strip():
         return [str(i) for i in range(count)]
     return [d.strip() for d in visible.split(",") if d.strip()][:count]
 
 
-def nvml_readers(count: int) -> dict[int, Reader] | None:
+def nvml_readers(count: int, env: Mapping[str, str] | None = None) -> dict[int, Reader] | None:
     """A free-bytes reader per rank, or None when NVML is not available."""
     try:
         import pynvml
@@ -37,7 +40,7 @@ def nvml_readers(count: int) -> dict[int, Reader] | None:
     try:
         pynvml.nvmlInit()
         readers: dict[int, Reader] = {}
-        for rank, ident in enumerate(_visible_devices(count)):
+        for rank, ident in enumerate(_visible_devices(count, os.environ if env is None else env)):
             if ident.isdigit():
                 handle = pynvml.nvmlDeviceGetHandleByIndex(int(ident))
             else:

@@ -78,3 +78,11 @@ def test_live_progress_on_a_terminal_shows_phase_requests_and_low_water():
         time.sleep(0.6)
     text = out.getvalue()
     assert "verify: running the workload" in text and "5/8 done" in text and "3.00 GiB" in text
+
+
+def test_nvml_devices_follow_the_servers_cuda_visible_devices():
+    from launcher.qualify.sampler import _visible_devices
+
+    assert _visible_devices(2, {}) == ["0", "1"]
+    assert _visible_devices(2, {"CUDA_VISIBLE_DEVICES": "3, 1,2"}) == ["3", "1"]
+    assert _visible_devices(1, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}) == ["GPU-abc"]
