@@ -81,6 +81,11 @@ def boot(
     prepared = prepare(planned, force=force, run_dir=str(run_dir))
     ranks = len(prepared.planned.plan.ranks)
     readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks, prepared.env)
+    if profile.hardware.gpu != "cpu" and readers is None:
+        raise EnvironmentProblem(
+            "qualify samples GPU memory through NVML, which is not available: install "
+            "nvidia-ml-py (b12x-launch[serve]) and check that the driver loads"
+        )
     sampler = FreeMemorySampler(readers, profile.qualify.sample_ms / 1000)
     sampling = "NVML" if sampler.available else "no physical sampling"
     server = ServerProcess(prepared, port)

@@ -85,16 +85,23 @@ def qualify(
 def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
     kv_plan = b.planned.plan.kv
     layout = kv_plan.layout
-    obs = observations(b)
-    if not obs:
+    ranks = len(b.planned.plan.ranks)
+    if len(b.blocks) < ranks or not all(b.blocks.values()):
         raise QualifyFailed(
-            f"no worker wrote a measurement record with its KV cache into {b.run_dir}; "
-            "is vllm.worker_cls the planned worker (auto)?"
+            f"{ranks} rank(s) should have written a measurement record with their KV cache "
+            f"into {b.run_dir}, found {b.blocks}; is vllm.worker_cls the planned worker (auto)?"
         )
     try:
-        ceiling = qualified_kv(obs, margin, layout.block_tokens, layout.dcp)
+        ceiling = qualified_kv(observations(b), margin, layout.block_tokens, layout.dcp)
     except NoKvLeft as exc:
         raise QualifyFailed(f"{exc}; lower serving.max_num_seqs or max_model_len") from None
+    one_request = layout.blocks_for_tokens(kv_plan.max_model_len)
+    if ceiling.blocks < one_request:
+        raise QualifyFailed(
+            f"the worst case leaves room for {ceiling.blocks:,} KV blocks, fewer than one "
+            f"max_model_len request needs ({one_request:,}); lower serving.max_num_seqs or "
+            "serving.max_model_len"
+        )
     return {
         "when": datetime.datetime.now().isoformat(timespec="seconds"),
         "profile": b.planned.loaded.profile.name,
@@ -124,7 +131,7 @@ def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
                 "headroom": ceiling.headroom[o.rank] if b.sampled else None,
                 "new_kv_bytes": o.new_kv_bytes(margin),
             }
-            for o in obs
+            for o in observations(b)
         ],
         "workload": workload.to_dict(),
         "late_compiles": b.late,
@@ -150,7 +157,14 @@ def _verify(
             f"{kv.blocks_per_rank} blocks); a pin in the profile (memory.kv_tokens or "
             "memory.kv_cache_bytes) takes precedence: remove it"
         )
-    second = boot(planned, root / "verify", workload, progress, "verify", force=force)
+    try:
+        second = boot(planned, root / "verify", workload, progress, "verify", force=force)
+    except LauncherError as exc:
+        _withdraw(loaded, planned.fingerprint)
+        raise QualifyFailed(
+            f"the verify boot at the qualified size failed: {exc}; the qualified size is "
+            "withdrawn from the calibration store"
+        ) from None
     got = set(second.blocks.values())
     passed = second.survived() and got == {record["kv"]["blocks"]}
     record = {**record, "boots": 2}

@@ -2,8 +2,8 @@
 the workers recorded.
 
 NVML (``nvidia-ml-py``) reads every device without a CUDA context, so the qualifier
-takes no GPU memory of its own. Without NVML (the CPU backend, or the package missing)
-the sampler is a no-op and says so. The low-water mark counts only once ``arm()`` is
+takes no GPU memory of its own. On the CPU backend the sampler is a no-op and says so
+(on GPUs qualify refuses to run without NVML). The low-water mark counts only once ``arm()`` is
 called: before the KV cache exists, free memory says nothing about its size.
 """
 
