@@ -110,7 +110,7 @@ def survives(planned, blocks: int, run_dir: Path, workload, progress, force: boo
 
 def bisect(loaded, tolerance: float, root: Path, force: bool, max_boots: int, progress) -> dict:
     planned = pipeline.make_plan(loaded, use_qualified=False)
-    workload = worst_case(loaded.profile)
+    workload = worst_case(loaded.profile, planned.plan.kv.tokens)
     rank = planned.plan.ranks[planned.plan.kv.bounding_rank]
     page = planned.plan.kv.layout.page_bytes
     held = sum(
@@ -185,7 +185,9 @@ def main() -> int:
         "overrides": overrides,
         "tolerance": args.tolerance,
         "emulate_gib": args.emulate_gib,
-        "workload": worst_case(loaded.profile).to_dict(),
+        "workload": worst_case(
+            loaded.profile, pipeline.make_plan(loaded, use_qualified=False).plan.kv.tokens
+        ).to_dict(),
     }
     with ballast(args.emulate_gib, loaded.profile.hardware.count), Progress() as progress:
         start = time.monotonic()

@@ -53,7 +53,7 @@ def qualify(
     started = time.monotonic()
     root = _root(loaded, run_dir)
     planned = make_plan(loaded, use_qualified=False)
-    workload = worst_case(profile)
+    workload = worst_case(profile, planned.plan.kv.tokens)
     progress.say(f"workload: {workload.describe()}")
     with _stop_on_sigterm():
         first = boot(planned, root, workload, progress, "qualify", force=force)
