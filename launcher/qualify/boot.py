@@ -136,6 +136,11 @@ def boot(
         done.set()
         code = server.stop()
         times["total"] = time.monotonic() - t0
+    if sampler.error:
+        raise EnvironmentProblem(
+            f"free-memory sampling stopped during the run ({sampler.error}); the low-water "
+            "mark is incomplete: check the GPUs (nvidia-smi) and qualify again"
+        )
     return Boot(
         planned=prepared.planned,
         run_dir=run_dir,

@@ -74,6 +74,8 @@ class FreeMemorySampler:
         self.low_water: dict[int, int] = {}
         self.samples = 0
         self.armed = False
+        self.error: str | None = None
+        """Why sampling stopped early, if it did (the low-water mark is then incomplete)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -96,7 +98,11 @@ class FreeMemorySampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.sample()
+            try:
+                self.sample()
+            except Exception as exc:  # NVML can fail mid-run (a GPU falls off the bus)
+                self.error = f"{type(exc).__name__}: {exc}"
+                return
 
     def start(self) -> FreeMemorySampler:
         if self.available:
@@ -110,8 +116,11 @@ class FreeMemorySampler:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self.available:
-            self.sample()
+        if self.available and self.error is None:
+            try:
+                self.sample()
+            except Exception as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
 
     def low_water_min(self) -> int | None:
         with self._lock:
