@@ -60,16 +60,19 @@ def kv_budget(i: BudgetInputs) -> Budget:
         room = i.free_after_profile - sum(reserved.values())
         basis = f"measured free {format_size(i.free_after_profile)} after profiling"
     if i.pinned_kv is not None:
+        after = "the reserves"
         if i.platform != "cpu" and i.free_after_profile is not None:
             # A pin is sized with the reserves in view: by hand, or by qualify, which measured
             # the worst case with them all in play. Refuse only what cannot be allocated
             # with the safety margin left.
             room = i.free_after_profile - i.safety_margin
+            after = "the safety margin"
         if room < i.pinned_kv:
             raise BudgetError(
                 f"the pinned KV cache ({format_size(i.pinned_kv)}) no longer fits: {basis} leaves "
-                f"{format_size(max(room, 0))} after the reserves; lower memory.kv_tokens or "
-                "memory.kv_cache_bytes, or free memory on the GPU"
+                f"{format_size(max(room, 0))} after {after}; lower memory.kv_tokens or "
+                "memory.kv_cache_bytes (or run b12x-launch qualify again), or free memory on "
+                "the GPU"
             )
         return Budget(i.pinned_kv, "pinned by the profile", reserved)
     if i.calibrated and i.free_after_profile is not None and 0 < i.planned_kv <= room:

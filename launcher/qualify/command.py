@@ -12,69 +12,26 @@ from __future__ import annotations
 
 import datetime
 import signal
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from launcher import atomic
 from launcher.calibration import stack_versions, store_dir
 from launcher.errors import EnvironmentProblem, LauncherError
-from launcher.launch import prepare
-from launcher.pipeline import Planned, make_plan
+from launcher.pipeline import make_plan
 from launcher.profile import LoadedProfile
-from launcher.qualify.ceiling import NoKvLeft, RankObservation, qualified_kv
-from launcher.qualify.client import WorkloadResult, health, run_workload
+from launcher.qualify.boot import Boot, boot, observations
+from launcher.qualify.ceiling import NoKvLeft, qualified_kv
+from launcher.qualify.client import WorkloadResult
 from launcher.qualify.progress import Progress
-from launcher.qualify.record import NAME, save_qualified
-from launcher.qualify.sampler import FreeMemorySampler, late_compiles, nvml_readers, rank_records
-from launcher.qualify.server import ServerProcess
+from launcher.qualify.record import NAME, SCHEMA, save_qualified
 from launcher.qualify.workload import Workload, worst_case
 from launcher.units import format_size
 
 
 class QualifyFailed(LauncherError):
     """The deployment did not survive its worst case (or the verify boot did not)."""
-
-
-@dataclass
-class Boot:
-    """One boot's evidence: what the workers got, what the workload did, what was free."""
-
-    planned: Planned
-    run_dir: Path
-    result: WorkloadResult
-    records: dict[int, dict[str, Any]]
-    low_water: dict[int, int]
-    sampled: bool
-    samples: int
-    exit_code: int | None
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def late(self) -> list[dict[str, Any]]:
-        return late_compiles(self.records)
-
-    @property
-    def blocks(self) -> dict[int, int]:
-        return {r: int(d.get("kv", {}).get("blocks", 0)) for r, d in self.records.items()}
-
-    def survived(self) -> bool:
-        return not self.result.failed and not self.result.timed_out
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "run_dir": str(self.run_dir),
-            "kv_blocks": self.blocks,
-            "workload": self.result.to_dict(),
-            "low_water_free": self.low_water,
-            "sampled": self.sampled,
-            "samples": self.samples,
-            "late_compiles": self.late,
-            "exit_code": self.exit_code,
-            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
-        }
 
 
 def qualify(
@@ -96,7 +53,7 @@ def qualify(
     started = time.monotonic()
     root = _root(loaded, run_dir)
     planned = make_plan(loaded, use_qualified=False)
-    workload = worst_case(profile)
+    workload = worst_case(profile, planned.plan.kv.tokens)
     progress.say(f"workload: {workload.describe()}")
     with _stop_on_sigterm():
         first = boot(planned, root, workload, progress, "qualify", force=force)
@@ -125,116 +82,26 @@ def qualify(
     return record
 
 
-def boot(
-    planned: Planned,
-    run_dir: Path,
-    workload: Workload,
-    progress: Progress,
-    label: str,
-    *,
-    force: bool = False,
-) -> Boot:
-    """Start vLLM from ``planned`` in ``run_dir``, run ``workload``, stop it."""
-    profile = planned.loaded.profile
-    port = profile.serving.port
-    if health(port):
-        raise EnvironmentProblem(
-            f"a server already answers on 127.0.0.1:{port}; stop it or pass "
-            "--set serving.port=<a free port>"
-        )
-    progress.phase(f"{label}: booting")
-    prepared = prepare(planned, force=force, run_dir=str(run_dir))
-    ranks = len(prepared.planned.plan.ranks)
-    readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks)
-    sampler = FreeMemorySampler(readers, profile.qualify.sample_ms / 1000)
-    sampling = "NVML" if sampler.available else "no physical sampling"
-    server = ServerProcess(prepared, port)
-    times: dict[str, float] = {}
-    done = threading.Event()
-
-    def arm_when_kv_exists() -> None:
-        if sampler.armed:
-            return
-        records = rank_records(run_dir)
-        if len(records) >= ranks and all("kv" in d for d in records.values()):
-            sampler.arm()
-
-    def ticker() -> None:
-        while not done.wait(0.5):
-            progress.low_water(sampler.low_water_min(), sampling)
-
-    threading.Thread(target=ticker, name="qualify-progress", daemon=True).start()
-    counts = {"done": 0, "failed": 0}
-    lock = threading.Lock()
-
-    def on_outcome(outcome) -> None:
-        with lock:
-            counts["done" if outcome.ok else "failed"] += 1
-            progress.requests(counts["done"], counts["failed"], len(workload.requests))
-
-    result = WorkloadResult()
-    code = None
-    t0 = time.monotonic()
-    try:
-        server.start()
-        sampler.start()
-        times["boot"] = server.wait_healthy(profile.qualify.boot_seconds, arm_when_kv_exists)
-        arm_when_kv_exists()
-        if not sampler.armed:
-            sampler.arm()  # a worker without a "kv" entry: count from now
-        progress.phase(f"{label}: running the workload")
-        facts = prepared.planned.inputs.facts
-        model = profile.model.served_name or profile.model.path
-        t1 = time.monotonic()
-        result = run_workload(port, model, workload, facts.vocab, on_outcome, server.alive)
-        times["workload"] = time.monotonic() - t1
-        if not server.alive():
-            result.outcomes.append(_died(server))
-    finally:
-        progress.phase(f"{label}: stopping the server")
-        sampler.stop()
-        done.set()
-        code = server.stop()
-        times["total"] = time.monotonic() - t0
-    return Boot(
-        planned=prepared.planned,
-        run_dir=run_dir,
-        result=result,
-        records=rank_records(run_dir),
-        low_water=dict(sampler.low_water),
-        sampled=sampler.available,
-        samples=sampler.samples,
-        exit_code=code,
-        seconds=times,
-    )
-
-
-def observations(b: Boot) -> list[RankObservation]:
-    """Each rank's KV bytes (its blocks x page) and low-water free memory. Without
-    physical sampling the low-water mark is taken as exactly the safety margin: the
-    size the workers got is what survived."""
-    page = b.planned.plan.kv.layout.page_bytes
-    margin = b.planned.loaded.profile.memory.safety_margin
-    out = []
-    for rank, blocks in sorted(b.blocks.items()):
-        low = b.low_water.get(rank, margin) if b.sampled else margin
-        out.append(RankObservation(rank, blocks * page, low, page))
-    return out
-
-
 def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
     kv_plan = b.planned.plan.kv
     layout = kv_plan.layout
-    obs = observations(b)
-    if not obs:
+    ranks = len(b.planned.plan.ranks)
+    if len(b.blocks) < ranks or not all(b.blocks.values()):
         raise QualifyFailed(
-            f"no worker wrote a measurement record with its KV cache into {b.run_dir}; "
-            "is vllm.worker_cls the planned worker (auto)?"
+            f"{ranks} rank(s) should have written a measurement record with their KV cache "
+            f"into {b.run_dir}, found {b.blocks}; is vllm.worker_cls the planned worker (auto)?"
         )
     try:
-        ceiling = qualified_kv(obs, margin, layout.block_tokens, layout.dcp)
+        ceiling = qualified_kv(observations(b), margin, layout.block_tokens, layout.dcp)
     except NoKvLeft as exc:
         raise QualifyFailed(f"{exc}; lower serving.max_num_seqs or max_model_len") from None
+    one_request = layout.blocks_for_tokens(kv_plan.max_model_len)
+    if ceiling.blocks < one_request:
+        raise QualifyFailed(
+            f"the worst case leaves room for {ceiling.blocks:,} KV blocks, fewer than one "
+            f"max_model_len request needs ({one_request:,}); lower serving.max_num_seqs or "
+            "serving.max_model_len"
+        )
     return {
         "when": datetime.datetime.now().isoformat(timespec="seconds"),
         "profile": b.planned.loaded.profile.name,
@@ -264,7 +131,7 @@ def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
                 "headroom": ceiling.headroom[o.rank] if b.sampled else None,
                 "new_kv_bytes": o.new_kv_bytes(margin),
             }
-            for o in obs
+            for o in observations(b)
         ],
         "workload": workload.to_dict(),
         "late_compiles": b.late,
@@ -290,7 +157,14 @@ def _verify(
             f"{kv.blocks_per_rank} blocks); a pin in the profile (memory.kv_tokens or "
             "memory.kv_cache_bytes) takes precedence: remove it"
         )
-    second = boot(planned, root / "verify", workload, progress, "verify", force=force)
+    try:
+        second = boot(planned, root / "verify", workload, progress, "verify", force=force)
+    except LauncherError as exc:
+        _withdraw(loaded, planned.fingerprint)
+        raise QualifyFailed(
+            f"the verify boot at the qualified size failed: {exc}; the qualified size is "
+            "withdrawn from the calibration store"
+        ) from None
     got = set(second.blocks.values())
     passed = second.survived() and got == {record["kv"]["blocks"]}
     record = {**record, "boots": 2}
@@ -304,7 +178,7 @@ def _verify(
     }
     if not passed:
         _withdraw(loaded, planned.fingerprint)
-        atomic.write_json(root / NAME, {"schema": "b12x-launch/qualified/1", **record})
+        atomic.write_json(root / NAME, {"schema": SCHEMA, **record})
         why = _failures(second.result) if not second.survived() else f"KV blocks {sorted(got)}"
         raise QualifyFailed(
             f"the verify boot at the qualified size failed ({why}); the qualified size is "
@@ -326,7 +200,7 @@ def _withdraw(loaded: LoadedProfile, fingerprint: str) -> None:
 def _write_failure(root: Path, b: Boot, workload: Workload) -> None:
     atomic.write_json(
         root / "qualify-failed.json",
-        {"workload": workload.to_dict(), **b.summary()},
+        {"workload_spec": workload.to_dict(), **b.summary()},
     )
 
 
@@ -334,13 +208,6 @@ def _failures(result: WorkloadResult) -> str:
     failed = result.failed
     first = failed[0].error if failed else "out of time"
     return f"{len(failed)} of {len(result.outcomes)} requests failed; first: {first[:300]}"
-
-
-def _died(server: ServerProcess):
-    from launcher.qualify.client import Outcome
-
-    code = server.proc.returncode if server.proc else None
-    return Outcome(-1, False, 0.0, error=f"the server exited ({code}) during the workload")
 
 
 def _environment(gpu_kind: str) -> dict[str, Any]:

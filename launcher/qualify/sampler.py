@@ -2,8 +2,8 @@
 the workers recorded.
 
 NVML (``nvidia-ml-py``) reads every device without a CUDA context, so the qualifier
-takes no GPU memory of its own. Without NVML (the CPU backend, or the package missing)
-the sampler is a no-op and says so. The low-water mark counts only once ``arm()`` is
+takes no GPU memory of its own. On the CPU backend the sampler is a no-op and says so
+(on GPUs qualify refuses to run without NVML). The low-water mark counts only once ``arm()`` is
 called: before the KV cache exists, free memory says nothing about its size.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,18 @@ Reader = Any
 """A callable returning free bytes of one device."""
 
 
-def _visible_devices(count: int) -> list[str]:
+def _visible_devices(count: int, env: Mapping[str, str]) -> list[str]:
     """NVML identifiers of the first ``count`` devices the server's ranks use, in rank order
-    (indices or UUIDs from CUDA_VISIBLE_DEVICES)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    (indices or UUIDs from the server's CUDA_VISIBLE_DEVICES). Indices are taken in PCI bus
+    order, NVML's; CUDA's own order agrees on the usual node of one GPU kind, and the
+    qualified size is the minimum over all of them either way."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is None or not visible.strip():
         return [str(i) for i in range(count)]
     return [d.strip() for d in visible.split(",") if d.strip()][:count]
 
 
-def nvml_readers(count: int) -> dict[int, Reader] | None:
+def nvml_readers(count: int, env: Mapping[str, str] | None = None) -> dict[int, Reader] | None:
     """A free-bytes reader per rank, or None when NVML is not available."""
     try:
         import pynvml
@@ -37,7 +40,7 @@ def nvml_readers(count: int) -> dict[int, Reader] | None:
     try:
         pynvml.nvmlInit()
         readers: dict[int, Reader] = {}
-        for rank, ident in enumerate(_visible_devices(count)):
+        for rank, ident in enumerate(_visible_devices(count, os.environ if env is None else env)):
             if ident.isdigit():
                 handle = pynvml.nvmlDeviceGetHandleByIndex(int(ident))
             else:
@@ -71,6 +74,8 @@ class FreeMemorySampler:
         self.low_water: dict[int, int] = {}
         self.samples = 0
         self.armed = False
+        self.error: str | None = None
+        """Why sampling stopped early, if it did (the low-water mark is then incomplete)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -93,7 +98,11 @@ class FreeMemorySampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.sample()
+            try:
+                self.sample()
+            except Exception as exc:  # NVML can fail mid-run (a GPU falls off the bus)
+                self.error = f"{type(exc).__name__}: {exc}"
+                return
 
     def start(self) -> FreeMemorySampler:
         if self.available:
@@ -107,8 +116,11 @@ class FreeMemorySampler:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self.available:
-            self.sample()
+        if self.available and self.error is None:
+            try:
+                self.sample()
+            except Exception as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
 
     def low_water_min(self) -> int | None:
         with self._lock:

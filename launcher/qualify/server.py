@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from launcher.errors import EnvironmentProblem
 from launcher.launch import Prepared
@@ -79,7 +80,7 @@ class ServerProcess:
         if self.proc is None:
             return None
         code = self.proc.poll()
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGINT, 10.0)):
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGINT, min(grace, 10.0))):
             if code is not None:
                 break
             with contextlib.suppress(ProcessLookupError):
@@ -108,6 +109,18 @@ class ServerProcess:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (zombies, which hold no memory and
+    may wait long for a reaper in a container, do not count)."""
+    proc = Path("/proc")
+    if proc.is_dir():
+        for stat in proc.glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -1,12 +1,15 @@
 """The worst case a deployment must survive, as a list of requests (pure: no I/O).
 
-KV grows with every token a sequence holds, so the worst moment is ``max_num_seqs``
-sequences all near ``max_model_len`` at once, while another prompt is prefilled in
-``max_num_batched_tokens`` chunks beside their decodes. Each request's prompt fills
-``max_model_len`` minus its output and its output is decoded to the end (EOS ignored);
-a second wave of requests prefills while the first decodes. Prompts are token ids
-(exact lengths without a tokenizer), different for every request so prefix caching
-shares nothing.
+KV grows with every token a sequence holds, so the worst moment is a full KV cache
+decoding ``max_num_seqs`` sequences at once while another prompt is prefilled in
+``max_num_batched_tokens`` chunks beside them. The first request fills ``max_model_len``
+(the longest context, and the longest share of it on one DCP rank); the others share what
+the planned KV cache holds beside it, so ``max_num_seqs`` sequences fill it together
+(each ``max_model_len`` when the cache holds that many; longer ones would only be
+preempted and cost time). Outputs
+are decoded to the end (EOS ignored); a second wave prefills while the first decodes.
+Prompts are token ids (exact lengths without a tokenizer), different for every request
+so prefix caching shares nothing.
 """
 
 from __future__ import annotations
@@ -44,19 +47,36 @@ class Workload:
     def total_tokens(self) -> int:
         return sum(r.prompt_tokens + r.output_tokens for r in self.requests)
 
+    @property
+    def fill_tokens(self) -> int:
+        """Prompt length of the requests after the first."""
+        return self.requests[-1].prompt_tokens
+
     def describe(self) -> str:
         first = self.requests[0]
+        prompts = f"{first.prompt_tokens:,}-token prompts"
+        if self.fill_tokens != first.prompt_tokens:
+            prompts = (
+                f"one {first.prompt_tokens:,}-token prompt then {self.fill_tokens:,}-token ones"
+            )
         return (
-            f"{len(self.requests)} requests, {self.concurrency} at once: "
-            f"{first.prompt_tokens:,}-token prompts (prefill chunks of {self.chunk_tokens:,}) "
-            f"+ {first.output_tokens:,} decoded, at most {self.max_seconds:g}s"
+            f"{len(self.requests)} requests, {self.concurrency} at once: {prompts} "
+            f"(prefill chunks of {self.chunk_tokens:,}) + {first.output_tokens:,} decoded"
+            f"{self._per_rank()}, at most {self.max_seconds:g}s"
         )
+
+    def _per_rank(self) -> str:
+        first = self.requests[0]
+        if self.tokens_per_dcp_rank >= first.prompt_tokens + first.output_tokens:
+            return ""
+        return f" ({self.tokens_per_dcp_rank:,} tokens per DCP rank)"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "requests": len(self.requests),
             "concurrency": self.concurrency,
             "prompt_tokens": self.requests[0].prompt_tokens,
+            "fill_prompt_tokens": self.fill_tokens,
             "output_tokens": self.requests[0].output_tokens,
             "max_seconds": self.max_seconds,
             "chunk_tokens": self.chunk_tokens,
@@ -91,11 +111,17 @@ def dcp_share(tokens: int, dcp: int, interleave: int) -> int:
     return min(tokens, math.ceil(runs / dcp) * interleave)
 
 
-def worst_case(p: Profile) -> Workload:
-    """The profile's ``qualify`` workload (defaults: the worst case of its serving settings)."""
+def worst_case(p: Profile, kv_tokens: int | None = None) -> Workload:
+    """The profile's ``qualify`` workload (defaults: the worst case of its serving settings
+    for a KV cache of ``kv_tokens`` logical tokens; None: as if it held every sequence)."""
     n_out, n_in, width = output_tokens(p), prompt_tokens(p), concurrency(p)
     count = p.qualify.requests or 2 * width
-    requests = tuple(RequestSpec(i, n_in, n_out, seed=i) for i in range(count))
+    fill = n_in
+    if p.qualify.prompt_tokens is None and kv_tokens and width > 1:
+        # What the cache holds beside the first (longest) request, shared by the others.
+        share = (kv_tokens - (n_in + n_out)) // (width - 1)
+        fill = max(1, min(n_in, share - n_out))
+    requests = tuple(RequestSpec(i, n_in if i == 0 else fill, n_out, seed=i) for i in range(count))
     context = n_in + n_out
     return Workload(
         requests=requests,

@@ -78,3 +78,30 @@ def test_live_progress_on_a_terminal_shows_phase_requests_and_low_water():
         time.sleep(0.6)
     text = out.getvalue()
     assert "verify: running the workload" in text and "5/8 done" in text and "3.00 GiB" in text
+
+
+def test_nvml_devices_follow_the_servers_cuda_visible_devices():
+    from launcher.qualify.sampler import _visible_devices
+
+    assert _visible_devices(2, {}) == ["0", "1"]
+    assert _visible_devices(2, {"CUDA_VISIBLE_DEVICES": "3, 1,2"}) == ["3", "1"]
+    assert _visible_devices(1, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}) == ["GPU-abc"]
+
+
+def test_a_reader_that_fails_mid_run_is_reported_not_hidden():
+    calls = iter([GiB, GiB])
+
+    def flaky():
+        try:
+            return next(calls)
+        except StopIteration:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST") from None
+
+    s = FreeMemorySampler({0: flaky}, interval_s=0.001).start()
+    s.arm()
+    deadline = time.monotonic() + 5
+    while s.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.stop()
+    assert "GPU_IS_LOST" in s.error
+    assert s.low_water == {0: GiB}

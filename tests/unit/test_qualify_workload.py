@@ -82,3 +82,26 @@ def test_a_workload_longer_than_max_model_len_is_refused_at_its_key(write, overr
     with pytest.raises(ProfileError) as err:
         load(write, *overrides)
     assert key in str(err.value) and "max_model_len" in str(err.value)
+
+
+def test_a_cache_smaller_than_every_sequence_is_filled_not_overrun(write):
+    p = load(write, "serving.max_num_seqs=8")  # max_model_len 131072
+    kv = 553_728
+    w = worst_case(p, kv_tokens=kv)
+    first, rest = w.requests[0], w.requests[1:]
+    assert first.prompt_tokens + first.output_tokens == 131072  # the longest context, once
+    assert {r.prompt_tokens for r in rest} == {(kv - 131072) // 7 - 1024}
+    wave = w.requests[: w.concurrency]
+    assert sum(r.prompt_tokens + r.output_tokens for r in wave) <= kv
+    assert "one 130,048-token prompt then" in w.describe()
+
+
+def test_a_cache_that_holds_every_sequence_gets_max_model_len_prompts(write):
+    p = load(write, "serving.max_num_seqs=2")
+    w = worst_case(p, kv_tokens=10 * 131072)
+    assert {r.prompt_tokens for r in w.requests} == {131072 - 1024}
+
+
+def test_an_explicit_prompt_length_ignores_the_cache_size(write):
+    p = load(write, "qualify.prompt_tokens=5000")
+    assert {r.prompt_tokens for r in worst_case(p, kv_tokens=20_000).requests} == {5000}

@@ -1,0 +1,177 @@
+"""One boot of the deployment under the workload: start vLLM from a plan, wait for
+/health, arm the sampler once every worker has its KV cache, drive the workload, stop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import EnvironmentProblem
+from launcher.launch import prepare
+from launcher.pipeline import Planned
+from launcher.qualify.ceiling import RankObservation
+from launcher.qualify.client import Outcome, WorkloadResult, health, run_workload
+from launcher.qualify.progress import Progress
+from launcher.qualify.sampler import FreeMemorySampler, late_compiles, nvml_readers, rank_records
+from launcher.qualify.server import ServerProcess
+from launcher.qualify.workload import Workload
+
+
+@dataclass
+class Boot:
+    """One boot's evidence: what the workers got, what the workload did, what was free."""
+
+    planned: Planned
+    run_dir: Path
+    result: WorkloadResult
+    records: dict[int, dict[str, Any]]
+    low_water: dict[int, int]
+    sampled: bool
+    samples: int
+    exit_code: int | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def late(self) -> list[dict[str, Any]]:
+        return late_compiles(self.records)
+
+    @property
+    def blocks(self) -> dict[int, int]:
+        return {r: int(d.get("kv", {}).get("blocks", 0)) for r, d in self.records.items()}
+
+    def survived(self) -> bool:
+        return not self.result.failed and not self.result.timed_out
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "kv_blocks": self.blocks,
+            "workload": self.result.to_dict(),
+            "low_water_free": self.low_water,
+            "sampled": self.sampled,
+            "samples": self.samples,
+            "late_compiles": self.late,
+            "exit_code": self.exit_code,
+            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+        }
+
+
+def boot(
+    planned: Planned,
+    run_dir: Path,
+    workload: Workload,
+    progress: Progress,
+    label: str,
+    *,
+    force: bool = False,
+) -> Boot:
+    """Start vLLM from ``planned`` in ``run_dir``, run ``workload``, stop it."""
+    profile = planned.loaded.profile
+    port = profile.serving.port
+    if health(port):
+        raise EnvironmentProblem(
+            f"a server already answers on 127.0.0.1:{port}; stop it or pass "
+            "--set serving.port=<a free port>"
+        )
+    progress.phase(f"{label}: booting")
+    prepared = prepare(planned, force=force, run_dir=str(run_dir))
+    ranks = len(prepared.planned.plan.ranks)
+    readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks, prepared.env)
+    if profile.hardware.gpu != "cpu" and readers is None:
+        raise EnvironmentProblem(
+            "qualify samples GPU memory through NVML, which is not available: install "
+            "nvidia-ml-py (b12x-launch[serve]) and check that the driver loads"
+        )
+    sampler = FreeMemorySampler(readers, profile.qualify.sample_ms / 1000)
+    sampling = "NVML" if sampler.available else "no physical sampling"
+    server = ServerProcess(prepared, port)
+    times: dict[str, float] = {}
+    done = threading.Event()
+
+    def arm_when_kv_exists() -> None:
+        if sampler.armed:
+            return
+        records = rank_records(run_dir)
+        if len(records) >= ranks and all("kv" in d for d in records.values()):
+            sampler.arm()
+
+    def ticker() -> None:
+        while not done.wait(0.5):
+            progress.low_water(sampler.low_water_min(), sampling)
+
+    threading.Thread(target=ticker, name="qualify-progress", daemon=True).start()
+    counts = {"done": 0, "failed": 0}
+    lock = threading.Lock()
+
+    def on_outcome(outcome) -> None:
+        with lock:
+            counts["done" if outcome.ok else "failed"] += 1
+            progress.requests(counts["done"], counts["failed"], len(workload.requests))
+
+    result = WorkloadResult()
+    code = None
+    t0 = time.monotonic()
+    try:
+        server.start()
+        sampler.start()
+        times["boot"] = server.wait_healthy(profile.qualify.boot_seconds, arm_when_kv_exists)
+        arm_when_kv_exists()
+        if not sampler.armed:
+            sampler.arm()  # a worker without a "kv" entry: count from now
+        progress.phase(f"{label}: running the workload")
+        facts = prepared.planned.inputs.facts
+        model = profile.model.served_name or profile.model.path
+        t1 = time.monotonic()
+        result = run_workload(port, model, workload, facts.vocab, on_outcome, server.alive)
+        times["workload"] = time.monotonic() - t1
+        if not server.alive():
+            result.outcomes.append(_died(server))
+    finally:
+        progress.phase(f"{label}: stopping the server")
+        sampler.stop()
+        done.set()
+        code = server.stop()
+        times["total"] = time.monotonic() - t0
+    if sampler.error:
+        raise EnvironmentProblem(
+            f"free-memory sampling stopped during the run ({sampler.error}); the low-water "
+            "mark is incomplete: check the GPUs (nvidia-smi) and qualify again"
+        )
+    return Boot(
+        planned=prepared.planned,
+        run_dir=run_dir,
+        result=result,
+        records=rank_records(run_dir),
+        low_water=dict(sampler.low_water),
+        sampled=sampler.available,
+        samples=sampler.samples,
+        exit_code=code,
+        seconds=times,
+    )
+
+
+def observations(b: Boot) -> list[RankObservation]:
+    """Each rank's KV bytes (its blocks x page) and low-water free memory. Without
+    physical sampling the low-water mark is taken as exactly the safety margin: the
+    size the workers got is what survived."""
+    page = b.planned.plan.kv.layout.page_bytes
+    margin = b.planned.loaded.profile.memory.safety_margin
+    out = []
+    for rank, blocks in sorted(b.blocks.items()):
+        if b.sampled and rank not in b.low_water:
+            raise EnvironmentProblem(
+                f"rank {rank} was never sampled (NVML saw {sorted(b.low_water)}); "
+                "check CUDA_VISIBLE_DEVICES against hardware.count"
+            )
+        low = b.low_water[rank] if b.sampled else margin
+        out.append(RankObservation(rank, blocks * page, low, page))
+    return out
+
+
+def _died(server: ServerProcess):
+    code = server.proc.returncode if server.proc else None
+    return Outcome(-1, False, 0.0, error=f"the server exited ({code}) during the workload")

@@ -1,0 +1,64 @@
+"""From one boot's evidence to the record: the glue the CPU integration cannot sample."""
+
+import pytest
+
+from launcher import pipeline
+from launcher.qualify.boot import Boot
+from launcher.qualify.client import Outcome, WorkloadResult
+from launcher.qualify.command import QualifyFailed, _record
+from launcher.qualify.workload import worst_case
+from launcher.units import GiB, MiB
+from tests.conftest import MINIMAL
+
+
+@pytest.fixture
+def planned(write, tmp_path):
+    loaded = pipeline.load(str(write("p.yaml", MINIMAL)), (f"runtime.cache_root={tmp_path}",))
+    return pipeline.make_plan(loaded, use_qualified=False)
+
+
+def evidence(planned, tmp_path, blocks, low_water, sampled=True):
+    result = WorkloadResult([Outcome(i, True, 1.0, 8) for i in range(4)], seconds=4.0)
+    records = {r: {"rank": r, "kv": {"blocks": b}, "late_compiles": []} for r, b in blocks.items()}
+    return Boot(planned, tmp_path, result, records, low_water, sampled, 100, 0)
+
+
+def test_sampled_low_water_sets_the_size_and_the_tightest_rank_bounds_it(planned, tmp_path):
+    kv = planned.plan.kv
+    page, n = kv.layout.page_bytes, kv.blocks_per_rank
+    margin = planned.loaded.profile.memory.safety_margin
+    low = {0: margin + 3 * GiB, 1: margin + 1 * GiB, 2: margin + 2 * GiB, 3: margin + 5 * GiB}
+    b = evidence(planned, tmp_path, {r: n for r in range(4)}, low)
+    rec = _record(b, worst_case(planned.loaded.profile), margin)
+    assert rec["kv"]["blocks"] == (n * page + 1 * GiB) // page
+    assert rec["kv"]["bounding_rank"] == 1
+    assert rec["kv"]["tokens"] == rec["kv"]["blocks"] * kv.layout.block_tokens * 4  # DCP 4
+    assert rec["planned"]["blocks"] == n
+    assert rec["ranks"][1]["headroom"] == 1 * GiB
+    assert "NVML" in rec["basis"]
+
+
+def test_without_sampling_the_size_is_what_the_workers_got(planned, tmp_path):
+    n = planned.plan.kv.blocks_per_rank
+    b = evidence(planned, tmp_path, {r: n for r in range(4)}, {}, sampled=False)
+    rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
+    assert rec["kv"]["blocks"] == n
+    assert rec["ranks"][0]["low_water_free"] is None
+
+
+def test_a_rank_without_its_kv_record_is_an_error(planned, tmp_path):
+    n = planned.plan.kv.blocks_per_rank
+    b = evidence(planned, tmp_path, {0: n, 1: n, 2: n}, {}, sampled=False)
+    with pytest.raises(QualifyFailed, match="4 rank"):
+        _record(b, worst_case(planned.loaded.profile), 512 * MiB)
+
+
+def test_too_little_room_for_one_request_is_an_error(planned, tmp_path):
+    n = planned.plan.kv.blocks_per_rank
+    page = planned.plan.kv.layout.page_bytes
+    margin = 512 * MiB
+    # The worst moment breached the margin by all but a few blocks of the KV cache.
+    low = {r: margin - (n - 3) * page for r in range(4)}
+    b = evidence(planned, tmp_path, {r: n for r in range(4)}, low)
+    with pytest.raises(QualifyFailed, match="fewer than one max_model_len request"):
+        _record(b, worst_case(planned.loaded.profile), margin)
