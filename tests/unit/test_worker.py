@@ -2,6 +2,7 @@
 
 import json
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 
@@ -75,3 +76,51 @@ def test_without_a_plan_it_is_vllms_worker(monkeypatch):
 def test_a_budget_that_does_not_fit_stops_the_worker(run):
     with pytest.raises(RuntimeError, match="no memory left for the KV cache"):
         Worker(available=1).determine_available_memory()
+
+
+class ConfigProbe:
+    """A provider that, like the fork's warmups, reads vLLM's current config."""
+
+    name = "config-probe"
+    seen: ClassVar[list] = []
+
+    def applies(self, ctx) -> bool:
+        return True
+
+    def specializations(self, ctx) -> list[str]:
+        return ["get_current_vllm_config()"]
+
+    def run(self, ctx):
+        from vllm.config import get_current_vllm_config
+
+        from launcher.prewarm import PrewarmResult
+
+        ConfigProbe.seen.append(get_current_vllm_config())  # raises outside the context
+        return PrewarmResult(self.name, warmed=1)
+
+    def freeze(self, ctx, on_late_compile) -> None:
+        pass
+
+
+def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
+    """A provider calling get_current_vllm_config() fails outside set_current_vllm_config
+    (FORK-AUDIT Q1): the worker runs every provider inside the live config."""
+    config_mod = pytest.importorskip("vllm.config")
+    sets = (
+        f"runtime.cache_root={tmp_path / 'cache'}",
+        "prewarm.providers=['tests.unit.test_worker:ConfigProbe']",
+    )
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
+    prepared = launch_mod.prepare(
+        planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
+    )
+    for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
+        monkeypatch.setenv(key, prepared.env[key])
+    argv = prepared.argv
+    worker = Worker(available=int(argv[argv.index("--kv-cache-memory-bytes") + 1]))
+    worker.vllm_config = config_mod.VllmConfig()
+    ConfigProbe.seen.clear()
+    worker.determine_available_memory()
+    assert ConfigProbe.seen == [worker.vllm_config]
+    record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
+    assert record["prewarm"][0]["provider"] == "config-probe"
