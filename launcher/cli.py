@@ -227,7 +227,8 @@ def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: i
     from launcher import pipeline
     from launcher.prewarm.command import list_specializations, run_prewarm
 
-    planned = pipeline.make_plan(pipeline.load(profile, overrides), calibrate=False)
+    # Calibrated: the census of earlier boots is part of what the prewarm compiles.
+    planned = pipeline.make_plan(pipeline.load(profile, overrides))
     if list_only:
         list_specializations(planned, click.echo)
     else:

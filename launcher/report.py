@@ -6,6 +6,7 @@ import json
 import shlex
 from typing import Any
 
+from launcher import census
 from launcher.plan import Component, MemoryPlan
 from launcher.secrets import redact_argv, redact_env
 from launcher.units import in_unit, table_unit
@@ -172,6 +173,9 @@ def render_table(
         console.print(line, markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}")
+    for r in plan.ranks:
+        for entry in r.learned:
+            console.print(f"learned (rank {r.rank}): {census.describe(entry)}", markup=False)
     if not plan.fits:
         for reason in plan.reasons:
             console.print(f"DOES NOT FIT: {reason}", style="bold red")

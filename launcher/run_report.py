@@ -7,6 +7,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+from launcher import census
 from launcher.calibration import read_record
 from launcher.errors import EnvironmentProblem
 from launcher.plan import ORDER
@@ -59,7 +60,11 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
             continue
         cells = []
         for r in records:
-            value = r["budget"]["bytes"] if name == "kv_cache" else r.get("measured", {}).get(name)
+            value = (
+                (r.get("budget") or {}).get("bytes")
+                if name == "kv_cache"
+                else r.get("measured", {}).get(name)
+            )
             cells.append(in_unit(value, unit) if value is not None else "-")
         table.add_row(name, in_unit(planned[name]["bytes"], unit), planned[name]["source"], *cells)
     console.print(table)
@@ -72,8 +77,11 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
         else:
             line += "KV cache not allocated yet (the run stopped before, or is still starting)"
         late = r.get("late_compiles") or []
-        line += f"; {len(late)} late compile(s)" + (": " + "; ".join(late[:3]) if late else "")
+        line += f"; {len(late)} late compile(s)"
         console.print(line)
+        for entry in late:  # each late kernel, and what the next boot does about it
+            text = census.describe(entry) if isinstance(entry, dict) else f"{entry} (recorded)"
+            console.print(f"  late: {text}", markup=False)
     if not records:
         console.print(
             "no measurement records: the workers never reached sizing "

@@ -14,14 +14,17 @@ from collections.abc import Callable
 from launcher.errors import EnvironmentProblem
 from launcher.model import load_facts
 from launcher.pipeline import Planned
-from launcher.prewarm import PrewarmContext, UnknownProvider, load
+from launcher.prewarm import ALWAYS, PrewarmContext, UnknownProvider, load
 
 
 def providers(planned: Planned, device: str = "cuda:0"):
     p = planned.loaded.profile
-    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), 0, device)
+    learned = planned.plan.ranks[0].learned if planned.plan.ranks else ()
+    facts = load_facts(p.model.path, p.model.architecture)
+    ctx = PrewarmContext(p, facts, 0, device, learned=learned)
     out = []
-    for name in p.prewarm.providers:
+    names = [*p.prewarm.providers, *(n for n in ALWAYS if n not in p.prewarm.providers)]
+    for name in names:
         try:
             out.append(load(name))
         except UnknownProvider as exc:

@@ -4,6 +4,7 @@ import json
 
 from click.testing import CliRunner
 
+from launcher import census
 from launcher.calibration import save_record
 from launcher.cli import cli
 from launcher.profile import load_profile
@@ -44,9 +45,8 @@ def test_report_shows_plan_and_measurements(tmp_path, write):
     out = CliRunner().invoke(cli, ["report", str(run)])
     assert out.exit_code == 0, out.output
     assert "RANK 3 (GiB)" in out.output and "0.12" in out.output  # 123 MiB measured headroom
-    assert (
-        "rank 2: KV" in out.output and "1 late compile(s): triton _dcp_gather[DCP=4]" in out.output
-    )
+    assert "rank 2: KV" in out.output and "1 late compile(s)" in out.output
+    assert "late: triton _dcp_gather[DCP=4] (recorded)" in out.output
     assert f"vLLM logged {plan['kv']['tokens']:,} KV tokens" in out.output
 
 
@@ -62,3 +62,42 @@ def test_report_skips_a_corrupt_record_with_a_warning(tmp_path, write):
     out = CliRunner().invoke(cli, ["report", str(run)])
     assert out.exit_code == 0 and "warning: ignoring unreadable" in out.output
     assert "RANK 1 (GiB)" not in out.output
+
+
+def test_the_census_reaches_the_report_the_next_dry_run_and_the_prewarm_list(tmp_path, write):
+    """A late compile recorded by a boot: report names it and what the next boot does; the
+    next dry run reserves what cannot be replayed; prewarm --list shows the learned entries."""
+    path = write("p.yaml", MINIMAL)
+    sets = ["--set", f"runtime.cache_root={tmp_path}"]
+    plan = json.loads(CliRunner().invoke(cli, [str(path), "--json", *sets]).output)
+    profile = load_profile(path, [f"runtime.cache_root={tmp_path}"]).profile
+    late = [
+        census.entry("triton", "vllm.ops.fused_moe_kernel", "[BLOCK_SIZE_M=64]", 0, '{"n": 1}'),
+        census.entry("b12x", "sparse_mla.extend", " m=3072", 96 * 2**20),
+    ]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "plan.json").write_text(json.dumps(plan))
+    for rank in range(4):
+        save_record(
+            {
+                "fingerprint": plan["fingerprint"],
+                "rank": rank,
+                "when": "2026-11-30",
+                "measured": {"jit_headroom": 64 * 2**20},
+                "late_compiles": late,
+            },
+            run,
+            profile,
+        )
+    report = CliRunner().invoke(cli, ["report", str(run)]).output
+    assert "fused_moe_kernel[BLOCK_SIZE_M=64]: prewarmed before sizing (census replay)" in report
+    assert "sparse_mla.extend m=3072: reserved in jit_headroom (96 MiB measured)" in report
+    dry = json.loads(CliRunner().invoke(cli, [str(path), "--json", *sets]).output)
+    headroom = dry["ranks"][0]["components"]["jit_headroom"]
+    assert headroom["bytes"] == (64 + 96) * 2**20 and headroom["source"] == "measured"
+    assert len(dry["ranks"][0]["learned"]) == 2
+    table = CliRunner().invoke(cli, [str(path), "--dry-run", *sets]).output
+    assert "learned (rank 0): triton vllm.ops.fused_moe_kernel" in table
+    listing = CliRunner().invoke(cli, ["prewarm", str(path), "--list", *sets]).output
+    assert "census: 2 specialization(s)" in listing and "learned: b12x sparse_mla.extend" in listing
