@@ -93,8 +93,11 @@ class FreeMemorySampler:
         """Count samples from now on (the KV cache exists)."""
         with self._lock:
             self.armed = True
-        if self.available:
-            self.sample()
+        if self.available and self.error is None:
+            try:
+                self.sample()
+            except Exception as exc:  # as in the loop: reported, never raised mid-workload
+                self.error = f"{type(exc).__name__}: {exc}"
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -89,7 +89,7 @@ def test_nvml_devices_follow_the_servers_cuda_visible_devices():
 
 
 def test_a_reader_that_fails_mid_run_is_reported_not_hidden():
-    calls = iter([GiB, GiB])
+    calls = iter([GiB, GiB, GiB])
 
     def flaky():
         try:
@@ -97,8 +97,9 @@ def test_a_reader_that_fails_mid_run_is_reported_not_hidden():
         except StopIteration:
             raise RuntimeError("NVML_ERROR_GPU_IS_LOST") from None
 
-    s = FreeMemorySampler({0: flaky}, interval_s=0.001).start()
-    s.arm()
+    s = FreeMemorySampler({0: flaky}, interval_s=0.001)
+    s.arm()  # before start, so every reading counts whatever the scheduler does
+    s.start()
     deadline = time.monotonic() + 5
     while s.error is None and time.monotonic() < deadline:
         time.sleep(0.01)
