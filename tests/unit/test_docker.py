@@ -365,5 +365,7 @@ def test_docs_name_the_base_of_every_shipped_profile():
     table = table[: table.index("\n\n", table.index("|---"))]
     assert FORK_IMAGE in table and UPSTREAM_IMAGE in table
     for profile in PROFILES.glob("*.yaml"):
-        assert f"`{profile.name}`" in table, f"docs/operations.md does not name {profile.name}'s base"
+        assert f"`{profile.name}`" in table, (
+            f"docs/operations.md does not name {profile.name}'s base"
+        )
     assert FORK_IMAGE in DOCKERFILE.read_text()
