@@ -23,28 +23,16 @@ def docker_env() -> dict[str, str]:
 
 
 def docker(
-    *args: str, check: bool = True, timeout: float | None = 600, input: bytes | None = None
+    *args: str, check: bool = True, timeout: float | None = 600
 ) -> subprocess.CompletedProcess[str]:
     """``docker ARGS``; raises DockerError with its output when it fails and ``check``."""
     proc = subprocess.run(
-        ["docker", *args],
-        capture_output=True,
-        text=input is None,
-        input=input,
-        timeout=timeout,
-        env=docker_env(),
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, env=docker_env()
     )
-    if input is not None:  # bytes mode: decode for the caller
-        proc = subprocess.CompletedProcess(
-            proc.args,
-            proc.returncode,
-            proc.stdout.decode(errors="replace"),
-            proc.stderr.decode(errors="replace"),
-        )
     if check and proc.returncode != 0:
         raise DockerError(
             f"docker {' '.join(args[:3])} ... exited {proc.returncode}:\n"
-            f"{(proc.stdout or '')[-3000:]}\n{(proc.stderr or '')[-3000:]}"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
     return proc
 
