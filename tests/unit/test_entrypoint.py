@@ -473,3 +473,50 @@ def test_a_bad_profile_is_left_to_b12x_launch(env, execs, write, monkeypatch):
     monkeypatch.setattr(entrypoint, "probe_vllm", UPSTREAM)
     bad = write("bad.yaml", "model: [unclosed\n")
     assert run([str(bad)], env, execs)[-1] == str(bad)
+
+
+def test_the_registries_are_read_from_source_without_importing(tmp_path):
+    import ast
+
+    registry = ast.parse(
+        "from enum import Enum\n"
+        "class AttentionBackendEnum(Enum, metaclass=Meta):\n"
+        '    """doc"""\n'
+        '    FLASH_ATTN = "vllm.a.FlashAttentionBackend"\n'
+        '    B12X_MLA_SPARSE = (\n        "vllm.b.B12xMlaSparseBackend"\n    )\n'
+        '    CUSTOM = ""\n'
+        "    def helper(self):\n        lower = 1\n"
+    )
+    assert entrypoint._enum_members(registry, "AttentionBackendEnum") == {
+        "FLASH_ATTN",
+        "B12X_MLA_SPARSE",
+        "CUSTOM",
+    }
+    quant = ast.parse(
+        'QuantizationMethods = Literal[\n    "awq",\n    # a comment\n    "exl3",\n]\n'
+        "QUANTIZATION_METHODS: list[str] = list(get_args(QuantizationMethods))\n"
+    )
+    assert entrypoint._literal_strings(quant, "QuantizationMethods") == {"awq", "exl3"}
+    # A layout we do not know reads as unknown (the import probe then decides), never empty.
+    assert entrypoint._enum_members(ast.parse("X = 1\n"), "AttentionBackendEnum") is None
+    assert entrypoint._literal_strings(ast.parse("X = 1\n"), "QuantizationMethods") is None
+
+
+def test_a_key_the_source_could_not_tell_is_checked_with_the_import_probe(
+    env, execs, capsys, monkeypatch
+):
+    calls = []
+
+    def probe(plugins=False):
+        calls.append(plugins)
+        if not plugins:
+            return entrypoint.VllmCapabilities(None, frozenset({"fp8"}), "v")
+        return entrypoint.VllmCapabilities(frozenset({"FLASH_ATTN"}), frozenset({"fp8"}), "v")
+
+    monkeypatch.setattr(entrypoint, "probe_vllm", probe)
+    assert entrypoint.main(["glm52", "--set", "model.quantization=fp8"], env) == 1
+    assert calls == [False, True]
+    assert "'B12X_MLA_SPARSE' is not registered" in capsys.readouterr().err
+    calls.clear()
+    run(["kimi-k2"], env, execs)  # sets no backend: nothing unknown to look up
+    assert calls == [False]
