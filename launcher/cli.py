@@ -44,7 +44,13 @@ class DefaultGroup(click.Group):
                 raise
             click.echo(_format_error(exc), err=True)
             ctx.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+        except (
+            click.exceptions.Exit,
+            click.ClickException,
+            SystemExit,
+            KeyboardInterrupt,
+            BrokenPipeError,
+        ):
             raise
         except Exception as exc:
             if ctx.obj and ctx.obj.get("debug"):

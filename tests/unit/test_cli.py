@@ -176,3 +176,22 @@ def test_secrets_never_printed(tmp_path):
     for args in (["--dry-run"], ["--json"], ["--print-command"]):
         out = run(str(path), *args).output
         assert "hf_supersecret" not in out and "sk-123" not in out and "sk-456" not in out
+
+
+def test_a_reader_that_closes_the_pipe_is_not_a_bug():
+    """``b12x-launch ... --list | head -1``: no "internal error" and no traceback; click's
+    own convention for a closed pipe (exit 1, nothing printed) applies."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "prewarm", str(PROFILES / "glm52.yaml"), "--list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.readline()
+    proc.stdout.close()  # as head does after its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) in (0, 1)
+    assert "internal error" not in err and "Traceback" not in err, err
