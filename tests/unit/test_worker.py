@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher import launch as launch_mod
 from launcher import pipeline
-from launcher.worker.planned import PlannedMixin
+from launcher.launch import start as launch_mod
+from launcher.runtime.worker.planned import PlannedMixin
 from tests.conftest import PROFILES
 
 
