@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from launcher.launch.vllm_args import VllmCommand
 from launcher.plan.planner import Component, MemoryPlan
 from launcher.secrets import redact_argv, redact_env
 from launcher.units import in_unit, table_unit
+
+if TYPE_CHECKING:  # annotations only: rendering comes before the launch stage
+    from launcher.launch.vllm_args import VllmCommand
 
 SCHEMA_VERSION = 1
 
