@@ -9,8 +9,8 @@ import re
 import sys
 from dataclasses import dataclass
 
+from launcher.deployment import resolve
 from launcher.plan.planner import MemoryPlan
-from launcher.profile.rules import capture_sizes, default_block_size
 from launcher.profile.schema import Profile
 
 # The launcher's own variables. Never B12X_, CUTE_ or CUTLASS_: b12x puts those into
@@ -163,6 +163,7 @@ def build_command(
 ) -> VllmCommand:
     p = profile
     s = p.serving
+    d = resolve(p)
     argv = [*interpreter(p.vllm.command), p.model.path]
     argv += ["--host", s.host, "--port", str(s.port)]
     if p.model.served_name:
@@ -187,7 +188,7 @@ def build_command(
     argv += ["--dtype", p.model.dtype]
     if p.vllm.attention_backend:
         argv += ["--attention-backend", p.vllm.attention_backend]
-    argv += ["--kv-cache-dtype", s.kv_cache_dtype, "--block-size", str(default_block_size(p))]
+    argv += ["--kv-cache-dtype", s.kv_cache_dtype, "--block-size", str(d.block_size)]
     argv += [
         "--max-model-len",
         str(s.max_model_len),
@@ -205,7 +206,7 @@ def build_command(
     if p.hardware.gpu != "cpu":
         compilation = {"cudagraph_mode": s.cudagraph_mode}
         if s.cudagraph_mode != "NONE":
-            compilation["cudagraph_capture_sizes"] = capture_sizes(p)
+            compilation["cudagraph_capture_sizes"] = list(d.capture_sizes)
         argv += ["--compilation-config", json.dumps(compilation, separators=(",", ":"))]
     if p.mtp_tokens:
         spec = {"method": p.speculative.method, "num_speculative_tokens": p.mtp_tokens}

@@ -13,10 +13,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from launcher.deployment import resolve
 from launcher.errors import EnvironmentProblem, LauncherError
 from launcher.plan import estimates
 from launcher.plan.planner import Component
-from launcher.profile.rules import capture_sizes, default_block_size, runtime_of
 
 if TYPE_CHECKING:
     from launcher.plan.model import ModelFacts
@@ -97,7 +97,9 @@ class Specs:
 def uses_b12x_attention(p: Profile, f: ModelFacts) -> bool:
     """The fork's B12X sparse-MLA backend serves attention (either fork line)."""
     backend = p.vllm.attention_backend or ""
-    return f.is_mla and backend in B12X_BACKENDS and backend in runtime_of(p)[0].sparse_mla_backends
+    return (
+        f.is_mla and backend in B12X_BACKENDS and backend in resolve(p).runtime.sparse_mla_backends
+    )
 
 
 def ckv_gather(p: Profile) -> bool:
@@ -106,25 +108,10 @@ def ckv_gather(p: Profile) -> bool:
     own heads and the DCP top-k remap kernels. The b12x-package line gathers only for
     GLM5Next models, which no profile here describes."""
     return (
-        runtime_of(p)[0].name == "gilded-gnosis"
+        resolve(p).runtime.name == "gilded-gnosis"
         and p.parallel.decode_context > 1
         and p.env.get(CKV_GATHER_ENV) == "1"
     )
-
-
-def decode_rows(p: Profile) -> tuple[int, ...]:
-    """The token counts a decode step runs at: 1, each CUDA-graph capture size, and the
-    MTP draft's (one token per sequence, padded to a capture size as vLLM pads a batch).
-    Without CUDA graphs every count up to max_num_seqs x (1 + MTP) can occur."""
-    top = p.serving.max_num_seqs * (1 + p.mtp_tokens)
-    captures = [s for s in capture_sizes(p) if s <= top]
-    if not captures:
-        return tuple(range(1, top + 1))
-    draft = set()
-    if p.mtp_tokens:
-        for n in range(1, p.serving.max_num_seqs + 1):
-            draft.add(min((c for c in captures if c >= n), default=n))
-    return tuple(sorted({1, *captures, *draft}))
 
 
 def uses_b12x_moe(p: Profile, f: ModelFacts) -> bool:
@@ -139,8 +126,9 @@ def specs(p: Profile, f: ModelFacts) -> Specs:
     rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
     t = p.serving.max_num_batched_tokens
     out = Specs()
+    d = resolve(p)
     if uses_b12x_attention(p, f):
-        runtime = runtime_of(p)[0]
+        runtime = d.runtime
         width = f.index_topk or 2048
         mla = MlaSpec(
             mode="decode",
@@ -152,16 +140,16 @@ def specs(p: Profile, f: ModelFacts) -> Specs:
             width=width,
             # As b12x's own GLM startup builder: one chunk per 64 selected tokens.
             chunks=math.ceil(width / MLA_CHUNK),
-            page_size=default_block_size(p),
+            page_size=d.block_size,
             kv_cache_dtype=p.serving.kv_cache_dtype,
-            fp8_rope=runtime.fp8_rope(f, p.env),
+            fp8_rope=d.fp8_rope(f),
             return_lse=dcp > 1,
             softmax_scale=float(f.qk_nope + f.qk_rope) ** -0.5,
             lse_scale=runtime.lse_scale,
         )
         extend = _with(mla, mode="extend", rows=t)
         out = Specs(
-            mla_decode=tuple(_with(mla, rows=r) for r in decode_rows(p)),
+            mla_decode=tuple(_with(mla, rows=r) for r in d.decode_rows),
             mla_extend=extend,
             # The gathered cache holds every token: each rank attends with its own heads.
             mla_ckv_extend=_with(extend, heads=max(1, f.heads // tp)) if ckv_gather(p) else None,
@@ -177,11 +165,11 @@ def specs(p: Profile, f: ModelFacts) -> Specs:
             )
             out = _with(
                 out,
-                indexer_decode=tuple(_with(idx, rows=r) for r in decode_rows(p)),
+                indexer_decode=tuple(_with(idx, rows=r) for r in d.decode_rows),
                 indexer_prefill=_with(idx, mode="prefill", rows=t),
             )
     if uses_b12x_moe(p, f):
-        decode = [s for s in capture_sizes(p) if s < t] or list(range(1, min(rows, t) + 1))
+        decode = [s for s in d.capture_sizes if s < t] or list(range(1, min(rows, t) + 1))
         experts, inter = f.experts, f.moe_intermediate
         if p.parallel.expert:
             experts = max(1, experts // tp)

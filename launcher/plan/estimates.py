@@ -6,9 +6,9 @@ plan can check it. A measured calibration record replaces every one of these.
 
 from __future__ import annotations
 
+from launcher.deployment import resolve
 from launcher.plan.catalog import GpuKind
 from launcher.plan.model import ModelFacts
-from launcher.profile.rules import capture_sizes
 from launcher.profile.schema import Profile
 from launcher.units import KiB, MiB
 
@@ -171,7 +171,7 @@ def cudagraph_pool(p: Profile, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
     nodes and their pieces' outputs). The per-layer figure is fitted to the one published
     capture: 0.74 GiB per rank for GLM-5.2 3.42 bpw, 79 layers with the draft,
     FULL_AND_PIECEWISE, graphs up to 48 tokens (FIELD-NOTES; docs/benchmarks.md)."""
-    sizes = [] if is_cpu(gpu) else capture_sizes(p)
+    sizes = [] if is_cpu(gpu) else resolve(p).capture_sizes
     if not sizes:
         return 0, "no CUDA graphs"
     top = max(sizes)

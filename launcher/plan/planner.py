@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from launcher.deployment import Deployment, resolve
 from launcher.plan import census, estimates
 from launcher.plan.catalog import GpuKind
 from launcher.plan.kv import KvLayout, kv_layout
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
-from launcher.profile.rules import MLA_SPARSE_BACKENDS, default_block_size, runtime_of
+from launcher.profile.rules import MLA_SPARSE_BACKENDS
 from launcher.profile.schema import Profile
 
 ORDER = (
@@ -159,7 +160,8 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     )
     total = profile.hardware.memory or inputs.gpu_memory or gpu.memory
     total_source = "profile" if profile.hardware.memory else inputs.gpu_memory_source
-    layouts = [_layout(profile, f, s) for s in shapes]
+    d = resolve(profile)
+    layouts = [_layout(d, f, s) for s in shapes]
     ranks = [_rank_plan(profile, inputs, s, total, layouts[s.rank]) for s in shapes]
     bounding = min(ranks, key=lambda r: (r.kv_blocks, r.rank))
     layout = layouts[bounding.rank]
@@ -194,8 +196,8 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         bounding_rank=bounding.rank,
         pinned=pinned,
         source=f.source,
-        runtime=runtime_of(profile)[0].name,
-        record=_record(profile, f),
+        runtime=d.runtime.name,
+        record=_record(d, f),
         pin_source=f"qualified {inputs.qualified.when}" if pinned == "qualified" else "profile",
     )
     return MemoryPlan(
@@ -210,20 +212,21 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     )
 
 
-def _layout(p: Profile, f: ModelFacts, s: RankShape) -> KvLayout:
+def _layout(d: Deployment, f: ModelFacts, s: RankShape) -> KvLayout:
+    p = d.profile
     mtp = p.mtp_tokens > 0
     draft = f.mtp_layers if (mtp and s.is_last_stage) else 0
     return kv_layout(
         f,
         kv_dtype=p.serving.kv_cache_dtype,
-        block_tokens=default_block_size(p),
+        block_tokens=d.block_size,
         tp=p.parallel.tensor,
         dcp=p.parallel.decode_context,
         layers=len(s.layers),
         draft_layers=draft,
         indexer_layers=sum(1 for i in s.layers if i in f.indexer_layers),
         draft_indexer_layers=draft if f.mtp_has_indexer and f.has_indexer else 0,
-        runtime=runtime_of(p)[0],
+        runtime=d.runtime,
         env=p.env,
         replicate_indexer=p.parallel.replicate_indexer_cache,
         replicate_draft=p.parallel.replicate_draft_cache,
@@ -405,8 +408,8 @@ def _with_serving(p: Profile, **changes) -> Profile:
     return p.model_copy(update={"serving": serving})
 
 
-def _record(p: Profile, f: ModelFacts) -> str:
-    runtime, how = runtime_of(p)
+def _record(d: Deployment, f: ModelFacts) -> str:
+    p, runtime, how = d.profile, d.runtime, d.why["runtime"]
     if f.is_mla and p.serving.kv_cache_dtype == "nvfp4_ds_mla":
         return f"{runtime.describe_record(f, p.env)}; runtime {how}"
     return f"runtime {runtime.name} ({how})"

@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
 ORDER = (
     "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
     "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
+    "deployment",  # resolve once: the profile's derived values, each with its reason
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner
     "report",  # a plan rendered (the dry run ends here), pictures, sweeps, `report RUN_DIR`
     "launch",  # preflight, vLLM argv/env, run directory, exec (writes the rendered plan)
@@ -30,6 +31,7 @@ ROOM_OF_TOP_MODULE = {
     "errors": "base",
     "atomic": "base",
     "secrets": "base",
+    "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
     "pipeline": "pipeline",
     "cli": "cli",
@@ -129,6 +131,23 @@ def test_every_exception_is_still_needed():
         assert imported in graph.get(importer, ()), (
             f"{importer} no longer imports {imported}: drop the exception"
         )
+
+
+DERIVED = {"capture_sizes", "auto_capture_sizes", "default_block_size", "runtime_of"}
+"""``profile.rules`` helpers whose results the Deployment holds."""
+
+
+def test_only_the_deployment_derives_what_it_holds():
+    """Past the profile stage a derived value is read off the Deployment, never derived again."""
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        if room(module) in ("profile", "deployment"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "launcher.profile.rules":
+                wrong += [f"{module}: {a.name}" for a in node.names if a.name in DERIVED]
+    assert not wrong, "read these off launcher.deployment.Deployment:\n" + "\n".join(wrong)
 
 
 def test_the_checks_catch_a_backward_import(tmp_path):

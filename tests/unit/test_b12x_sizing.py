@@ -141,7 +141,10 @@ def test_full_ckv_local_head_extend_plan(overrides, heads):
 
 
 def test_decode_rows_are_the_runtime_token_counts():
-    from launcher.plan.b12x_sizing import decode_rows
+    from launcher.deployment import resolve
+
+    def decode_rows(p):
+        return resolve(p).decode_rows
 
     assert decode_rows(context("glm52").profile) == (1, 4, 8, 16, 32)
     no_graphs = context("glm52", "serving.cudagraph_mode=NONE").profile

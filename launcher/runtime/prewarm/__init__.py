@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from launcher.deployment import Deployment
     from launcher.plan.model import ModelFacts
     from launcher.profile.schema import Profile
 
@@ -45,6 +47,13 @@ class PrewarmContext:
     """A callable taking one line of text."""
     learned: tuple[dict, ...] = ()
     """Late compiles earlier boots recorded for this rank (``launcher.plan.census`` entries)."""
+
+    @cached_property
+    def deployment(self) -> Deployment:
+        """The profile's derived values (block size, capture sizes, runtime), resolved once."""
+        from launcher.deployment import resolve
+
+        return resolve(self.profile)
 
 
 @dataclass

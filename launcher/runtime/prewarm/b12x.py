@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.plan import b12x_sizing as sizing
-from launcher.profile.rules import runtime_of
 from launcher.profile.vllm_runtime import Runtime
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 from launcher.runtime.prewarm.moe_units import MoeUnits, find_moe_units
@@ -247,7 +246,7 @@ def _logger(ctx: PrewarmContext) -> Callable[[str], None]:
 
 def _runtime(ctx: PrewarmContext) -> Runtime:
     found = getattr(ctx, "runtime", None)  # a launch may record the probed runtime
-    return found if isinstance(found, Runtime) else runtime_of(ctx.profile)[0]
+    return found if isinstance(found, Runtime) else ctx.deployment.runtime
 
 
 # ------------------------------------------------------ prepare calls (run on the GPU)

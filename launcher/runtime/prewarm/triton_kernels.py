@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.plan.b12x_sizing import ckv_gather
-from launcher.profile.rules import capture_sizes, default_block_size, runtime_of
 from launcher.profile.vllm_runtime import Runtime
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 
@@ -108,7 +107,7 @@ class Kernel:
 
 def _runtime(ctx: PrewarmContext) -> Runtime:
     found = getattr(ctx, "runtime", None)  # a launch may record the probed runtime
-    return found if isinstance(found, Runtime) else runtime_of(ctx.profile)[0]
+    return found if isinstance(found, Runtime) else ctx.deployment.runtime
 
 
 def _b12x_sparse_mla(ctx: PrewarmContext) -> bool:
@@ -136,7 +135,7 @@ def _map_global_topk(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         return
     width = ctx.facts.index_topk or 2048
     seqs = ctx.profile.serving.max_num_seqs
-    page = default_block_size(ctx.profile)
+    page = ctx.deployment.block_size
 
     def launch(fn: Callable[..., Any], device: str) -> None:
         import torch
@@ -203,7 +202,7 @@ def _prefill_chunk_metadata(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
     """The DSA indexer's prefill chunk bounds, localized to this DCP rank."""
     if dcp.size <= 1 or not ctx.facts.has_indexer:
         return
-    page = default_block_size(ctx.profile)
+    page = ctx.deployment.block_size
 
     def launch(fn: Callable[..., Any], device: str) -> str | None:
         import torch
@@ -249,7 +248,7 @@ def _prefill_chunk_metadata(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
 def block_table_width(ctx: PrewarmContext, dcp: Dcp) -> int:
     """Columns of vLLM's block table: this rank's share of max_model_len in blocks,
     padded to whole 128-token runs (a constexpr of the DCP index filter)."""
-    block = default_block_size(ctx.profile)
+    block = ctx.deployment.block_size
     blocks = math.ceil(ctx.profile.serving.max_model_len / (block * dcp.size))
     align = TOKEN_ALIGNMENT // math.gcd(TOKEN_ALIGNMENT, block)
     return math.ceil(blocks / align) * align
@@ -260,7 +259,7 @@ def _filter_dcp_index(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
     if dcp.size <= 1 or not _b12x_sparse_mla(ctx):
         return
     width = ctx.facts.index_topk or 2048
-    block = default_block_size(ctx.profile)
+    block = ctx.deployment.block_size
     columns = block_table_width(ctx, dcp)
 
     def launch(fn: Callable[..., Any], device: str) -> None:
@@ -310,7 +309,7 @@ def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
     p, f = ctx.profile, ctx.facts
     heads = max(1, f.heads // p.parallel.tensor) * dcp.size  # all-gathered over DCP
     dim = f.kv_lora_rank or f.head_dim
-    rows = sorted({*capture_sizes(p), p.serving.max_num_seqs})
+    rows = sorted({*ctx.deployment.capture_sizes, p.serving.max_num_seqs})
     runtime = _runtime(ctx)
     bases = (True,) if runtime.lse_scale == "natural" else (True, False)
     for base_e in bases:

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.profile.rules import capture_sizes, runtime_of
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 
 Thunk = Callable[[], Any]
@@ -183,7 +182,9 @@ def _moe_buckets(ctx: PrewarmContext):
     if dummy is None:
         return "missing: model_runner._dummy_run"
     max_tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
-    counts = moe_token_counts(max_tokens, capture_sizes(ctx.profile), ctx.facts.experts_per_token)
+    counts = moe_token_counts(
+        max_tokens, list(ctx.deployment.capture_sizes), ctx.facts.experts_per_token
+    )
     params = inspect.signature(dummy).parameters
     if "skip_attn" in params:
         # vLLM's V2 model runner builds its dummy batch for the profile size only before the
@@ -216,7 +217,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         ),
         EntryPoint(
             "b12x_warmup",
-            lambda c: f"vLLM's b12x_warmup at the capture sizes {capture_sizes(c.profile)}",
+            lambda c: f"vLLM's b12x_warmup at the capture sizes {list(c.deployment.capture_sizes)}",
             _b12x_warmup,
         ),
         EntryPoint(
@@ -247,7 +248,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
 
 def entry_points(ctx: PrewarmContext) -> list[EntryPoint]:
     """The runtime's entry points for this deployment, in the order they run."""
-    runtime, _ = runtime_of(ctx.profile)
+    runtime = ctx.deployment.runtime
     names = [w.rpartition(":")[2] if ":" in w else w for w in runtime.warmups]
     aliases = {
         "sparse_mla_triton_warmup_if_needed": "sparse_mla_triton_warmup",
@@ -268,7 +269,7 @@ class VllmWarmupProvider:
         return ctx.profile.hardware.gpu != "cpu"
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
-        runtime, _ = runtime_of(ctx.profile)
+        runtime = ctx.deployment.runtime
         return [f"{e.name}: {e.describe(ctx)} [{runtime.name}]" for e in entry_points(ctx)]
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
