@@ -120,8 +120,10 @@ def render_table(
     from rich.table import Table
 
     buf = StringIO()
+    # emoji=False: no ``:name:`` in a plan is an emoji, and rich then skips loading its
+    # emoji table (a third of its import time on the dry run).
     console = Console(
-        file=buf, force_terminal=color, no_color=not color, width=120, highlight=False
+        file=buf, force_terminal=color, no_color=not color, width=120, highlight=False, emoji=False
     )
     ranks = plan.ranks
     identical = all(
