@@ -183,3 +183,12 @@ def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
         if start not in state and (found := visit(start)):
             return found
     return None
+
+
+def test_the_readme_layout_names_every_room_and_top_module():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    names = [p.name + "/" for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()]
+    names += [p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    missing = [name for name in sorted(names) if name not in layout]
+    assert not missing, f"README's Layout does not name: {missing}"
