@@ -1,11 +1,14 @@
 """Wall time and peak memory of ``b12x-launch PROFILE --dry-run`` (a benchmark, not a test).
 
-    python benchmarks/dry_run.py [--runs 30] [--profile profiles/glm52.yaml] [-- extra args]
+    python benchmarks/dry_run.py [--runs 30] [--profile profiles/glm52.yaml] [--against DIR]
+                                 [-- extra args]
 
 Each run is a fresh process, as a user would start it; the peak RSS is the largest
 child's maximum resident set. ``python -c pass`` runs the same number of times, interleaved,
 as the floor on this machine at this moment: on a shared, loaded machine the ratio and the
-CPU time (user + system of the child) say more than the wall time alone.
+CPU time (user + system of the child) say more than the wall time alone. ``--against DIR``
+(another checkout, e.g. ``git archive`` of an older commit unpacked) is timed in the same
+loop, with ``PYTHONPATH`` at it, so before and after see the same load.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--profile", default="profiles/glm52.yaml")
+    parser.add_argument("--against", help="another source tree, timed in the same loop")
     parser.add_argument("extra", nargs="*", help="more b12x-launch arguments")
     args = parser.parse_args()
     # ``-m launcher`` with this interpreter, not a ``b12x-launch`` found on PATH: a version
@@ -51,16 +55,26 @@ def main() -> None:
     cmd = [sys.executable, "-m", "launcher", args.profile, "--dry-run", *args.extra]
     floor = [sys.executable, "-c", "pass"]
     env = {**os.environ, "COLUMNS": "120"}
+    other = None
+    if args.against:
+        other_env = {**env, "PYTHONPATH": os.path.abspath(args.against)}
+        other_cmd = [*cmd[:3], os.path.join(args.against, args.profile), *cmd[4:]]
+        other = (other_cmd, other_env)
+        subprocess.run(other_cmd, check=True, capture_output=True, env=other_env)
     subprocess.run(cmd, check=True, capture_output=True, env=env)  # warm the page cache
-    dry, base = [], []
+    dry, base, against = [], [], []
     for _ in range(args.runs):
         dry.append(_run(cmd, env))
         base.append(_run(floor, env))
+        if other:
+            against.append(_run(*other))
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     print(f"command: {' '.join(cmd)}")
     print(f"runs: {args.runs}  peak RSS: {peak_kib / 1024:.1f} MiB")
     print(_line("dry run", dry))
     print(_line("python -c pass", base))
+    if against:
+        print(_line(f"dry run of {args.against}", against))
     ratio = statistics.median(w for w, _ in dry) / statistics.median(w for w, _ in base)
     print(f"ratio of medians: {ratio:.1f}x")
 
