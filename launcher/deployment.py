@@ -25,6 +25,10 @@ from launcher.profile.vllm_runtime import Runtime
 if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
     from launcher.plan.model import ModelFacts
 
+PREWARM_ALWAYS = ("census",)
+"""Prewarm providers that run whenever prewarm does, listed or not (the census replays what
+earlier boots of this deployment compiled late)."""
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -40,11 +44,20 @@ class Deployment:
     """CUDA-graph capture sizes (``cudagraph_capture_sizes``); empty without graphs."""
     decode_rows: tuple[int, ...]
     """The token counts a decode step runs at (1, each capture size, the MTP draft's)."""
+    prewarm: tuple[str, ...]
+    """The prewarm providers a worker runs, in order; empty when prewarm is off."""
     why: dict[str, str] = field(default_factory=dict, compare=False)
 
     def fp8_rope(self, facts: ModelFacts) -> bool:
         """Whether the nvfp4 KV record keeps its RoPE part in fp8 (runtime and env decide)."""
         return self.runtime.fp8_rope(facts, self.profile.env)
+
+    def kv_record(self, facts: ModelFacts) -> str:
+        """The KV record and the runtime that decides it, as the plan prints them."""
+        p, how = self.profile, self.why["runtime"]
+        if facts.is_mla and p.serving.kv_cache_dtype == "nvfp4_ds_mla":
+            return f"{self.runtime.describe_record(facts, p.env)}; runtime {how}"
+        return f"runtime {self.runtime.name} ({how})"
 
 
 def resolve(p: Profile) -> Deployment:
@@ -58,6 +71,7 @@ def resolve(p: Profile) -> Deployment:
         block_size=default_block_size(p),
         capture_sizes=captures,
         decode_rows=_decode_rows(p, captures),
+        prewarm=_prewarm(p),
         why={
             "runtime": runtime_how,
             "block_size": _block_why(p),
@@ -66,8 +80,18 @@ def resolve(p: Profile) -> Deployment:
             "draft's count padded to a capture size"
             if captures
             else "no CUDA graphs: every count up to max_num_seqs x (1 + MTP)",
+            "prewarm": f"prewarm.providers, then the ones that always run {list(PREWARM_ALWAYS)}"
+            if p.prewarm.enabled and p.prewarm.providers
+            else "prewarm off (prewarm.enabled false or no providers)",
         },
     )
+
+
+def _prewarm(p: Profile) -> tuple[str, ...]:
+    listed = tuple(p.prewarm.providers)
+    if not p.prewarm.enabled or not listed:
+        return ()
+    return (*listed, *(n for n in PREWARM_ALWAYS if n not in listed))
 
 
 def _block_why(p: Profile) -> str:

@@ -197,7 +197,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         pinned=pinned,
         source=f.source,
         runtime=d.runtime.name,
-        record=_record(d, f),
+        record=d.kv_record(f),
         pin_source=f"qualified {inputs.qualified.when}" if pinned == "qualified" else "profile",
     )
     return MemoryPlan(
@@ -406,13 +406,6 @@ def _with_serving(p: Profile, **changes) -> Profile:
     if sizes != "auto":
         serving = serving.model_copy(update={"cudagraph_capture_sizes": "auto"})
     return p.model_copy(update={"serving": serving})
-
-
-def _record(d: Deployment, f: ModelFacts) -> str:
-    p, runtime, how = d.profile, d.runtime, d.why["runtime"]
-    if f.is_mla and p.serving.kv_cache_dtype == "nvfp4_ds_mla":
-        return f"{runtime.describe_record(f, p.env)}; runtime {how}"
-    return f"runtime {runtime.name} ({how})"
 
 
 def _notes(p: Profile, f: ModelFacts) -> list[str]:

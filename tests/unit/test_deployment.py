@@ -18,7 +18,7 @@ def test_glm52_resolves_with_a_reason_for_each_value():
     assert (d.block_size, d.why["block_size"]) == (64, "profile serving.block_size")
     assert d.decode_rows == (1, 4, 8, 16, 32)
     assert d.capture_sizes and d.why["capture_sizes"].startswith("auto")
-    assert set(d.why) == {"runtime", "block_size", "capture_sizes", "decode_rows"}
+    assert set(d.why) == {"runtime", "block_size", "capture_sizes", "decode_rows", "prewarm"}
 
 
 def test_without_a_profile_block_the_backend_decides():
@@ -46,3 +46,10 @@ def test_the_argv_and_the_plan_use_what_the_deployment_holds():
     assert compilation["cudagraph_capture_sizes"] == list(d.capture_sizes)
     assert planned.plan.kv.layout.block_tokens == d.block_size
     assert planned.plan.kv.runtime == d.runtime.name
+
+
+def test_the_prewarm_list_appends_the_providers_that_always_run():
+    d = resolve(load_profile(PROFILES / "glm52.yaml", ["prewarm.providers=[triton]"]).profile)
+    assert d.prewarm == ("triton", "census")
+    off = resolve(load_profile(PROFILES / "glm52.yaml", ["prewarm.enabled=false"]).profile)
+    assert off.prewarm == () and off.why["prewarm"].startswith("prewarm off")

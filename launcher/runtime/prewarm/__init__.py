@@ -26,9 +26,6 @@ BUILTIN: dict[str, str] = {
     "triton": "launcher.runtime.prewarm.triton_kernels:TritonProvider",
     "census": "launcher.runtime.prewarm.census:CensusProvider",
 }
-ALWAYS = ("census",)
-"""Providers that run whenever they apply, listed or not (the census replays what earlier
-boots of this deployment compiled late)."""
 
 
 @dataclass

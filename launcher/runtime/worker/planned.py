@@ -19,7 +19,7 @@ from launcher.plan import census
 from launcher.plan.calibration import save_record, stack_versions
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
-from launcher.runtime.prewarm import ALWAYS, PrewarmContext, PrewarmResult, load
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load
 from launcher.runtime.worker.runplan import RunPlan
 from launcher.units import format_size
 
@@ -127,8 +127,11 @@ class PlannedMixin:
 
     # -- parts ----------------------------------------------------------------------------
     def _prewarm(self, run: RunPlan) -> tuple[list[PrewarmResult], Any]:
+        from launcher.deployment import resolve
+
         profile = run.profile
-        if not profile.prewarm.enabled or not profile.prewarm.providers:
+        deployment = resolve(profile)
+        if not deployment.prewarm:
             return [], None
         from launcher.plan.model import load_facts
 
@@ -146,10 +149,8 @@ class PlannedMixin:
         )
         self._providers = []
         results: list[PrewarmResult] = []
-        names = [
-            *profile.prewarm.providers,
-            *(n for n in ALWAYS if n not in profile.prewarm.providers),
-        ]
+        ctx.deployment = deployment
+        names = list(deployment.prewarm)
 
         def run_all() -> None:
             with self._vllm_config_context():
