@@ -1,9 +1,14 @@
 """Wall time and peak memory of ``b12x-launch PROFILE --dry-run`` (a benchmark, not a test).
 
-    python benchmarks/dry_run.py [--runs 20] [--profile profiles/glm52.yaml] [-- extra args]
+    python benchmarks/dry_run.py [--runs 30] [--profile profiles/glm52.yaml] [--against DIR]
+                                 [-- extra args]
 
 Each run is a fresh process, as a user would start it; the peak RSS is the largest
-child's maximum resident set.
+child's maximum resident set. ``python -c pass`` runs the same number of times, interleaved,
+as the floor on this machine at this moment: on a shared, loaded machine the ratio and the
+CPU time (user + system of the child) say more than the wall time alone. ``--against DIR``
+(another checkout, e.g. ``git archive`` of an older commit unpacked) is timed in the same
+loop, with ``PYTHONPATH`` at it, so before and after see the same load.
 """
 
 from __future__ import annotations
@@ -11,37 +16,67 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 
 
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def _line(name: str, samples: list[tuple[float, float]]) -> str:
+    walls = sorted(w for w, _ in samples)
+    cpus = [c for _, c in samples]
+    return (
+        f"{name}: median {statistics.median(walls) * 1000:.0f} ms  "
+        f"p90 {walls[int(0.9 * (len(walls) - 1))] * 1000:.0f} ms  min {walls[0] * 1000:.0f} ms  "
+        f"cpu median {statistics.median(cpus) * 1000:.0f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--profile", default="profiles/glm52.yaml")
+    parser.add_argument("--against", help="another source tree, timed in the same loop")
     parser.add_argument("extra", nargs="*", help="more b12x-launch arguments")
     args = parser.parse_args()
-    exe = shutil.which("b12x-launch")
-    cmd = [exe] if exe else [sys.executable, "-m", "launcher"]
-    cmd += [args.profile, "--dry-run", *args.extra]
+    # ``-m launcher`` with this interpreter, not a ``b12x-launch`` found on PATH: a version
+    # manager's shim there would add its own start-up and may run another install.
+    cmd = [sys.executable, "-m", "launcher", args.profile, "--dry-run", *args.extra]
+    floor = [sys.executable, "-c", "pass"]
     env = {**os.environ, "COLUMNS": "120"}
+    other = None
+    if args.against:
+        other_env = {**env, "PYTHONPATH": os.path.abspath(args.against)}
+        other_cmd = [*cmd[:3], os.path.join(args.against, args.profile), *cmd[4:]]
+        other = (other_cmd, other_env)
+        subprocess.run(other_cmd, check=True, capture_output=True, env=other_env)
     subprocess.run(cmd, check=True, capture_output=True, env=env)  # warm the page cache
-    times = []
+    dry, base, against = [], [], []
     for _ in range(args.runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env=env)
-        times.append(time.perf_counter() - start)
+        dry.append(_run(cmd, env))
+        base.append(_run(floor, env))
+        if other:
+            against.append(_run(*other))
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    times.sort()
     print(f"command: {' '.join(cmd)}")
-    print(
-        f"runs: {args.runs}  median: {statistics.median(times) * 1000:.0f} ms  "
-        f"p90: {times[int(0.9 * (len(times) - 1))] * 1000:.0f} ms  min: {times[0] * 1000:.0f} ms  "
-        f"peak RSS: {peak_kib / 1024:.1f} MiB"
-    )
+    print(f"runs: {args.runs}  peak RSS: {peak_kib / 1024:.1f} MiB")
+    print(_line("dry run", dry))
+    print(_line("python -c pass", base))
+    if against:
+        print(_line(f"dry run of {args.against}", against))
+    ratio = statistics.median(w for w, _ in dry) / statistics.median(w for w, _ in base)
+    print(f"ratio of medians: {ratio:.1f}x")
 
 
 if __name__ == "__main__":

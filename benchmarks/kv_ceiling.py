@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from launcher import pipeline  # noqa: E402
 from launcher.errors import LauncherError  # noqa: E402
-from launcher.plan import Qualified  # noqa: E402
+from launcher.plan.planner import Qualified  # noqa: E402
 from launcher.qualify.boot import boot  # noqa: E402
 from launcher.qualify.command import qualify  # noqa: E402
 from launcher.qualify.progress import Progress  # noqa: E402

@@ -30,7 +30,7 @@ cli(prog_name="b12x-launch")
 PARSER = r"""
 import time
 t0 = time.perf_counter()
-from launcher.preflight import vllm_parser
+from launcher.launch.preflight import vllm_parser
 vllm_parser()
 print(f"ELAPSED {time.perf_counter() - t0:.4f}")
 """

@@ -106,7 +106,7 @@ def _set_option(f):
 def _plot_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
-    from launcher.plot import check_path
+    from launcher.report.plot import check_path
 
     try:
         check_path(value)
@@ -185,7 +185,7 @@ def launch(
             nl=False,
         )
         if plot_file:
-            from launcher.plot import plot_plan
+            from launcher.report.plot import plot_plan
 
             click.echo(f"plot: {plot_plan(planned.plan, plot_file, planned.fingerprint)}", err=True)
         if not planned.plan.fits:
@@ -231,7 +231,7 @@ def schema() -> None:
 def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: int) -> None:
     """Fill the compile caches for PROFILE ahead of serving, under the serving environment."""
     from launcher import pipeline
-    from launcher.prewarm.command import list_specializations, run_prewarm
+    from launcher.runtime.prewarm.command import list_specializations, run_prewarm
 
     # Calibrated: the census of earlier boots is part of what the prewarm compiles.
     planned = pipeline.make_plan(pipeline.load(profile, overrides))
@@ -255,7 +255,7 @@ def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
     """Print the plan of RUN_DIR against its workers' measurement records."""
     from pathlib import Path
 
-    from launcher.run_report import plot_run_dir, render_run
+    from launcher.report.run_report import plot_run_dir, render_run
 
     click.echo(render_run(Path(run_dir), Path(log_file) if log_file else None), nl=False)
     if plot_file:
@@ -263,7 +263,7 @@ def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
 
 
 def _vary(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]):
-    from launcher.sweep import combinations, parse_vary
+    from launcher.report.sweep import combinations, parse_vary
 
     try:
         vary = [parse_vary(s) for s in specs]
@@ -299,8 +299,8 @@ def sweep(
     """Plan every combination of the --vary settings (no GPU): one row each, with whether it
     fits, its KV tokens, concurrency, bounding rank, the longest max_model_len that fits and,
     for a row that does not fit, why. Exit 3 when no combination fits."""
-    from launcher import sweep_report
-    from launcher.sweep import fitting, run_sweep
+    from launcher.report import sweep_report
+    from launcher.report.sweep import fitting, run_sweep
 
     result = run_sweep(profile, overrides, vary, calibrate=not no_calibration)
     if as_json:
@@ -308,7 +308,7 @@ def sweep(
     else:
         click.echo(sweep_report.render_table(result, color=sys.stdout.isatty()), nl=False)
     if plot_file:
-        from launcher.plot import plot_sweep
+        from launcher.report.plot import plot_sweep
 
         click.echo(f"plot: {plot_sweep(result, plot_file)}", err=True)
     if not fitting(result):

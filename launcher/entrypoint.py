@@ -183,7 +183,7 @@ def _checked(build_id: str, where: str) -> str:
 
 def cache_subdirs() -> list[str]:
     """One directory per JIT cache, as the launcher points each cache variable."""
-    from launcher.vllm_args import CACHE_DIRS
+    from launcher.launch.vllm_args import CACHE_DIRS
 
     return sorted(set(CACHE_DIRS.values()))
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from launcher.fingerprint import profile_fingerprint
-from launcher.inputs import gather
-from launcher.plan import MemoryPlan, PlanInputs, Qualified, plan
+from launcher.launch.vllm_args import VllmCommand, build_command
+from launcher.plan.fingerprint import profile_fingerprint
+from launcher.plan.inputs import gather
+from launcher.plan.planner import MemoryPlan, PlanInputs, Qualified, plan
 from launcher.profile import LoadedProfile, load_profile
-from launcher.vllm_args import VllmCommand, build_command
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def pinned_at(planned: Planned, qualified: Qualified) -> Planned:
 def _measured(loaded: LoadedProfile, fingerprint: str, calibrate: bool, driver: str | None):
     if not calibrate:
         return {}
-    from launcher.calibration import load_measured
+    from launcher.plan.calibration import load_measured
 
     return load_measured(loaded.profile, fingerprint, driver=driver)
 
@@ -111,7 +111,7 @@ def _planned(
 def render(
     planned: Planned, *, as_json: bool, command_only: bool = False, color: bool = False
 ) -> str:
-    from launcher import report
+    from launcher.report import render as report
 
     if command_only:
         return report.command_line(planned.command) + "\n"
@@ -121,6 +121,6 @@ def render(
 
 
 def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
-    from launcher.launch import launch as start
+    from launcher.launch.start import launch as start
 
     start(planned, force=force, run_dir=run_dir)

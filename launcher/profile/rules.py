@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from launcher import vllm_runtime
+from launcher.profile import vllm_runtime
 from launcher.profile.schema import Profile
-from launcher.vllm_runtime import Runtime
+from launcher.profile.vllm_runtime import Runtime
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 

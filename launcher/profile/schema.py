@@ -44,7 +44,11 @@ def _env_value(value: Any) -> Any:
 class Section(BaseModel):
     """Base of every profile section: immutable, unknown keys refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # defer_build: the validator is built once, for the whole Profile, at its first
+    # validation, instead of once per section class at import (the dry run's largest cost).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, defer_build=True
+    )
 
 
 class Hardware(Section):

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.calibration import stack_versions, store_dir
 from launcher.errors import EnvironmentProblem, LauncherError
 from launcher.pipeline import make_plan
+from launcher.plan.calibration import stack_versions, store_dir
 from launcher.profile import LoadedProfile
 from launcher.qualify.boot import Boot, boot, observations
 from launcher.qualify.ceiling import NoKvLeft, qualified_kv
@@ -213,7 +213,7 @@ def _failures(result: WorkloadResult) -> str:
 def _environment(gpu_kind: str) -> dict[str, Any]:
     env: dict[str, Any] = {"gpu_kind": gpu_kind, **stack_versions()}
     if gpu_kind != "cpu":
-        from launcher.hardware import NoGpuInfo, query_gpus
+        from launcher.launch.hardware import NoGpuInfo, query_gpus
 
         try:
             gpus = query_gpus()

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.calibration import stack_versions, store_dir
-from launcher.plan import Qualified
+from launcher.plan.calibration import stack_versions, store_dir
+from launcher.plan.planner import Qualified
 from launcher.profile.schema import Profile
 
 SCHEMA = "b12x-launch/qualified/1"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launcher.errors import EnvironmentProblem
-from launcher.launch import Prepared
+from launcher.launch.start import Prepared
 from launcher.qualify.client import health
 
 

@@ -1,23 +1,5 @@
-"""The planned vLLM worker, passed to vLLM as ``--worker-cls launcher.worker.PlannedWorker``.
+"""``--worker-cls launcher.worker.PlannedWorker``: the dotted path vLLM is given (and that
+profiles, tests and docs name). The classes live in ``launcher.runtime.worker``; this alias
+resolves them lazily, so importing it imports no vLLM."""
 
-The classes subclass vLLM's platform workers, so they are imported lazily: importing
-this package imports no vLLM.
-"""
-
-from __future__ import annotations
-
-from typing import Any
-
-_CLASSES = {
-    "PlannedWorker": "launcher.worker.gpu",
-    "PlannedCPUWorker": "launcher.worker.cpu",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _CLASSES.get(name)
-    if module is None:
-        raise AttributeError(name)
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+from launcher.runtime.worker import __getattr__ as __getattr__

@@ -18,9 +18,11 @@ from types import SimpleNamespace
 
 import torch
 
-from launcher import jit_watch, launch, pipeline
-from launcher.hardware import query_gpus
-from launcher.worker.planned import PlannedMixin
+from launcher import pipeline
+from launcher.launch import start as launch
+from launcher.launch.hardware import query_gpus
+from launcher.runtime import jit_watch
+from launcher.runtime.worker.planned import PlannedMixin
 from tests.gpu import workload
 
 GiB, MiB = 1024**3, 1024**2

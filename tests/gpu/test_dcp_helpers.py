@@ -15,8 +15,8 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from launcher.prewarm import PrewarmContext, load
-from launcher.prewarm import triton_kernels as tk
+from launcher.runtime.prewarm import PrewarmContext, load
+from launcher.runtime.prewarm import triton_kernels as tk
 
 ROWS, SEQS, TOPK, PAGE = 3072, 8, 2048, 64
 """GLM-5.2 in profiles/glm52.yaml: max_num_batched_tokens, max_num_seqs, index_topk, block."""
@@ -43,7 +43,7 @@ def standins(monkeypatch):
 
 
 def _context(device: int) -> PrewarmContext:
-    from launcher.inputs import gather
+    from launcher.plan.inputs import gather
     from launcher.profile import load_profile
     from tests.conftest import PROFILES
 
@@ -93,7 +93,7 @@ def _serve(s, device: str) -> None:
 
 
 def test_serving_compiles_nothing_after_the_prewarm(cuda_device, standins):
-    from launcher import jit_watch
+    from launcher.runtime import jit_watch
 
     watch = jit_watch.JitWatch()
     assert watch.install()
@@ -118,7 +118,7 @@ def test_a_rank_the_prewarm_did_not_see_compiles_late(cuda_device, standins):
     """The check above can fail: serving as DCP rank 2 after a rank-1 prewarm."""
     import torch
 
-    from launcher import jit_watch
+    from launcher.runtime import jit_watch
 
     watch = jit_watch.JitWatch()
     assert watch.install()

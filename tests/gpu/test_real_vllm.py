@@ -23,7 +23,7 @@ import contextlib
 
 import pytest
 
-from launcher.vllm_log import parse_kv_lines
+from launcher.report.vllm_log import parse_kv_lines
 from tests.gpu import stress, summary
 from tests.gpu.ballast import ballast
 from tests.gpu.boot import BootResult, BootSpec, boot

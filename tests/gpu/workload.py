@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from launcher.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 
 _BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_prewarm.py"
 _state = None

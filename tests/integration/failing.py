@@ -1,6 +1,6 @@
 """A prewarm provider that fails, to prove a worker's prewarm error stops the launch."""
 
-from launcher.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 
 
 class FailingProvider:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from launcher import pipeline
-from launcher.launch import parser_flags
-from launcher.preflight import check_argv, vllm_parser
-from launcher.vllm_args import FLAG_KEYS
+from launcher.launch.preflight import check_argv, vllm_parser
+from launcher.launch.start import parser_flags
+from launcher.launch.vllm_args import FLAG_KEYS
 from tests.conftest import PROFILES
 
 

@@ -92,7 +92,7 @@ def test_the_deepseek_config_is_mla_and_moe_to_vllm(vllm_model):
 
 def test_the_gpu_sizes_keep_the_shapes_the_planner_reads(tmp_path):
     """The full-size configs: what the profiles and the planner assume."""
-    from launcher.model import from_config
+    from launcher.plan.model import from_config
 
     ds = from_config(models.deepseek_v2(), "dsv2", "config.json")
     assert ds.is_mla and ds.is_moe and ds.kv_lora_rank + ds.qk_rope == 576

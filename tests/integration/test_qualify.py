@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from launcher.vllm_log import parse_kv_lines
+from launcher.report.vllm_log import parse_kv_lines
 from tests.conftest import PROFILES, ROOT
 from tests.integration.server import free_port
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from launcher.vllm_log import parse_kv_lines
+from launcher.report.vllm_log import parse_kv_lines
 from tests.integration.server import Server
 
 

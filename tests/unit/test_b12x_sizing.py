@@ -17,14 +17,17 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from launcher.inputs import gather
-from launcher.prewarm import PrewarmContext, load
+from launcher.plan.inputs import gather
 from launcher.profile import load_profile
+from launcher.runtime.prewarm import PrewarmContext, load
 from tests.conftest import PROFILES, ROOT
 
 GLM = str(PROFILES / "glm52.yaml")
 B12X_PROFILES = ["glm52", "glm52-dcp1", "glm52-dcp2", "deepseek-v32"]
-SOURCES = [ROOT / "launcher" / "b12x_sizing.py", ROOT / "launcher" / "prewarm" / "b12x.py"]
+SOURCES = [
+    ROOT / "launcher" / "plan" / "b12x_sizing.py",
+    ROOT / "launcher" / "runtime" / "prewarm" / "b12x.py",
+]
 B12X_FORK = ("vllm.runtime=b12x-fork", "vllm.attention_backend=B12X")
 """The fork line that runs the b12x package (the shipped profiles target Gilded Gnosis)."""
 
@@ -47,8 +50,8 @@ def keyed_env() -> dict[str, str]:
 
 SPECS_SCRIPT = """
 import json, sys
-from launcher.inputs import gather
-from launcher.prewarm import PrewarmContext, load
+from launcher.plan.inputs import gather
+from launcher.runtime.prewarm import PrewarmContext, load
 from launcher.profile import load_profile
 loaded = load_profile(sys.argv[1], sys.argv[2:])
 ctx = PrewarmContext(loaded.profile, gather(loaded).facts)
@@ -103,7 +106,7 @@ def test_gilded_gnosis_runs_sparkinfer_so_the_provider_says_why(name):
 
 def test_caps_follow_the_runtime_not_the_env():
     """b12x-fork always stores fp8 RoPE for GLM-DSA nvfp4; Gilded Gnosis reads KV_FP8_ROPE."""
-    from launcher.b12x_sizing import specs, uses_b12x_attention
+    from launcher.plan.b12x_sizing import specs, uses_b12x_attention
 
     off = ("env.KV_FP8_ROPE=0",)
     on_fork = specs(context("glm52", *B12X_FORK, *off).profile, fork("glm52").facts)
@@ -127,7 +130,7 @@ def test_caps_follow_the_runtime_not_the_env():
     ],
 )
 def test_full_ckv_local_head_extend_plan(overrides, heads):
-    from launcher.b12x_sizing import describe, specs
+    from launcher.plan.b12x_sizing import describe, specs
 
     ctx = context("glm52", *overrides)
     s = specs(ctx.profile, ctx.facts)
@@ -138,7 +141,10 @@ def test_full_ckv_local_head_extend_plan(overrides, heads):
 
 
 def test_decode_rows_are_the_runtime_token_counts():
-    from launcher.b12x_sizing import decode_rows
+    from launcher.deployment import resolve
+
+    def decode_rows(p):
+        return resolve(p).decode_rows
 
     assert decode_rows(context("glm52").profile) == (1, 4, 8, 16, 32)
     no_graphs = context("glm52", "serving.cudagraph_mode=NONE").profile
@@ -172,7 +178,7 @@ def test_no_b12x_cute_or_cutlass_variable_is_set():
 
 
 def test_late_compile_log_reaches_the_callback():
-    from launcher.prewarm.b12x import B12xProvider
+    from launcher.runtime.prewarm.b12x import B12xProvider
 
     seen = []
     provider = B12xProvider()
@@ -203,7 +209,7 @@ def b12x():
 
 @pytest.mark.parametrize("name", B12X_PROFILES)
 def test_provider_builds_plans_and_sizing_is_b12x(b12x, name):
-    from launcher.b12x_sizing import size_workspaces, specs
+    from launcher.plan.b12x_sizing import size_workspaces, specs
 
     ctx = fork(name)
     before = keyed_env()
@@ -228,8 +234,8 @@ def test_provider_builds_plans_and_sizing_is_b12x(b12x, name):
 
 
 def test_sparse_mla_matches_the_formula_for_glm52_tp4_dcp4(b12x):
-    from launcher.b12x_sizing import mla_plan, size_workspaces, specs
-    from launcher.estimates import sparse_mla_scratch
+    from launcher.plan.b12x_sizing import mla_plan, size_workspaces, specs
+    from launcher.plan.estimates import sparse_mla_scratch
 
     ctx = fork("glm52")
     s = specs(ctx.profile, ctx.facts)
@@ -286,8 +292,8 @@ def test_prepare_calls_bind_against_b12x_layouts(b12x):
     from b12x.attention.dsa_indexer import _preparation as dsa
     from b12x.attention.dsa_indexer.scratch import plan_indexer_scratch
 
-    from launcher.b12x_sizing import indexer_plan, mla_plan, specs
-    from launcher.prewarm.b12x import _index_call, _mla_call
+    from launcher.plan.b12x_sizing import indexer_plan, mla_plan, specs
+    from launcher.runtime.prewarm.b12x import _index_call, _mla_call
 
     ctx = fork("glm52")
     s = specs(ctx.profile, ctx.facts)
@@ -355,7 +361,7 @@ def test_strict_freeze_reports_a_frozen_resolution_then_raises(b12x):
 def test_sizing_device_plans_on_a_local_sm12x_gpu_only(b12x, monkeypatch, cc, name, device, note):
     import torch
 
-    from launcher.b12x_sizing import sizing_device
+    from launcher.plan.b12x_sizing import sizing_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)

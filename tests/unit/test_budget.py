@@ -1,6 +1,6 @@
 import pytest
 
-from launcher.budget import BudgetError, BudgetInputs, engine_blocks, kv_budget
+from launcher.runtime.budget import BudgetError, BudgetInputs, engine_blocks, kv_budget
 from launcher.units import GiB, MiB
 
 

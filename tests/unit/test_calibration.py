@@ -3,10 +3,10 @@
 import json
 from dataclasses import replace
 
-from launcher.calibration import SCHEMA, load_measured, save_record
-from launcher.fingerprint import profile_fingerprint
-from launcher.inputs import gather
-from launcher.plan import plan
+from launcher.plan.calibration import SCHEMA, load_measured, save_record
+from launcher.plan.fingerprint import profile_fingerprint
+from launcher.plan.inputs import gather
+from launcher.plan.planner import plan
 from launcher.profile import load_profile
 from launcher.units import MiB
 from tests.conftest import MINIMAL

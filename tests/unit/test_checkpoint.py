@@ -6,12 +6,18 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from launcher.checkpoint import CheckpointError, exl3_bits, iter_tensors, rank_weights, read_header
-from launcher.inputs import gather
-from launcher.model import from_config
+from launcher.plan.checkpoint import (
+    CheckpointError,
+    exl3_bits,
+    iter_tensors,
+    rank_weights,
+    read_header,
+)
+from launcher.plan.inputs import gather
+from launcher.plan.model import from_config
+from launcher.plan.ranks import rank_shapes
+from launcher.plan.weights import exl3_linear_bytes, load_buffers
 from launcher.profile import load_profile
-from launcher.ranks import rank_shapes
-from launcher.weights import exl3_linear_bytes, load_buffers
 
 HIDDEN, INTER, EXPERTS, VOCAB, TP = 64, 32, 4, 128, 2
 CONFIG = {

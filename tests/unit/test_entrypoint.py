@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from launcher import entrypoint
-from launcher.vllm_args import CACHE_DIRS
+from launcher.launch.vllm_args import CACHE_DIRS
 from tests.conftest import PROFILES, ROOT
 
 

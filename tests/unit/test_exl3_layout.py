@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from launcher.checkpoint import iter_tensors
 from launcher.errors import ProfileError
-from launcher.exl3_layout import BF16, Exl3Layout, LayoutError, from_config, from_spec
-from launcher.inputs import gather
+from launcher.plan.checkpoint import iter_tensors
+from launcher.plan.exl3_layout import BF16, Exl3Layout, LayoutError, from_config, from_spec
+from launcher.plan.inputs import gather
 from launcher.profile import load_profile
 
 H, INTER = 6144, 2048  # GLM-5.2 hidden and expert intermediate
@@ -110,7 +110,7 @@ def test_layout_bytes_equal_real_safetensors(tmp_path):
 
 
 def glm_config(tmp_path, block: dict) -> None:
-    from launcher.catalog import architecture_config
+    from launcher.plan.catalog import architecture_config
 
     cfg = {**architecture_config("glm-5.2"), "hybrid_tr3_tail": block}
     (tmp_path / "config.json").write_text(json.dumps(cfg))

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from launcher import pipeline
-from launcher.catalog import architecture_config, checkpoint, checkpoint_ids
-from launcher.exl3_layout import from_spec
-from launcher.model import from_config
-from launcher.ranks import rank_shapes
+from launcher.plan.catalog import architecture_config, checkpoint, checkpoint_ids
+from launcher.plan.exl3_layout import from_spec
+from launcher.plan.model import from_config
+from launcher.plan.ranks import rank_shapes
+from launcher.plan.weights import Recipe, estimate_rank_weights
 from launcher.units import parse_size
-from launcher.weights import Recipe, estimate_rank_weights
 from tests.conftest import PROFILES, ROOT
 
 CORPUS = ROOT / "tests" / "field" / "corpus.yaml"

@@ -58,9 +58,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from launcher import pipeline
-from launcher.catalog import architectures, gpu_kinds
 from launcher.cli import cli
 from launcher.errors import LauncherError, ProfileError
+from launcher.plan.catalog import architectures, gpu_kinds
 from launcher.profile.schema import Profile
 from tests.conftest import PROFILES
 from tests.unit.test_corpus import Problem, error_problems

@@ -122,7 +122,7 @@ def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeyp
     assert planned.plan.fits
     assert planned.plan.kv.max_model_len == 16384
     argv = planned.command.argv
-    # a bare Python name runs the launcher's own interpreter (launcher.vllm_args)
+    # a bare Python name runs the launcher's own interpreter (launcher.launch.vllm_args)
     assert argv[:4] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model"]
     assert "--enforce-eager" not in argv  # CUDA graphs on
     tp = 2 if "tp2" in name else 1

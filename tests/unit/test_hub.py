@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.checkpoint import read_header
-from launcher.hub import cache_file, is_repo_id
-from launcher.inputs import gather
+from launcher.plan.checkpoint import read_header
+from launcher.plan.hub import cache_file, is_repo_id
+from launcher.plan.inputs import gather
 from launcher.profile import load_profile
 from tests.unit.test_checkpoint import write_checkpoint
 

@@ -1,4 +1,4 @@
-"""launcher.jit_watch without a GPU: the hook logic through a stand-in hook holder, and
+"""launcher.runtime.jit_watch without a GPU: the hook logic through a stand-in hook holder, and
 the hook slots of the installed Triton (skipped when triton is missing)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from launcher.jit_watch import JitWatch, LateCompileError
+from launcher.runtime.jit_watch import JitWatch, LateCompileError
 
 
 class Slots:

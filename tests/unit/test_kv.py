@@ -2,12 +2,12 @@
 
 import pytest
 
-from launcher.inputs import gather
-from launcher.kv import indexer_bytes_per_token_layer, mla_bytes_per_token_layer
-from launcher.model import load_facts
-from launcher.plan import plan
+from launcher.plan.inputs import gather
+from launcher.plan.kv import indexer_bytes_per_token_layer, mla_bytes_per_token_layer
+from launcher.plan.model import load_facts
+from launcher.plan.planner import plan
 from launcher.profile import load_profile
-from launcher.vllm_runtime import RUNTIMES
+from launcher.profile.vllm_runtime import RUNTIMES
 from tests.conftest import MINIMAL, PROFILES
 
 GLM = load_facts("/nonexistent", "glm-5.2")

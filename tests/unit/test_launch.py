@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from launcher import launch as launch_mod
-from launcher import pipeline, preflight
+from launcher import pipeline
 from launcher.cli import cli
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
-from launcher.hardware import Gpu, parse_smi
+from launcher.launch import preflight
+from launcher.launch import start as launch_mod
+from launcher.launch.hardware import Gpu, parse_smi
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, PROFILES
 

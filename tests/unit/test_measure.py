@@ -1,4 +1,4 @@
-"""The pure parts of launcher.measure: no torch, no GPU (the reader is injected)."""
+"""The pure parts of launcher.runtime.measure: no torch, no GPU (the reader is injected)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from launcher.measure import (
+from launcher.runtime.measure import (
     HighWaterSampler,
     MiB,
     PrewarmMeasurement,
@@ -33,7 +33,7 @@ def _m(retained: int, peak: int) -> PrewarmMeasurement:
 
 def test_modules_import_light():
     code = (
-        "import sys, launcher.measure, launcher.jit_watch; "
+        "import sys, launcher.runtime.measure, launcher.runtime.jit_watch; "
         "heavy = {'torch', 'triton', 'pynvml', 'vllm'} & set(sys.modules); "
         "assert not heavy, heavy"
     )

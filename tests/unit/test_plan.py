@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from launcher.inputs import gather
-from launcher.plan import Measured, plan
+from launcher.plan.inputs import gather
+from launcher.plan.planner import Measured, plan
 from launcher.profile import load_profile
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from launcher.plan import ORDER
-from launcher.report import bar_cells
+from launcher.plan.planner import ORDER
+from launcher.report.render import bar_cells
 from tests.conftest import MINIMAL, PROFILES, ROOT
 from tests.unit.test_run_report import make_run
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from launcher import prewarm
-from launcher.model import load_facts
-from launcher.prewarm import PrewarmContext, UnknownProvider
+from launcher.plan.model import load_facts
 from launcher.profile import load_profile
+from launcher.runtime import prewarm
+from launcher.runtime.prewarm import PrewarmContext, UnknownProvider
 from tests.conftest import PROFILES
 
 

@@ -15,12 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher import census
-from launcher.model import load_facts
-from launcher.prewarm import PrewarmContext
-from launcher.prewarm.census import CensusProvider
-from launcher.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params, moe_token_counts
+from launcher.plan import census
+from launcher.plan.model import load_facts
 from launcher.profile import load_profile
+from launcher.runtime.prewarm import PrewarmContext
+from launcher.runtime.prewarm.census import CensusProvider
+from launcher.runtime.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params, moe_token_counts
 from tests.conftest import PROFILES
 
 CURRENT: list[object] = []

@@ -18,10 +18,10 @@ from types import ModuleType, SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from launcher.inputs import gather
-from launcher.prewarm import PrewarmContext, load
-from launcher.prewarm import triton_kernels as tk
+from launcher.plan.inputs import gather
 from launcher.profile import load_profile
+from launcher.runtime.prewarm import PrewarmContext, load
+from launcher.runtime.prewarm import triton_kernels as tk
 from tests.conftest import PROFILES, ROOT
 
 torch = pytest.importorskip("torch")
@@ -328,7 +328,7 @@ def _model(*modules) -> SimpleNamespace:
 @pytest.fixture
 def exl3(monkeypatch):
     """The fork's EXL3 module with its module-level runtime caches, and no real prepare."""
-    from launcher.prewarm import b12x, moe_units
+    from launcher.runtime.prewarm import b12x, moe_units
 
     module = ModuleType(moe_units.EXL3_MODULES[0])
     module._RANK_SLICED_RUNTIMES = {}
@@ -374,7 +374,7 @@ def test_zero_moe_units_is_a_loud_warning(exl3, caplog):
     pytest.importorskip("b12x")
     live = runner(4, 1, 0)
     live.model = _model(SimpleNamespace())
-    with caplog.at_level(logging.WARNING, logger="launcher.prewarm.b12x"):
+    with caplog.at_level(logging.WARNING, logger="launcher.runtime.prewarm.b12x"):
         result = load("b12x").run(context("b12x-fork", runner=live))
     assert result.skipped.startswith("fused_moe: 0 units found for an EXL3 MoE deployment")
     assert "_RANK_SLICED_RUNTIMES" in result.skipped and "_MIXED_TRELLIS_RUNTIMES" in result.skipped

@@ -5,14 +5,14 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from launcher import launch as launch_mod
 from launcher import pipeline
-from launcher.budget import BudgetError, BudgetInputs, kv_budget
 from launcher.cli import cli
-from launcher.fingerprint import profile_fingerprint
+from launcher.launch import start as launch_mod
+from launcher.plan.fingerprint import profile_fingerprint
 from launcher.qualify.record import SCHEMA, load_qualified, save_qualified
+from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
+from launcher.runtime.worker.planned import PlannedMixin
 from launcher.units import GiB, MiB
-from launcher.worker.planned import PlannedMixin
 from tests.conftest import MINIMAL, PROFILES
 from tests.unit.test_worker import FakeCPUWorker
 

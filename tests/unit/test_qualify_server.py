@@ -4,7 +4,7 @@ import os
 import sys
 import time
 
-from launcher.launch import Prepared
+from launcher.launch.start import Prepared
 from launcher.qualify.server import BootFailed, ServerProcess, _group_alive
 
 STUBBORN = """

@@ -4,9 +4,9 @@ import json
 
 from click.testing import CliRunner
 
-from launcher import census
-from launcher.calibration import save_record
 from launcher.cli import cli
+from launcher.plan import census
+from launcher.plan.calibration import save_record
 from launcher.profile import load_profile
 from tests.conftest import MINIMAL
 

@@ -7,10 +7,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from launcher.calibration import save_record
 from launcher.cli import cli
+from launcher.plan.calibration import save_record
 from launcher.profile import load_profile
-from launcher.sweep import parse_vary, run_sweep
+from launcher.report.sweep import parse_vary, run_sweep
 from tests.conftest import MINIMAL, PROFILES, ROOT
 from tests.unit.test_checkpoint import write_checkpoint
 

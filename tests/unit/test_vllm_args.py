@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from launcher.vllm_args import interpreter
+from launcher.launch.vllm_args import interpreter
 from tests.conftest import PROFILES
 
 

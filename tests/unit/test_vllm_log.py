@@ -1,4 +1,4 @@
-from launcher.vllm_log import parse_kv_lines
+from launcher.report.vllm_log import parse_kv_lines
 
 ONE_LINE = (
     "(EngineCore_DP0 pid=77) INFO 11-30 10:00:00 [kv_cache_utils.py:1234] GPU KV cache size: "

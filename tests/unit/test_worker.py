@@ -6,9 +6,9 @@ from typing import ClassVar
 
 import pytest
 
-from launcher import launch as launch_mod
 from launcher import pipeline
-from launcher.worker.planned import PlannedMixin
+from launcher.launch import start as launch_mod
+from launcher.runtime.worker.planned import PlannedMixin
 from tests.conftest import PROFILES
 
 
@@ -91,9 +91,8 @@ class ConfigProbe:
         return ["get_current_vllm_config()"]
 
     def run(self, ctx):
+        from launcher.runtime.prewarm import PrewarmResult
         from vllm.config import get_current_vllm_config
-
-        from launcher.prewarm import PrewarmResult
 
         ConfigProbe.seen.append(get_current_vllm_config())  # raises outside the context
         return PrewarmResult(self.name, warmed=1)

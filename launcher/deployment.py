@@ -1,0 +1,127 @@
+"""Resolve once: a profile's derived values, each decided here with the reason for it.
+
+The planner, the estimates, b12x's sizing, the vLLM argv and the prewarm providers read a
+:class:`Deployment` instead of deriving block size, capture sizes, decode rows or the
+runtime again, so what the plan sized and what vLLM is told cannot drift apart. The rules
+that derive them live in ``profile/rules.py`` because the coupling checks need them before
+a profile is accepted; nothing past this module calls them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from launcher.profile.rules import (
+    auto_capture_sizes,
+    capture_sizes,
+    default_block_size,
+    runtime_of,
+    uses_sparse_mla,
+)
+from launcher.profile.schema import Profile
+from launcher.profile.vllm_runtime import Runtime
+
+if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
+    from launcher.plan.model import ModelFacts
+
+PREWARM_ALWAYS = ("census",)
+"""Prewarm providers that run whenever prewarm does, listed or not (the census replays what
+earlier boots of this deployment compiled late)."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Every value the profile implies, decided once; ``why[name]`` says how."""
+
+    profile: Profile
+    runtime: Runtime
+    sparse_mla: bool
+    """The attention backend is the runtime's sparse-MLA backend."""
+    block_size: int
+    """vLLM's KV block, in tokens (``--block-size``)."""
+    capture_sizes: tuple[int, ...]
+    """CUDA-graph capture sizes (``cudagraph_capture_sizes``); empty without graphs."""
+    decode_rows: tuple[int, ...]
+    """The token counts a decode step runs at (1, each capture size, the MTP draft's)."""
+    prewarm: tuple[str, ...]
+    """The prewarm providers a worker runs, in order; empty when prewarm is off."""
+    why: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def fp8_rope(self, facts: ModelFacts) -> bool:
+        """Whether the nvfp4 KV record keeps its RoPE part in fp8 (runtime and env decide)."""
+        return self.runtime.fp8_rope(facts, self.profile.env)
+
+    def kv_record(self, facts: ModelFacts) -> str:
+        """The KV record and the runtime that decides it, as the plan prints them."""
+        p, how = self.profile, self.why["runtime"]
+        if facts.is_mla and p.serving.kv_cache_dtype == "nvfp4_ds_mla":
+            return f"{self.runtime.describe_record(facts, p.env)}; runtime {how}"
+        return f"runtime {self.runtime.name} ({how})"
+
+
+def resolve(p: Profile) -> Deployment:
+    """Decide every derived value of ``p`` (pure; cheap enough to call per plan)."""
+    runtime, runtime_how = runtime_of(p)
+    captures = tuple(capture_sizes(p))
+    return Deployment(
+        profile=p,
+        runtime=runtime,
+        sparse_mla=uses_sparse_mla(p),
+        block_size=default_block_size(p),
+        capture_sizes=captures,
+        decode_rows=_decode_rows(p, captures),
+        prewarm=_prewarm(p),
+        why={
+            "runtime": runtime_how,
+            "block_size": _block_why(p),
+            "capture_sizes": _captures_why(p),
+            "decode_rows": "1, each capture size up to max_num_seqs x (1 + MTP), and the MTP "
+            "draft's count padded to a capture size"
+            if captures
+            else "no CUDA graphs: every count up to max_num_seqs x (1 + MTP)",
+            "prewarm": f"prewarm.providers, then the ones that always run {list(PREWARM_ALWAYS)}"
+            if p.prewarm.enabled and p.prewarm.providers
+            else "prewarm off (prewarm.enabled false or no providers)",
+        },
+    )
+
+
+def _prewarm(p: Profile) -> tuple[str, ...]:
+    listed = tuple(p.prewarm.providers)
+    if not p.prewarm.enabled or not listed:
+        return ()
+    return (*listed, *(n for n in PREWARM_ALWAYS if n not in listed))
+
+
+def _block_why(p: Profile) -> str:
+    if p.serving.block_size:
+        return "profile serving.block_size"
+    if p.hardware.gpu == "cpu":
+        return "vLLM's CPU default"
+    if uses_sparse_mla(p):
+        return "the sparse-MLA backend's block"
+    return "vLLM's CUDA default"
+
+
+def _captures_why(p: Profile) -> str:
+    if p.serving.cudagraph_mode == "NONE":
+        return "serving.cudagraph_mode NONE: no CUDA graphs"
+    if p.serving.cudagraph_capture_sizes == "auto":
+        return f"auto: multiples of 1+MTP up to max_num_seqs x (1+MTP) {auto_capture_sizes(p)}"
+    return "profile serving.cudagraph_capture_sizes"
+
+
+def _decode_rows(p: Profile, captures: tuple[int, ...]) -> tuple[int, ...]:
+    """1, each capture size and the MTP draft's count (one token per sequence, padded to a
+    capture size as vLLM pads a batch); without CUDA graphs every count up to
+    max_num_seqs x (1 + MTP) can occur."""
+    top = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    fitting = [s for s in captures if s <= top]
+    if not fitting:
+        return tuple(range(1, top + 1))
+    draft = set()
+    if p.mtp_tokens:
+        for n in range(1, p.serving.max_num_seqs + 1):
+            draft.add(min((c for c in fitting if c >= n), default=n))
+    return tuple(sorted({1, *fitting, *draft}))

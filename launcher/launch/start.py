@@ -1,0 +1,168 @@
+"""Start vLLM for real: check the GPUs, refuse what does not fit, write the run, exec.
+
+vLLM replaces this process (``exec``), so signals from a container runtime and the exit
+code pass straight through; the planned worker inside vLLM does the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from launcher import atomic
+from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
+from launcher.launch.hardware import NoGpuInfo, query_gpus
+from launcher.launch.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
+from launcher.launch.vllm_args import CACHE_DIRS, FLAG_KEYS, build_command
+from launcher.pipeline import Planned, replan
+from launcher.report.render import command_line, fix_hint, to_dict
+from launcher.secrets import redact_argv
+
+
+@dataclass(frozen=True)
+class Prepared:
+    planned: Planned
+    run_dir: Path
+    argv: list[str]
+    env: dict[str, str]
+
+
+def prepare(
+    planned: Planned, *, force: bool, run_dir: str | None, check_vllm: bool = True, gpus=None
+) -> Prepared:
+    """Everything up to the exec: checks, final plan, run directory. No process started."""
+    loaded = planned.loaded
+    profile = loaded.profile
+    notes: tuple[str, ...] = ()
+    if profile.hardware.gpu != "cpu":
+        facts = _gpu_facts(planned, force=force, gpus=gpus)
+        planned = _replan(planned, facts)
+        notes = facts.notes
+    if not planned.plan.fits:
+        raise DoesNotFit(
+            "the plan does not fit: "
+            + "; ".join(planned.plan.reasons)
+            + ". "
+            + fix_hint(planned.plan)
+        )
+    if check_vllm:
+        require_vllm()
+        flags = parser_flags(planned)
+        try:
+            check_argv(flags, FLAG_KEYS)
+        except ProfileError as exc:
+            raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
+    run = _make_run_dir(planned, run_dir)
+    ensure_cache_dirs(planned.command.env)
+    command = build_command(
+        profile,
+        planned.plan,
+        plan_file=str(run / "plan.json"),
+        run_dir=str(run),
+        fingerprint=planned.fingerprint,
+    )
+    record = to_dict(planned.plan, command, planned.fingerprint)
+    record["profile_data"] = profile_record(profile)
+    record["profile_file"] = loaded.path
+    record["notes"] = [*record["notes"], *notes]
+    try:
+        atomic.write_json(run / "plan.json", record)
+        atomic.write_text(run / "command.txt", command_line(command) + "\n")
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write the run directory {run}: {exc}") from None
+    env = {**os.environ, **command.env}
+    for note in notes:
+        print(f"b12x-launch: note: {note}", file=sys.stderr)
+    return Prepared(planned, run, command.argv, env)
+
+
+def profile_record(profile) -> dict:
+    """The merged profile for the run directory: no ``env``, secrets in extra args masked."""
+    data = profile.model_dump(mode="json", exclude={"env"})
+    data["vllm"]["extra_args"] = redact_argv(data["vllm"]["extra_args"])
+    return data
+
+
+def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
+    """Prepare, then replace this process with vLLM."""
+    prepared = prepare(planned, force=force, run_dir=run_dir)
+    kv = prepared.planned.plan.kv
+    print(
+        f"b12x-launch: plan {prepared.planned.fingerprint}: {kv.tokens:,} KV tokens "
+        f"({kv.max_concurrency:.2f} x {kv.max_model_len:,}); run {prepared.run_dir}",
+        file=sys.stderr,
+    )
+    sys.stderr.flush()
+    sys.stdout.flush()
+    try:
+        os.execvpe(prepared.argv[0], prepared.argv, prepared.env)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot start {prepared.argv[0]!r}: {exc}") from None
+
+
+def _gpu_facts(planned: Planned, *, force: bool, gpus) -> GpuFacts:
+    if gpus is None:
+        try:
+            gpus = visible(query_gpus())
+        except NoGpuInfo as exc:
+            hw = planned.loaded.profile.hardware
+            raise EnvironmentProblem(
+                f"{exc}; the profile needs {hw.count}x {hw.gpu}. "
+                "Use --dry-run to plan without GPUs."
+            ) from None
+    return check_gpus(planned.loaded.profile, gpus, force=force)
+
+
+def _replan(planned: Planned, facts: GpuFacts) -> Planned:
+    """Plan again with the memory the cards really have (and what others already hold)."""
+    p = planned.loaded.profile
+    hardware = p.hardware.model_copy(
+        update={"reserved_by_others": max(p.hardware.reserved_by_others, facts.reserved_by_others)}
+    )
+    loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
+    return replan(
+        planned, loaded, gpu_memory=(facts.memory, "measured"), driver=facts.driver or None
+    )
+
+
+def parser_flags(planned: Planned) -> list[str]:
+    """The argv after the command and model path, as ``--model PATH ...`` for the parser."""
+    p = planned.loaded.profile
+    argv = planned.command.argv
+    start = len(p.vllm.command)
+    return ["--model", argv[start], *argv[start + 1 :]]
+
+
+def _writable_dir(path: Path, what: str, fix: str) -> Path:
+    """Create ``path`` and prove it takes a file (mkdir alone passes on a read-only mount)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".writable"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{what} {path} is not writable ({exc.strerror or exc}); {fix}"
+        ) from None
+    return path
+
+
+def ensure_cache_dirs(env: dict[str, str]) -> None:
+    """Create every JIT cache directory; an unwritable one is an error before vLLM starts."""
+    for var in CACHE_DIRS:
+        _writable_dir(
+            Path(env[var]),
+            f"cache directory ({var})",
+            "set runtime.cache_root to a writable directory",
+        )
+
+
+def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
+    root = Path(run_dir) if run_dir else Path(planned.loaded.profile.runtime.run_dir)
+    if run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        root = root / f"{stamp}-{planned.loaded.profile.name}"
+    return _writable_dir(root, "run directory", "pass --run-dir or set runtime.run_dir")

@@ -1,0 +1,233 @@
+"""Profile + plan -> the ``vllm serve`` command line and environment."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+from launcher.deployment import resolve
+from launcher.plan.planner import MemoryPlan
+from launcher.profile.schema import Profile
+
+# The launcher's own variables. Never B12X_, CUTE_ or CUTLASS_: b12x puts those into
+# its compile-cache key, and one extra variable would recompile every kernel.
+ENV_PREFIX = "BLAUNCH_"
+PLAN_ENV = ENV_PREFIX + "PLAN"
+RUN_DIR_ENV = ENV_PREFIX + "RUN_DIR"
+FINGERPRINT_ENV = ENV_PREFIX + "FINGERPRINT"
+
+# `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
+PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
+
+GPU_WORKER = "launcher.worker.PlannedWorker"
+CPU_WORKER = "launcher.worker.PlannedCPUWorker"
+
+# Slack on top of the context estimate when choosing --gpu-memory-utilization: vLLM
+# refuses to start unless free memory at start-up covers utilization x total.
+UTILIZATION_SLACK = 512 * 1024**2
+
+# Which profile key each flag comes from, so a flag vLLM rejects names its key.
+FLAG_KEYS = {
+    "--host": "serving.host",
+    "--port": "serving.port",
+    "--served-model-name": "model.served_name",
+    "--tensor-parallel-size": "parallel.tensor",
+    "--pipeline-parallel-size": "parallel.pipeline",
+    "--decode-context-parallel-size": "parallel.decode_context",
+    "--cp-kv-cache-interleave-size": "parallel.interleave",
+    "--dcp-comm-backend": "parallel.dcp_comm_backend",
+    "--enable-expert-parallel": "parallel.expert",
+    "--quantization": "model.quantization",
+    "--dtype": "model.dtype",
+    "--attention-backend": "vllm.attention_backend",
+    "--kv-cache-dtype": "serving.kv_cache_dtype",
+    "--block-size": "serving.block_size",
+    "--max-model-len": "serving.max_model_len",
+    "--max-num-seqs": "serving.max_num_seqs",
+    "--max-num-batched-tokens": "serving.max_num_batched_tokens",
+    "--compilation-config": "serving.cudagraph_capture_sizes",
+    "--speculative-config": "speculative",
+    "--worker-cls": "vllm.worker_cls",
+    "--jit-monitor-mode": "prewarm.strict_jit",
+    "--kv-cache-memory-bytes": "memory.kv_cache_bytes",
+    "--nnodes": "hardware.nodes",
+    "--node-rank": "runtime.node_rank",
+    "--master-addr": "runtime.master_addr",
+    "--master-port": "runtime.master_port",
+}
+
+CACHE_DIRS = {
+    "TRITON_CACHE_DIR": "triton",
+    "VLLM_CACHE_ROOT": "vllm",
+    "B12X_COMPILE_CACHE_DIR": "b12x",
+    "CUTE_DSL_CACHE_DIR": "cute-dsl",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "FLASHINFER_WORKSPACE_BASE": "flashinfer",
+    "XDG_CACHE_HOME": "xdg",
+}
+
+
+@dataclass(frozen=True)
+class VllmCommand:
+    argv: list[str]
+    env: dict[str, str]
+    """Only what the launcher sets; the process also inherits the caller's environment."""
+
+
+def worker_class(profile: Profile) -> str:
+    if profile.vllm.worker_cls != "auto":
+        return profile.vllm.worker_cls
+    return CPU_WORKER if profile.hardware.gpu == "cpu" else GPU_WORKER
+
+
+def gpu_memory_utilization(plan: MemoryPlan) -> float:
+    """The highest utilization vLLM's start-up check can meet on every rank.
+
+    vLLM compares ``utilization x total`` with the free memory it sees once its context
+    and NCCL exist: the card's free memory at launch (total minus ``other_processes``, which
+    a launch reads per card) minus the planned ``cuda_context``, less a slack. The planned
+    worker sizes the KV cache itself, so a low figure costs nothing.
+    """
+    worst = 1.0
+    for r in plan.ranks:
+        held = sum(c.bytes for c in r.components if c.name in ("other_processes", "cuda_context"))
+        worst = min(worst, (r.total_bytes - held - UTILIZATION_SLACK) / r.total_bytes)
+    return max(0.001, math.floor(worst * 1000) / 1000)
+
+
+def vllm_kv_bytes(profile: Profile, plan: MemoryPlan) -> int | None:
+    """What ``--kv-cache-memory-bytes`` carries, if anything.
+
+    CPU, pinned or not: the KV plus JIT headroom and safety margin, which the planned
+    worker subtracts (so a run without it shows a different KV size). GPU and pinned:
+    exactly the KV bytes. GPU and not pinned: nothing; vLLM measures, the worker subtracts.
+    """
+    rank = min(plan.ranks, key=lambda r: r.kv_blocks)
+    if profile.hardware.gpu == "cpu":
+        reserve = sum(
+            c.bytes for c in rank.components if c.name in ("jit_headroom", "safety_margin")
+        )
+        return rank.kv_bytes + reserve
+    if plan.kv.pinned:
+        return rank.kv_bytes
+    return None
+
+
+def cache_env(profile: Profile) -> dict[str, str]:
+    root = os.path.expanduser(profile.runtime.cache_root)
+    return {var: os.path.join(root, sub) for var, sub in CACHE_DIRS.items()}
+
+
+def multinode_args(p: Profile) -> list[str]:
+    """vLLM's own multi-node launch: Ray, or one process per node (node 0 serves the API)."""
+    r = p.runtime
+    if p.hardware.nodes == 1:
+        return []
+    if r.multinode == "ray":
+        return ["--distributed-executor-backend", "ray"]
+    args = [
+        "--nnodes",
+        str(p.hardware.nodes),
+        "--node-rank",
+        str(r.node_rank),
+        "--master-addr",
+        str(r.master_addr),
+        "--master-port",
+        str(r.master_port),
+    ]
+    return [*args, "--headless"] if r.node_rank > 0 else args
+
+
+def interpreter(command: list[str]) -> list[str]:
+    """``command`` with a bare Python name replaced by the interpreter running the launcher.
+
+    The launcher and vLLM are installed together, so this interpreter has vLLM; the name on
+    PATH may not exist (images ship ``python3`` only) or may be another Python.
+    """
+    if command and PYTHON_NAME.match(command[0]):
+        return [sys.executable, *command[1:]]
+    return list(command)
+
+
+def build_command(
+    profile: Profile,
+    plan: MemoryPlan,
+    *,
+    plan_file: str = "",
+    run_dir: str = "",
+    fingerprint: str = "",
+) -> VllmCommand:
+    p = profile
+    s = p.serving
+    d = resolve(p)
+    argv = [*interpreter(p.vllm.command), p.model.path]
+    argv += ["--host", s.host, "--port", str(s.port)]
+    if p.model.served_name:
+        argv += ["--served-model-name", p.model.served_name]
+    argv += ["--tensor-parallel-size", str(p.parallel.tensor)]
+    if p.parallel.pipeline > 1:
+        argv += ["--pipeline-parallel-size", str(p.parallel.pipeline)]
+    if p.parallel.decode_context > 1:
+        argv += [
+            "--decode-context-parallel-size",
+            str(p.parallel.decode_context),
+            "--cp-kv-cache-interleave-size",
+            str(p.parallel.interleave),
+        ]
+        if p.parallel.dcp_comm_backend:
+            argv += ["--dcp-comm-backend", p.parallel.dcp_comm_backend]
+    if p.parallel.expert:
+        argv.append("--enable-expert-parallel")
+    argv += multinode_args(p)
+    if p.model.quantization:
+        argv += ["--quantization", p.model.quantization]
+    argv += ["--dtype", p.model.dtype]
+    if p.vllm.attention_backend:
+        argv += ["--attention-backend", p.vllm.attention_backend]
+    argv += ["--kv-cache-dtype", s.kv_cache_dtype, "--block-size", str(d.block_size)]
+    argv += [
+        "--max-model-len",
+        str(s.max_model_len),
+        "--max-num-seqs",
+        str(s.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(s.max_num_batched_tokens),
+    ]
+    argv.append(
+        "--enable-chunked-prefill" if s.enable_chunked_prefill else "--no-enable-chunked-prefill"
+    )
+    argv.append(
+        "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
+    if p.hardware.gpu != "cpu":
+        compilation = {"cudagraph_mode": s.cudagraph_mode}
+        if s.cudagraph_mode != "NONE":
+            compilation["cudagraph_capture_sizes"] = list(d.capture_sizes)
+        argv += ["--compilation-config", json.dumps(compilation, separators=(",", ":"))]
+    if p.mtp_tokens:
+        spec = {"method": p.speculative.method, "num_speculative_tokens": p.mtp_tokens}
+        argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    argv += ["--worker-cls", worker_class(p)]
+    if p.hardware.gpu != "cpu":  # vLLM's own watch for compiles after its warmup
+        argv += ["--jit-monitor-mode", "error" if p.prewarm.strict_jit else "warn"]
+    if p.hardware.gpu != "cpu":
+        argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization(plan):.3f}"]
+    kv_bytes = vllm_kv_bytes(p, plan)
+    if kv_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(kv_bytes)]
+    if p.model.trust_remote_code:
+        argv.append("--trust-remote-code")
+    argv += list(p.vllm.extra_args)
+    env = {**cache_env(p), **p.env}
+    for key, value in (
+        (PLAN_ENV, plan_file),
+        (RUN_DIR_ENV, run_dir),
+        (FINGERPRINT_ENV, fingerprint),
+    ):
+        if value:
+            env[key] = value
+    return VllmCommand(argv, env)

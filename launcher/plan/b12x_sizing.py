@@ -1,0 +1,513 @@
+"""Workspaces sized by b12x's own plan functions (``--b12x-sizing``).
+
+The shapes b12x is asked for (``specs``) are plain Python and shared with the b12x
+prewarm provider, which lists them without importing torch or b12x. Turning a shape
+into a b12x plan (``mla_plan``, ``indexer_plan``, ``moe_scratch_plan``) imports b12x
+and torch lazily. b12x plans are metadata only: they size memory on a machine without
+a GPU, but some routes depend on the SM count of the device they are planned for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from launcher.deployment import resolve
+from launcher.errors import EnvironmentProblem, LauncherError
+from launcher.plan import estimates
+from launcher.plan.planner import Component
+
+if TYPE_CHECKING:
+    from launcher.plan.model import ModelFacts
+    from launcher.profile.schema import Profile
+
+INSTALL_HINT = (
+    "--b12x-sizing needs b12x and torch: pip install 'b12x-launch[serve]' "
+    "(or pip install b12x torch triton), or drop --b12x-sizing to use the formulas"
+)
+CPU_NOTE = "cpu device: SM-count-dependent routes may undercount"
+INDEX_PAGE = 64
+"""b12x's FP8 DSA indexer pages are 64 tokens."""
+MLA_CHUNK = 64
+"""Sparse-MLA decode candidates per split chunk (b12x's ``bi``)."""
+TRELLIS_CODEBOOKS = ("mcg", "lut_e4m3", "lut_fp16")
+B12X_BACKENDS = ("B12X_MLA_SPARSE", "B12X")
+"""The fork's B12X sparse-MLA backends: Gilded Gnosis names it B12X_MLA_SPARSE, the b12x
+package line B12X (upstream's B12X is paged attention, not sparse MLA)."""
+CKV_GATHER_ENV = "VLLM_B12X_MLA_CKV_GATHER"
+
+
+@dataclass(frozen=True)
+class MlaSpec:
+    """One ``attention.sparse_mla`` plan."""
+
+    mode: str
+    rows: int
+    heads: int
+    head_dim: int
+    v_head_dim: int
+    width: int
+    chunks: int
+    page_size: int
+    kv_cache_dtype: str
+    fp8_rope: bool
+    return_lse: bool
+    softmax_scale: float
+    lse_scale: str = "base2"
+    """The LSE base the runtime's backend asks for (``natural`` on the fork lines)."""
+
+
+@dataclass(frozen=True)
+class IndexerSpec:
+    """One ``attention.dsa_indexer`` FP8 plan."""
+
+    mode: str
+    rows: int
+    heads: int
+    head_dim: int
+    pages: int
+    topk: int
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """``moe.fused_moe`` EXL3 (w4a16) routed experts at each planned token count."""
+
+    tokens: tuple[int, ...]
+    experts: int
+    top_k: int
+    hidden: int
+    intermediate: int
+    bits: int
+    codebook: str
+
+
+@dataclass(frozen=True)
+class Specs:
+    mla_decode: tuple[MlaSpec, ...] = ()
+    mla_extend: MlaSpec | None = None
+    mla_ckv_extend: MlaSpec | None = None
+    """The full-CKV gather's extend plan over this rank's own heads (Gilded Gnosis)."""
+    indexer_decode: tuple[IndexerSpec, ...] = ()
+    indexer_prefill: IndexerSpec | None = None
+    moe: MoeSpec | None = None
+
+
+def uses_b12x_attention(p: Profile, f: ModelFacts) -> bool:
+    """The fork's B12X sparse-MLA backend serves attention (either fork line)."""
+    backend = p.vllm.attention_backend or ""
+    return (
+        f.is_mla and backend in B12X_BACKENDS and backend in resolve(p).runtime.sparse_mla_backends
+    )
+
+
+def ckv_gather(p: Profile) -> bool:
+    """Whether DCP prefill gathers the full compressed KV (Gilded Gnosis with
+    ``VLLM_B12X_MLA_CKV_GATHER=1`` and DCP > 1). It adds an extend plan over the rank's
+    own heads and the DCP top-k remap kernels. The b12x-package line gathers only for
+    GLM5Next models, which no profile here describes."""
+    return (
+        resolve(p).runtime.name == "gilded-gnosis"
+        and p.parallel.decode_context > 1
+        and p.env.get(CKV_GATHER_ENV) == "1"
+    )
+
+
+def uses_b12x_moe(p: Profile, f: ModelFacts) -> bool:
+    return f.is_moe and p.model.quantization == "exl3"
+
+
+def specs(p: Profile, f: ModelFacts) -> Specs:
+    """The b12x plans the profile implies; pure Python (no torch, no b12x)."""
+    if p.hardware.gpu == "cpu":
+        return Specs()
+    tp, dcp = p.parallel.tensor, p.parallel.decode_context
+    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    t = p.serving.max_num_batched_tokens
+    out = Specs()
+    d = resolve(p)
+    if uses_b12x_attention(p, f):
+        runtime = d.runtime
+        width = f.index_topk or 2048
+        mla = MlaSpec(
+            mode="decode",
+            rows=1,
+            # Under DCP a rank attends its KV shard with every head of its DCP group.
+            heads=max(1, f.heads // tp) * dcp,
+            head_dim=f.kv_lora_rank + f.qk_rope,
+            v_head_dim=f.kv_lora_rank,
+            width=width,
+            # As b12x's own GLM startup builder: one chunk per 64 selected tokens.
+            chunks=math.ceil(width / MLA_CHUNK),
+            page_size=d.block_size,
+            kv_cache_dtype=p.serving.kv_cache_dtype,
+            fp8_rope=d.fp8_rope(f),
+            return_lse=dcp > 1,
+            softmax_scale=float(f.qk_nope + f.qk_rope) ** -0.5,
+            lse_scale=runtime.lse_scale,
+        )
+        extend = _with(mla, mode="extend", rows=t)
+        out = Specs(
+            mla_decode=tuple(_with(mla, rows=r) for r in d.decode_rows),
+            mla_extend=extend,
+            # The gathered cache holds every token: each rank attends with its own heads.
+            mla_ckv_extend=_with(extend, heads=max(1, f.heads // tp)) if ckv_gather(p) else None,
+        )
+        if f.has_indexer:
+            idx = IndexerSpec(
+                mode="decode",
+                rows=1,
+                heads=f.index_heads,  # the indexer is replicated, not split by TP
+                head_dim=f.index_dim or 128,
+                pages=math.ceil(p.serving.max_model_len / (INDEX_PAGE * dcp)),
+                topk=f.index_topk,
+            )
+            out = _with(
+                out,
+                indexer_decode=tuple(_with(idx, rows=r) for r in d.decode_rows),
+                indexer_prefill=_with(idx, mode="prefill", rows=t),
+            )
+    if uses_b12x_moe(p, f):
+        decode = [s for s in d.capture_sizes if s < t] or list(range(1, min(rows, t) + 1))
+        experts, inter = f.experts, f.moe_intermediate
+        if p.parallel.expert:
+            experts = max(1, experts // tp)
+        else:
+            inter = max(1, inter // tp)
+        out = _with(
+            out,
+            moe=MoeSpec(
+                tokens=tuple(sorted({*decode, t})),
+                experts=experts,
+                top_k=f.experts_per_token,
+                hidden=f.hidden,
+                intermediate=inter,
+                bits=trellis_bits(p, f),
+                codebook=trellis_codebook(f),
+            ),
+        )
+    return out
+
+
+def trellis_bits(p: Profile, f: ModelFacts) -> int:
+    """The checkpoint's largest K, else ``model.bits_per_weight`` rounded (3 if unset)."""
+    ks = [int(k) for k in _ints((f.exl3 or {}).get("k_values"))]
+    if ks:
+        return max(ks)
+    return round(p.model.bits_per_weight or 3)
+
+
+def trellis_codebook(f: ModelFacts) -> str:
+    book = str((f.exl3 or {}).get("codebook", "mcg"))
+    return book if book in TRELLIS_CODEBOOKS else "mcg"
+
+
+def describe(s: Specs) -> list[str]:
+    """Human-readable specializations (what the prewarm provider lists)."""
+    out = []
+    if s.mla_decode:
+        m = s.mla_decode[-1]
+        out.append(
+            f"sparse_mla decode rows={_rows(s.mla_decode)} heads={m.heads} chunks={m.chunks} "
+            f"kv={m.kv_cache_dtype}{' fp8-rope' if m.fp8_rope else ''}"
+            f"{f' lse {m.lse_scale}' if m.return_lse else ''}"
+        )
+    if s.mla_extend:
+        out.append(f"sparse_mla extend T={s.mla_extend.rows} heads={s.mla_extend.heads}")
+    if s.mla_ckv_extend:
+        m = s.mla_ckv_extend
+        out.append(f"sparse_mla extend T={m.rows} heads={m.heads} (full-CKV gather, local heads)")
+    if s.indexer_decode:
+        i = s.indexer_decode[-1]
+        out.append(
+            f"dsa_indexer decode rows={_rows(s.indexer_decode)} heads={i.heads} "
+            f"pages={i.pages} top-{i.topk}"
+        )
+    if s.indexer_prefill:
+        out.append(
+            f"dsa_indexer prefill T={s.indexer_prefill.rows} pages={s.indexer_prefill.pages}"
+        )
+    if s.moe:
+        m = s.moe
+        out.append(
+            f"fused_moe exl3 T in {{{', '.join(map(str, m.tokens))}}} experts={m.experts} "
+            f"inter={m.intermediate} K={m.bits} {m.codebook}"
+        )
+    return out
+
+
+# -------------------------------------------------------------- b12x plans (lazy imports)
+
+
+def kv_dtype_caps(kv_cache_dtype: str, fp8_rope: bool) -> dict[str, Any]:
+    """Sparse-MLA Caps fields for vLLM's ``--kv-cache-dtype``."""
+    import torch
+
+    if kv_cache_dtype == "nvfp4_ds_mla":
+        return {"kv_dtype": torch.uint8, "scale_format": 2, "fp8_rope": fp8_rope}
+    if kv_cache_dtype in ("auto", "bfloat16"):
+        return {"kv_dtype": torch.bfloat16}
+    if kv_cache_dtype == "fp8_e5m2":
+        return {"kv_dtype": torch.float8_e5m2}
+    return {"kv_dtype": torch.float8_e4m3fn}
+
+
+def mla_plan(s: MlaSpec, device: str) -> Any:
+    from b12x.attention import sparse_mla
+
+    caps = sparse_mla.Caps(
+        device=device,
+        num_q_heads=s.heads,
+        max_q_rows=s.rows,
+        max_width=s.width,
+        softmax_scale=s.softmax_scale,
+        head_dim=s.head_dim,
+        v_head_dim=s.v_head_dim,
+        mode=s.mode,
+        max_chunks_per_row=s.chunks,
+        page_size=s.page_size,
+        return_lse=s.return_lse,
+        lse_scale=s.lse_scale,
+        **kv_dtype_caps(s.kv_cache_dtype, s.fp8_rope),
+    )
+    return sparse_mla.plan(caps)
+
+
+def indexer_operands(s: IndexerSpec) -> dict[str, dict[str, Any] | None]:
+    """The operand ABI b12x's FP8 indexer declarations need (``invocation_from_descriptors``)."""
+    record = s.head_dim + 4 * math.ceil(s.head_dim / 128)  # fp8 keys + one fp32 scale per 128
+    shapes = {
+        "q_fp8": ((s.rows, s.heads, s.head_dim), "float8_e4m3fn"),
+        "query_weights": ((s.rows, s.heads), "float32"),
+        "index_k_cache": ((1, INDEX_PAGE * record), "uint8"),
+        "page_table": ((s.rows, s.pages), "int32"),
+        "cache_lengths": ((s.rows,), "int32"),
+        "active_width": ((1,), "int32"),
+        "output_indices": ((s.rows, s.topk), "int32"),
+    }
+    out: dict[str, dict[str, Any] | None] = {
+        name: {
+            "shape": shape,
+            "strides": tuple(math.prod(shape[i + 1 :]) for i in range(len(shape))),
+            "dtype": dtype,
+            "alignment": 16,
+        }
+        for name, (shape, dtype) in shapes.items()
+    }
+    out["output_scores"] = None
+    return out
+
+
+def indexer_plan(s: IndexerSpec, device: str) -> Any:
+    from b12x.attention import dsa_indexer
+
+    caps = dsa_indexer.Caps(
+        device=device,
+        num_q_heads=s.heads,
+        max_q_rows=s.rows,
+        max_page_table_width=s.pages,
+        topk=s.topk,
+        mode=s.mode,
+    )
+    invocation = dsa_indexer.invocation_from_descriptors(caps, operands=indexer_operands(s))
+    return dsa_indexer.plan(caps, invocation=invocation)
+
+
+def moe_weight_plan(s: MoeSpec) -> Any:
+    import torch
+    from b12x.moe import fused_moe
+
+    return fused_moe.plan_weights(
+        quant_modes="w4a16",
+        source_format="exl3",
+        activation="silu",
+        params_dtype=torch.bfloat16,
+        num_experts=s.experts,
+        hidden_size=s.hidden,
+        intermediate_size=s.intermediate,
+        trellis_bits=s.bits,
+        trellis_codebook=s.codebook,
+    )
+
+
+def moe_scratch_plan(s: MoeSpec, tokens: int, device: str, weight_plan: Any) -> Any:
+    """b12x's weight-free heuristic plan (``fused_moe.plan(Caps)``); sizes scratch only."""
+    from b12x.moe import fused_moe
+
+    caps = fused_moe.Caps(
+        max_tokens=tokens,
+        num_topk=s.top_k,
+        device=device,
+        weight_plan=weight_plan,
+        quant_mode="w4a16",
+    )
+    return fused_moe.plan(caps, prewarm_launches=False)
+
+
+def sizing_device(profile_gpu: str) -> tuple[str, str]:
+    """The device b12x plans for, and a note on it: a local SM12x GPU, else the CPU."""
+    import torch
+
+    from launcher.plan.catalog import gpu_for_device_name
+
+    if torch.cuda.is_available():
+        index = torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        name = torch.cuda.get_device_name(index)
+        if major == 12:
+            other = gpu_for_device_name(name) != profile_gpu
+            return f"cuda:{index}", f"sized on cuda:{index} ({name})" + (
+                f", not the profile's {profile_gpu}: SM-count-dependent routes may differ"
+                if other
+                else ""
+            )
+        return "cpu", f"{CPU_NOTE} (cuda:{index} is sm_{major}{minor}, not a b12x target)"
+    return "cpu", CPU_NOTE
+
+
+# ---------------------------------------------------------------------------- sizing
+
+
+def size_workspaces(profile: Profile, facts: ModelFacts) -> tuple[Component, ...]:
+    """Workspace parts from b12x's own plans, plus the formula parts b12x does not serve.
+
+    Scratch parts are ``shared`` (b12x's sequential ops reuse one scratch: the planner
+    takes their maximum); persistent memory is not.
+
+    Raises:
+        EnvironmentProblem: b12x or torch cannot be imported.
+        LauncherError: b12x refuses a shape the profile implies.
+    """
+    try:
+        import b12x  # noqa: F401
+        import torch  # noqa: F401
+    except Exception as exc:
+        raise EnvironmentProblem(f"{INSTALL_HINT} ({exc})") from None
+    s = specs(profile, facts)
+    device, note = sizing_device(profile.hardware.gpu)
+    try:
+        parts = _b12x_parts(s, device, note)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise LauncherError(f"b12x refused a plan this profile implies: {exc}") from None
+    return (*parts, *_formula_rest(profile, facts, s))
+
+
+def _b12x_parts(s: Specs, device: str, note: str) -> list[Component]:
+    parts: list[Component] = []
+    persistent: dict[Any, int] = {}
+
+    def add(name: str, plans: list[tuple[int, Any]], what: str) -> None:
+        best, at = -1, 0
+        for size, plan in plans:
+            req = plan.memory_requirements()
+            for p in req.persistent:
+                need = p.required_nbytes - p.resident_nbytes
+                persistent[p.key] = max(persistent.get(p.key, 0), need)
+            if req.scratch_nbytes > best:
+                best, at = req.scratch_nbytes, size
+        parts.append(Component(name, best, "b12x", f"{what}; max at {at}; {note}", shared=True))
+
+    if s.mla_decode:
+        m = s.mla_decode[-1]
+        add(
+            "b12x_sparse_mla_decode",
+            [(x.rows, mla_plan(x, device)) for x in s.mla_decode],
+            f"sparse_mla.plan(mode=decode, rows {_rows(s.mla_decode)}, heads {m.heads}, "
+            f"chunks {m.chunks}, "
+            f"kv {m.kv_cache_dtype}{', return_lse' if m.return_lse else ''}) scratch",
+        )
+    if s.mla_extend:
+        m = s.mla_extend
+        add(
+            "b12x_sparse_mla_extend",
+            [(m.rows, mla_plan(m, device))],
+            f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}) scratch",
+        )
+    if s.mla_ckv_extend:
+        m = s.mla_ckv_extend
+        add(
+            "b12x_sparse_mla_ckv_extend",
+            [(m.rows, mla_plan(m, device))],
+            f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}: full-CKV gather) scratch",
+        )
+    if s.indexer_decode:
+        i = s.indexer_decode[-1]
+        add(
+            "b12x_dsa_indexer_decode",
+            [(x.rows, indexer_plan(x, device)) for x in s.indexer_decode],
+            f"dsa_indexer.plan(mode=decode, rows {_rows(s.indexer_decode)}, heads {i.heads}, "
+            f"{i.pages} pages, top-{i.topk}) scratch",
+        )
+    if s.indexer_prefill:
+        i = s.indexer_prefill
+        add(
+            "b12x_dsa_indexer_prefill",
+            [(i.rows, indexer_plan(i, device))],
+            f"dsa_indexer.plan(mode=prefill, T={i.rows}, {i.pages} pages) scratch",
+        )
+    if s.moe:
+        m = s.moe
+        weights = moe_weight_plan(m)
+        plans = [(t, _Scratch(moe_scratch_plan(m, t, device, weights))) for t in m.tokens]
+        add(
+            "b12x_fused_moe",
+            plans,
+            f"fused_moe.plan(exl3 w4a16 K={m.bits} {m.codebook}, {m.experts} experts x "
+            f"{m.hidden}x{m.intermediate}, top-{m.top_k}, T in {list(m.tokens)}) scratch",
+        )
+    for key, need in persistent.items():
+        parts.append(Component(f"b12x_persistent_{key}", need, "b12x", f"persistent; {note}"))
+    return parts
+
+
+class _Scratch:
+    """A fused-MoE scratch plan seen through ``memory_requirements()`` like a Plan."""
+
+    def __init__(self, plan: Any):
+        self._plan = plan
+
+    def memory_requirements(self) -> Any:
+        from b12x.preparation import MemoryRequirements
+
+        return MemoryRequirements(scratch=tuple(self._plan.scratch_specs()))
+
+
+def _formula_rest(p: Profile, f: ModelFacts, s: Specs) -> list[Component]:
+    """Formula parts for what b12x does not serve here (DCP buffers, a non-b12x indexer)."""
+    from launcher.plan.catalog import gpu
+
+    replaced = set()
+    if s.mla_decode:
+        replaced.add("b12x_sparse_mla")
+    if s.indexer_decode:
+        replaced.add("dsa_indexer")
+    if s.moe:
+        replaced.add("b12x_fused_moe")
+    return [
+        Component(name, size, "estimate", detail, shared=shared)
+        for name, size, detail, shared in estimates.workspace_parts(p, f, gpu(p.hardware.gpu))
+        if name not in replaced
+    ]
+
+
+def _rows(plans: tuple[Any, ...]) -> str:
+    rows = [x.rows for x in plans]
+    if rows == list(range(1, len(rows) + 1)):
+        return f"1..{rows[-1]}"
+    return "{" + ", ".join(map(str, rows)) + "}"
+
+
+def _with(obj: Any, **changes: Any) -> Any:
+    return replace(obj, **changes)
+
+
+def _ints(value: Any) -> list[int]:
+    """Integers found in a config value (a list, a mapping's values, or one number)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, int | float):
+        return [int(value)]
+    if isinstance(value, list | tuple):
+        return [int(v) for v in value if isinstance(v, int | float)]
+    return []

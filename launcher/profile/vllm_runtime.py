@@ -1,0 +1,161 @@
+"""Which vLLM a deployment runs on, and the facts that differ between them.
+
+The same profile can meet upstream vLLM or one of two lines of the fork that serves GLM-5.2
+(../shared/FORK-AUDIT.md): they differ in the sparse-MLA backend's name, the nvfp4 KV
+record size, the kernel package behind the backend and which warmup entry points exist.
+A :class:`Runtime` holds those facts. The profile names one (``vllm.runtime``) or says
+``auto``; the dry run then infers it from the attention backend, and a launch probes the
+installed vLLM's files (:func:`probe_installed`): never a version string, never an import.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the profile stage does not import the plan stage
+    from launcher.plan.model import ModelFacts
+
+GLM_DSA_MODEL_TYPES = ("glm_moe_dsa", "deepseek_mtp")
+"""Model types whose nvfp4 record the fork lines size specially (GLM-5.2 and its draft)."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    title: str
+    sparse_mla_backends: tuple[str, ...]
+    """``--attention-backend`` names this runtime has for sparse MLA."""
+    kernel_package: str | None
+    """The package behind its B12X backend (its own compile cache): sparkinfer or b12x."""
+    exl3: bool
+    """Whether it loads EXL3 checkpoints (``--quantization exl3``)."""
+    nvfp4_record: str
+    """How it sizes one nvfp4_ds_mla record: ``upstream`` (352), ``env`` (432, 368 with
+    KV_FP8_ROPE=1 on GLM-DSA models), ``fp8_rope`` (368 on GLM-DSA models, else by env)."""
+    lse_scale: str
+    """The LSE base its sparse-MLA backend asks b12x for (``natural`` or b12x's ``base2``)."""
+    warmups: tuple[str, ...]
+    """The runtime's own warmup entry points the runtime provider drives (module:function)."""
+    markers: tuple[str, ...]
+    """Files (relative to the vllm package) whose presence identifies this line."""
+    image: str
+    """The container base that carries it."""
+
+    def fp8_rope(self, facts: ModelFacts, env: dict[str, str]) -> bool:
+        """Whether the nvfp4 record stores RoPE in fp8 (368 B) rather than bf16 (432 B)."""
+        glm = facts.model_type in GLM_DSA_MODEL_TYPES
+        if self.nvfp4_record == "fp8_rope" and glm:
+            return True
+        if self.nvfp4_record == "upstream":
+            return True
+        return env.get("KV_FP8_ROPE") == "1" and (glm or self.nvfp4_record == "fp8_rope")
+
+    def nvfp4_record_bytes(self, facts: ModelFacts, env: dict[str, str]) -> int:
+        """Bytes of one nvfp4_ds_mla record per token per layer in this runtime."""
+        lora, rope = facts.kv_lora_rank, facts.qk_rope
+        packed = lora // 2 + lora // 16  # fp4 latent, one fp8 scale per 16
+        if self.nvfp4_record == "upstream":
+            return packed + rope  # fp8 RoPE, no tail
+        rope_bytes = rope if self.fp8_rope(facts, env) else 2 * rope
+        return packed + rope_bytes + 16  # + 16 B global scale and padding
+
+    def describe_record(self, facts: ModelFacts, env: dict[str, str]) -> str:
+        bytes_ = self.nvfp4_record_bytes(facts, env)
+        if self.nvfp4_record == "upstream":
+            return f"{bytes_} B nvfp4 record ({self.title})"
+        why = "fp8 RoPE" if self.fp8_rope(facts, env) else "bf16 RoPE"
+        return f"{bytes_} B nvfp4 record ({self.title}, {why})"
+
+
+RUNTIMES: dict[str, Runtime] = {
+    r.name: r
+    for r in (
+        Runtime(
+            name="upstream",
+            title="upstream vLLM",
+            sparse_mla_backends=("FLASHMLA_SPARSE",),
+            kernel_package=None,
+            exl3=False,
+            nvfp4_record="upstream",
+            lse_scale="base2",
+            warmups=(
+                "vllm.model_executor.warmup.b12x_warmup:b12x_warmup",
+                "jit_warmup_registry",
+                "moe_token_buckets",
+            ),
+            markers=(),
+            image="vllm/vllm-openai",
+        ),
+        Runtime(
+            name="gilded-gnosis",
+            title="fork line Gilded Gnosis / SparkInfer",
+            sparse_mla_backends=("B12X_MLA_SPARSE", "FLASHMLA_SPARSE"),
+            kernel_package="sparkinfer",
+            exl3=True,
+            nvfp4_record="env",
+            lse_scale="natural",
+            warmups=(
+                "vllm.model_executor.warmup.sparse_mla_triton_warmup:"
+                "sparse_mla_triton_warmup_if_needed",
+                "attention_impl_plans",
+                "moe_token_buckets",
+            ),
+            markers=("model_executor/warmup/sparse_mla_triton_warmup.py",),
+            image="local-inference-lab/vllm:gilded-gnosis",
+        ),
+        Runtime(
+            name="b12x-fork",
+            title="fork line with the b12x package",
+            sparse_mla_backends=("B12X", "FLASHMLA_SPARSE"),
+            kernel_package="b12x",
+            exl3=True,
+            nvfp4_record="fp8_rope",
+            lse_scale="natural",
+            warmups=(
+                "vllm.model_executor.warmup.b12x_warmup:b12x_warmup",
+                "vllm.model_executor.warmup.b12x_prepare:prepare_b12x_weights",
+                "attention_impl_plans",
+                "jit_warmup_registry",
+                "moe_token_buckets",
+            ),
+            markers=("v1/worker/b12x_startup.py", "utils/b12x.py"),
+            image="local-inference-lab/vllm:b12x",
+        ),
+    )
+}
+NAMES = tuple(RUNTIMES)
+
+
+def infer(backend: str | None) -> Runtime:
+    """The runtime a profile's attention backend implies (``vllm.runtime: auto`` on a dry
+    run): ``B12X_MLA_SPARSE`` only exists in the Gilded Gnosis line, ``B12X`` for sparse MLA
+    in the b12x-package line; anything else runs upstream."""
+    if backend == "B12X_MLA_SPARSE":
+        return RUNTIMES["gilded-gnosis"]
+    if backend == "B12X":
+        return RUNTIMES["b12x-fork"]
+    return RUNTIMES["upstream"]
+
+
+def resolve(name: str, backend: str | None) -> tuple[Runtime, str]:
+    """The runtime a profile targets and how it was decided."""
+    if name != "auto":
+        return RUNTIMES[name], "profile"
+    return infer(backend), f"inferred from vllm.attention_backend {backend}"
+
+
+def probe_installed() -> tuple[Runtime, str] | None:
+    """The installed vLLM's line, read off its files without importing it; None when no
+    vLLM is installed."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    for runtime in (RUNTIMES["b12x-fork"], RUNTIMES["gilded-gnosis"]):
+        found = [m for m in runtime.markers if (root / m).is_file()]
+        if found:
+            return runtime, f"installed vLLM at {root} has {found[0]}"
+    return RUNTIMES["upstream"], f"installed vLLM at {root} has no fork markers"

@@ -1,0 +1,107 @@
+"""``b12x-launch report RUN_DIR``: the plan of a run against what its workers measured."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import EnvironmentProblem
+from launcher.plan import census
+from launcher.plan.calibration import read_record
+from launcher.plan.planner import ORDER
+from launcher.report.vllm_log import parse_kv_lines
+from launcher.units import in_unit, table_unit
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    """The run's plan, its ranks' records (sorted by rank) and warnings."""
+    plan_file = run_dir / "plan.json"
+    try:
+        plan = json.loads(plan_file.read_text())
+    except FileNotFoundError:
+        raise EnvironmentProblem(
+            f"{plan_file} not found: is {run_dir} a b12x-launch run?"
+        ) from None
+    except ValueError as exc:
+        raise EnvironmentProblem(f"{plan_file} is not valid JSON: {exc}") from None
+    warnings: list[str] = []
+    records = [
+        r
+        for p in sorted(run_dir.glob("measure-rank*.json"))
+        if (r := read_record(p, warnings.append)) is not None
+    ]
+    return plan, sorted(records, key=lambda r: r["rank"]), warnings
+
+
+def render_run(run_dir: Path, log_file: Path | None = None) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    plan, records, warnings = load_run(run_dir)
+    buf = StringIO()
+    console = Console(file=buf, no_color=True, width=120, highlight=False)
+    for w in warnings:
+        console.print(f"warning: {w}")
+    unit = table_unit(plan["ranks"][0]["total_bytes"])
+    table = Table(
+        title=f"Run {run_dir.name}: plan {plan.get('fingerprint', '?')} vs measured",
+        title_justify="left",
+    )
+    table.add_column("COMPONENT")
+    table.add_column(f"PLAN ({unit})", justify="right")
+    table.add_column("SOURCE")
+    for r in records:
+        table.add_column(f"RANK {r['rank']} ({unit})", justify="right")
+    planned = plan["ranks"][0]["components"]
+    for name in (*ORDER, "kv_cache"):
+        if name not in planned:
+            continue
+        cells = []
+        for r in records:
+            value = (
+                (r.get("budget") or {}).get("bytes")
+                if name == "kv_cache"
+                else r.get("measured", {}).get(name)
+            )
+            cells.append(in_unit(value, unit) if value is not None else "-")
+        table.add_row(name, in_unit(planned[name]["bytes"], unit), planned[name]["source"], *cells)
+    console.print(table)
+    kv = plan["kv"]
+    for r in records:
+        got = r.get("kv")
+        line = f"rank {r['rank']}: "
+        if got:
+            line += f"KV {got['tokens']:,} tokens (plan {kv['tokens']:,})"
+        else:
+            line += "KV cache not allocated yet (the run stopped before, or is still starting)"
+        late = r.get("late_compiles") or []
+        line += f"; {len(late)} late compile(s)"
+        console.print(line)
+        for entry in late:  # each late kernel, and what the next boot does about it
+            text = census.describe(entry) if isinstance(entry, dict) else f"{entry} (recorded)"
+            console.print(f"  late: {text}", markup=False)
+    if not records:
+        console.print(
+            "no measurement records: the workers never reached sizing "
+            "(see the vLLM log for the error)"
+        )
+    log_file = log_file or (run_dir / "vllm.log")
+    if log_file.exists():
+        logged = parse_kv_lines(log_file.read_text(errors="replace"))
+        if logged.tokens is not None:
+            console.print(
+                f"vLLM logged {logged.tokens:,} KV tokens, concurrency "
+                f"{logged.concurrency}x (plan {kv['tokens']:,}, "
+                f"{kv['max_concurrency']}x)"
+            )
+    return buf.getvalue()
+
+
+def plot_run_dir(run_dir: Path, path: str) -> Path:
+    """Draw each rank's plan beside its measurement (``report RUN_DIR --plot FILE``)."""
+    from launcher.report.plot import plot_run
+
+    plan, records, _ = load_run(run_dir)
+    return plot_run(plan, records, run_dir.name, path)

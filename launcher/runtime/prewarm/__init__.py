@@ -1,0 +1,105 @@
+"""Prewarm providers: compile and run every kernel specialization before sizing.
+
+A provider is registered by name here, or by a third party through the entry-point
+group ``b12x_launch.prewarm`` (``name = "pkg.module:ProviderClass"``). Providers are
+imported lazily: the dry run lists them without importing torch, vLLM or b12x.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from launcher.deployment import Deployment
+    from launcher.plan.model import ModelFacts
+    from launcher.profile.schema import Profile
+
+ENTRY_POINT_GROUP = "b12x_launch.prewarm"
+
+BUILTIN: dict[str, str] = {
+    "b12x": "launcher.runtime.prewarm.b12x:B12xProvider",
+    "vllm": "launcher.runtime.prewarm.vllm_warmup:VllmWarmupProvider",
+    "triton": "launcher.runtime.prewarm.triton_kernels:TritonProvider",
+    "census": "launcher.runtime.prewarm.census:CensusProvider",
+}
+
+
+@dataclass
+class PrewarmContext:
+    """What a provider may read inside a worker (or in ``b12x-launch prewarm``)."""
+
+    profile: Profile
+    facts: ModelFacts
+    rank: int = 0
+    device: str = "cuda:0"
+    model_runner: Any = None
+    """vLLM's model runner when running inside a worker; None elsewhere."""
+    worker: Any = None
+    """vLLM's worker when running inside one; None elsewhere."""
+    log: Any = None
+    """A callable taking one line of text."""
+    learned: tuple[dict, ...] = ()
+    """Late compiles earlier boots recorded for this rank (``launcher.plan.census`` entries)."""
+
+    @cached_property
+    def deployment(self) -> Deployment:
+        """The profile's derived values (block size, capture sizes, runtime), resolved once."""
+        from launcher.deployment import resolve
+
+        return resolve(self.profile)
+
+
+@dataclass
+class PrewarmResult:
+    provider: str
+    compiled: int = 0
+    """Specializations compiled (cache misses)."""
+    warmed: int = 0
+    """Specializations run once."""
+    seconds: float = 0.0
+    specializations: list[str] = field(default_factory=list)
+    skipped: str = ""
+    """Why the provider did nothing (not installed, not applicable), if it did nothing."""
+    entry_points: list[dict] = field(default_factory=list)
+    """Each runtime entry point: ``{name, status: called|skipped|missing|failed, detail}``."""
+
+
+class Provider(Protocol):
+    name: str
+
+    def applies(self, ctx: PrewarmContext) -> bool:
+        """Whether this deployment uses the provider's kernels at all."""
+
+    def specializations(self, ctx: PrewarmContext) -> list[str]:
+        """Human-readable list of what ``run`` compiles (no heavy imports)."""
+
+    def run(self, ctx: PrewarmContext) -> PrewarmResult:
+        """Compile and run every specialization once; may import torch/b12x/vLLM."""
+
+    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+        """Arm the late-JIT watchdog: call ``on_late_compile(kernel, detail)`` on a compile."""
+
+
+class UnknownProvider(LookupError):
+    pass
+
+
+def available() -> dict[str, str]:
+    """Provider name -> ``module:Class``, built-ins first, then entry points."""
+    out = dict(BUILTIN)
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        out.setdefault(ep.name, ep.value)
+    return out
+
+
+def load(name: str) -> Provider:
+    """Instantiate provider ``name`` (a registered name, or ``package.module:Class``)."""
+    target = name if ":" in name else available().get(name)
+    if target is None:
+        raise UnknownProvider(f"unknown prewarm provider {name!r}; known: {', '.join(available())}")
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)()

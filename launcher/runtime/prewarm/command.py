@@ -1,0 +1,91 @@
+"""``b12x-launch prewarm PROFILE``: fill the compile caches before the first boot.
+
+It runs under exactly the serving environment (the cache directories and the profile's
+``env``), since b12x keys its compile cache on every ``B12X_*``/``CUTE_*``/``CUTLASS_*``
+variable: a cache filled under another environment would not be hit.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from launcher.deployment import resolve
+from launcher.errors import EnvironmentProblem
+from launcher.plan.model import load_facts
+from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
+
+if TYPE_CHECKING:  # annotations only: the runtime stage does not import the pipeline
+    from launcher.pipeline import Planned
+
+
+def providers(planned: Planned, device: str = "cuda:0"):
+    p = planned.loaded.profile
+    learned = planned.plan.ranks[0].learned if planned.plan.ranks else ()
+    facts = load_facts(p.model.path, p.model.architecture)
+    ctx = PrewarmContext(p, facts, 0, device, learned=learned)
+    out = []
+    for name in resolve(p).prewarm or p.prewarm.providers:
+        try:
+            out.append(load(name))
+        except UnknownProvider as exc:
+            raise EnvironmentProblem(f"prewarm.providers: {exc}") from None
+    return ctx, out
+
+
+def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
+    ctx, provs = providers(planned)
+    for prov in provs:
+        if not prov.applies(ctx):
+            echo(f"{prov.name}: {_why_not(prov, ctx)}")
+            continue
+        specs = prov.specializations(ctx)
+        echo(f"{prov.name}: {len(specs)} specialization(s)")
+        for spec in specs:
+            echo(f"  {spec}")
+
+
+def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> None:
+    """Compile every provider's specializations on ``device`` under the serving env."""
+    from launcher.launch.start import ensure_cache_dirs
+
+    ensure_cache_dirs(planned.command.env)
+    os.environ.update(planned.command.env)
+    try:
+        import torch
+    except ImportError:
+        raise EnvironmentProblem(
+            "prewarm needs torch and the serving GPU stack: pip install 'b12x-launch[serve]'"
+        ) from None
+    if not torch.cuda.is_available():
+        raise EnvironmentProblem(
+            "prewarm compiles for the serving GPU and none is visible; "
+            "--list shows what it would compile"
+        )
+    torch.cuda.set_device(device)
+    from launcher.runtime import jit_watch
+    from launcher.runtime.measure import measure
+
+    jit_watch.watch.install()
+    ctx, provs = providers(planned, f"cuda:{device}")
+    for prov in provs:
+        if not prov.applies(ctx):
+            echo(f"{prov.name}: {_why_not(prov, ctx, '(or needs the vLLM worker)')}")
+            continue
+        start = time.perf_counter()
+        result, m = measure(lambda prov=prov: prov.run(ctx), device)
+        echo(
+            f"{prov.name}: {result.compiled} compiled, {result.warmed} warmed in "
+            f"{time.perf_counter() - start:.1f}s; memory retained {m.retained_bytes / 2**20:.0f} "
+            f"MiB, transient peak {m.transient_peak_bytes / 2**20:.0f} MiB"
+            + (f"; skipped: {result.skipped}" if result.skipped else "")
+        )
+
+
+def _why_not(prov, ctx: PrewarmContext, hint: str = "") -> str:
+    """The provider's own one-line reason when it has one (``why_not``)."""
+    why = getattr(prov, "why_not", None)
+    reason = why(ctx) if callable(why) else ""
+    return reason or " ".join(filter(None, ("not used by this deployment", hint)))

@@ -1,0 +1,418 @@
+"""The DCP Triton helpers, compiled with the constexprs the runtime will use.
+
+Under decode context parallelism the sparse-MLA backend runs a handful of small Triton
+kernels whose constexprs carry the DCP size, interleave and rank, the top-k width and
+the page size. vLLM compiles each on the first step that needs it (the first long
+prompt for the full-CKV gather ones), after the KV cache is sized. This provider runs
+each once on tiny tensors of the serving layout, through the runtime's own launcher
+function, so the compile and its memory happen before sizing.
+
+Each kernel is found by capability: its launcher is looked up in candidate modules in
+order (the fork keeps them in the B12X backend, ``sparse_utils``, the indexer, or the
+kernel package). A kernel found nowhere is reported as missing, never dropped.
+
+DCP size, interleave and rank come from the live runtime inside a worker
+(``vllm_config.parallel_config`` and the runner's ``dcp_rank``), from the profile when
+listing without one. Nothing here imports torch or vLLM until ``run``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.plan.b12x_sizing import ckv_gather
+from launcher.profile.vllm_runtime import Runtime
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+
+BACKEND = "vllm.v1.attention.backends.mla.b12x_mla_sparse"
+SPARSE_UTILS = "vllm.v1.attention.backends.mla.sparse_utils"
+INDEXER = "vllm.v1.attention.backends.mla.indexer"
+CKV_MAPPING = "attention._shared.mla.dcp_ckv_mapping"
+"""The full-CKV top-k remap in the kernel package (b12x or sparkinfer)."""
+MAP_BLOCK_N = 128
+"""Gilded Gnosis launches the CKV remap with fixed 128-column tiles."""
+MASK_BLOCK_N = 128
+CHUNK_METADATA_BLOCK = 1024
+"""``build_prefill_chunk_metadata`` launches its kernel with BLOCK_SIZE=1024."""
+TOKEN_ALIGNMENT = 128
+"""vLLM pads block-table rows to whole 128-token runs."""
+
+
+@dataclass(frozen=True)
+class Dcp:
+    """Decode context parallelism as the runtime runs it."""
+
+    size: int
+    interleave: int
+    rank: int
+    source: str
+    """``runtime`` (read from the live vLLM config) or ``profile``."""
+
+
+class DcpUnreadable(LookupError):
+    """The worker's runtime does not expose the DCP parameters where vLLM keeps them."""
+
+
+def dcp_of(ctx: PrewarmContext) -> Dcp:
+    """DCP size, interleave and rank: the live runtime's inside a worker, else the profile's.
+
+    Raises:
+        DcpUnreadable: a runner is present but lacks ``vllm_config.parallel_config``'s
+            ``decode_context_parallel_size`` / ``cp_kv_cache_interleave_size`` or ``dcp_rank``
+            (no default is assumed: a wrong DCP rank compiles the wrong kernels).
+    """
+    runner = ctx.model_runner
+    if runner is None:
+        p = ctx.profile.parallel
+        return Dcp(p.decode_context, p.interleave, ctx.rank % p.decode_context, "profile")
+    try:
+        parallel = runner.vllm_config.parallel_config
+        return Dcp(
+            int(parallel.decode_context_parallel_size),
+            int(parallel.cp_kv_cache_interleave_size),
+            int(runner.dcp_rank),
+            "runtime",
+        )
+    except AttributeError as exc:
+        raise DcpUnreadable(
+            f"the model runner does not expose the DCP parameters ({exc}); expected "
+            "vllm_config.parallel_config.decode_context_parallel_size, "
+            ".cp_kv_cache_interleave_size and the runner's dcp_rank"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One Triton kernel specialization and how to launch it through the runtime."""
+
+    name: str
+    constexprs: tuple[tuple[str, Any], ...]
+    shapes: str
+    candidates: tuple[str, ...]
+    """``module:function`` launchers, tried in order."""
+    launch: Callable[[Callable[..., Any], str], str | None]
+    """Runs the found launcher once on the given device; returns a note, if any."""
+
+    @property
+    def description(self) -> str:
+        consts = " ".join(f"{k}={v}" for k, v in self.constexprs)
+        return f"{self.name} {consts} {self.shapes}"
+
+
+def _runtime(ctx: PrewarmContext) -> Runtime:
+    found = getattr(ctx, "runtime", None)  # a launch may record the probed runtime
+    return found if isinstance(found, Runtime) else ctx.deployment.runtime
+
+
+def _b12x_sparse_mla(ctx: PrewarmContext) -> bool:
+    """The fork's B12X sparse-MLA backend (either line) serves attention."""
+    backend = ctx.profile.vllm.attention_backend or ""
+    return (
+        ctx.facts.is_mla
+        and backend.startswith("B12X")
+        and backend in _runtime(ctx).sparse_mla_backends
+    )
+
+
+def _package_candidates(runtime: Runtime, function: str) -> tuple[str, ...]:
+    packages = [runtime.kernel_package] if runtime.kernel_package else []
+    packages += [p for p in ("sparkinfer", "b12x") if p not in packages]
+    return tuple(f"{pkg}.{CKV_MAPPING}:{function}" for pkg in packages)
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _map_global_topk(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """Full-CKV gather: global top-k ids -> slots of the all-gathered cache (prefill)."""
+    if dcp.size <= 1 or not _b12x_sparse_mla(ctx) or not ckv_gather(ctx.profile):
+        return
+    width = ctx.facts.index_topk or 2048
+    seqs = ctx.profile.serving.max_num_seqs
+    page = ctx.deployment.block_size
+
+    def launch(fn: Callable[..., Any], device: str) -> None:
+        import torch
+
+        i32 = {"dtype": torch.int32, "device": device}
+        rows = 2
+        # As the builder: per-rank request tables sliced from (dcp, max_num_seqs) buffers.
+        starts = torch.zeros((dcp.size, seqs), **i32)[:, :1]
+        lens = torch.full((dcp.size, seqs), page, **i32)[:, :1]
+        ids = torch.arange(width, **i32).repeat(rows, 1)
+        fn(
+            torch.zeros(rows, **i32),
+            ids,
+            starts,
+            lens,
+            torch.empty((rows, width), **i32),
+            torch.empty(rows, **i32),
+            dcp_size=dcp.size,
+            cp_kv_cache_interleave_size=dcp.interleave,
+            padded_rank_tokens=page,
+        )
+
+    yield Kernel(
+        "_map_global_topk_to_gathered_ckv_kernel",
+        (
+            ("DCP_SIZE", dcp.size),
+            ("DCP_INTERLEAVE", dcp.interleave),
+            ("NUM_TOPK_TOKENS", width),
+            ("BLOCK_N", MAP_BLOCK_N),
+        ),
+        f"top-k [T, {width}] int32, request tables [{dcp.size}, {seqs}]",
+        (
+            f"{BACKEND}:_map_global_topk_to_gathered_ckv",
+            f"{BACKEND}:map_global_topk_to_gathered_ckv",
+            *_package_candidates(_runtime(ctx), "map_global_topk_to_gathered_ckv"),
+        ),
+        launch,
+    )
+
+
+def _mask_page_table(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """Full-CKV gather: mask selected slots past each row's causal length."""
+    if dcp.size <= 1 or not _b12x_sparse_mla(ctx) or not ckv_gather(ctx.profile):
+        return
+    width = ctx.facts.index_topk or 2048
+
+    def launch(fn: Callable[..., Any], device: str) -> None:
+        import torch
+
+        rows = 2
+        table = torch.zeros((rows, width), dtype=torch.int32, device=device)
+        fn(table, torch.full((rows,), width // 2, dtype=torch.int32, device=device))
+
+    yield Kernel(
+        "_mask_page_table_after_nsa_len_kernel",
+        (("width", width), ("BLOCK_N", MASK_BLOCK_N)),
+        f"selected slots [T, {width}] int32",
+        (f"{BACKEND}:_mask_page_table_after_nsa_len",),
+        launch,
+    )
+
+
+def _prefill_chunk_metadata(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """The DSA indexer's prefill chunk bounds, localized to this DCP rank."""
+    if dcp.size <= 1 or not ctx.facts.has_indexer:
+        return
+    page = ctx.deployment.block_size
+
+    def launch(fn: Callable[..., Any], device: str) -> str | None:
+        import torch
+
+        accepts = inspect.signature(fn).parameters
+        dcp_args = {"dcp_rank": dcp.rank, "dcp_world_size": dcp.size}
+        dcp_args["cp_kv_cache_interleave_size"] = dcp.interleave
+        dropped = sorted(k for k in dcp_args if k not in accepts)
+        dcp_args = {k: v for k, v in dcp_args.items() if k in accepts}
+        # Query lengths 1, 16 and 17: Triton specializes ints equal to 1 and multiples of 16.
+        for reqs, qlen in ((1, 1), (2, 8), (1, 17)):
+            starts_cpu = torch.arange(0, (reqs + 1) * qlen, qlen, dtype=torch.int32)
+            lens_cpu = torch.tensor([4 * page + qlen] * reqs, dtype=torch.int32)
+            fn(
+                0,
+                reqs,
+                starts_cpu.to(device),
+                starts_cpu,
+                lens_cpu.to(device),
+                lens_cpu.to(device),
+                lens_cpu,
+                torch.zeros((reqs, 8), dtype=torch.int32, device=device),
+                1,
+                **dcp_args,
+            )
+        return f"this vLLM's launcher takes no {', '.join(dropped)}" if dropped else None
+
+    yield Kernel(
+        "_build_prefill_chunk_metadata_kernel",
+        (
+            ("DCP_WORLD", dcp.size),
+            ("DCP_RANK", dcp.rank),
+            ("DCP_INTERLEAVE", dcp.interleave),
+            ("COMPRESS_RATIO", 1),
+            ("BLOCK_SIZE", CHUNK_METADATA_BLOCK),
+        ),
+        "query lengths 1/16/17 (Triton's int specializations)",
+        (f"{INDEXER}:build_prefill_chunk_metadata",),
+        launch,
+    )
+
+
+def block_table_width(ctx: PrewarmContext, dcp: Dcp) -> int:
+    """Columns of vLLM's block table: this rank's share of max_model_len in blocks,
+    padded to whole 128-token runs (a constexpr of the DCP index filter)."""
+    block = ctx.deployment.block_size
+    blocks = math.ceil(ctx.profile.serving.max_model_len / (block * dcp.size))
+    align = TOKEN_ALIGNMENT // math.gcd(TOKEN_ALIGNMENT, block)
+    return math.ceil(blocks / align) * align
+
+
+def _filter_dcp_index(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """Decode under DCP: keep this rank's top-k positions and turn them into its slots."""
+    if dcp.size <= 1 or not _b12x_sparse_mla(ctx):
+        return
+    width = ctx.facts.index_topk or 2048
+    block = ctx.deployment.block_size
+    columns = block_table_width(ctx, dcp)
+
+    def launch(fn: Callable[..., Any], device: str) -> None:
+        import torch
+
+        accepts = inspect.signature(fn).parameters
+        # The B12X backend passes the page's own rows (newer lines check cache page == block).
+        extra = {"BLOCK_STRIDE_ROWS": block} if "BLOCK_STRIDE_ROWS" in accepts else {}
+        rows = 2
+        fn(
+            torch.zeros(rows, dtype=torch.int32, device=device),
+            torch.zeros((rows, columns), dtype=torch.int32, device=device),
+            torch.arange(width, dtype=torch.int32, device=device).repeat(rows, 1),
+            dcp_size=dcp.size,
+            dcp_rank=dcp.rank,
+            cp_kv_cache_interleave_size=dcp.interleave,
+            BLOCK_SIZE=block,
+            NUM_TOPK_TOKENS=width,
+            return_valid_counts=True,
+            **extra,
+        )
+
+    yield Kernel(
+        "triton_filter_and_convert_dcp_index",
+        (
+            ("DCP_SIZE", dcp.size),
+            ("DCP_RANK", dcp.rank),
+            ("DCP_INTERLEAVE", dcp.interleave),
+            ("BLOCK_SIZE", block),
+            ("BLOCK_STRIDE_ROWS", block),
+            ("NUM_TOPK_TOKENS", width),
+            ("max_num_blocks_per_req", columns),
+        ),
+        f"top-k [T, {width}] int32, block table [R, {columns}]",
+        (
+            f"{SPARSE_UTILS}:triton_filter_and_convert_dcp_index",
+            f"{BACKEND}:triton_filter_and_convert_dcp_index",
+        ),
+        launch,
+    )
+
+
+def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """The DCP LSE merge, with the LSE base the backend returns (natural for B12X)."""
+    if dcp.size <= 1:
+        return
+    p, f = ctx.profile, ctx.facts
+    heads = max(1, f.heads // p.parallel.tensor) * dcp.size  # all-gathered over DCP
+    dim = f.kv_lora_rank or f.head_dim
+    rows = sorted({*ctx.deployment.capture_sizes, p.serving.max_num_seqs})
+    runtime = _runtime(ctx)
+    bases = (True,) if runtime.lse_scale == "natural" else (True, False)
+    for base_e in bases:
+
+        def launch(fn: Callable[..., Any], device: str, base_e: bool = base_e) -> None:
+            import torch
+
+            module = importlib.import_module(fn.__module__)
+            context = getattr(module, "CPTritonContext", lambda: None)
+            for b in rows:
+                out = torch.zeros(b, heads, dim, device=device, dtype=torch.bfloat16)
+                lses = torch.zeros(dcp.size, b, heads, device=device, dtype=torch.float32)
+                fn(out, lses, dcp.rank, context(), is_lse_base_on_e=base_e)
+
+        yield Kernel(
+            "correct_attn_out",
+            (("N", dcp.size), ("HEAD_DIM", dim), ("is_lse_base_on_e", base_e)),
+            f"out [B, {heads}, {dim}] B in {rows}, cp_rank={dcp.rank}",
+            (
+                "vllm.v1.attention.ops.dcp:correct_attn_out",
+                "vllm.v1.attention.ops.common:correct_attn_out",
+                "vllm.attention.ops.common:correct_attn_out",
+            ),
+            launch,
+        )
+
+
+TARGETS: tuple[Callable[[PrewarmContext, Dcp], Iterator[Kernel]], ...] = (
+    _map_global_topk,
+    _prefill_chunk_metadata,
+    _mask_page_table,
+    _filter_dcp_index,
+    _correct_attn_out,
+)
+
+
+def kernels(ctx: PrewarmContext, dcp: Dcp | None = None) -> list[Kernel]:
+    """Every kernel specialization the deployment runs, with its constexprs."""
+    if ctx.profile.hardware.gpu == "cpu":
+        return []
+    dcp = dcp or dcp_of(ctx)
+    return [k for target in TARGETS for k in target(ctx, dcp)]
+
+
+def find_launcher(kernel: Kernel) -> tuple[Callable[..., Any] | None, str]:
+    """The first candidate launcher that imports, and where it was found (or what was tried)."""
+    for candidate in kernel.candidates:
+        module_name, _, attr = candidate.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:  # absent in this vLLM line, or fails to import without a GPU
+            continue
+        fn = getattr(module, attr, None)
+        if callable(fn):
+            return fn, candidate
+    return None, ", ".join(kernel.candidates)
+
+
+class TritonProvider:
+    name = "triton"
+
+    def applies(self, ctx: PrewarmContext) -> bool:
+        # The profile's DCP is what the launcher passes to vLLM; run() reads the live one.
+        return bool(kernels(ctx, dcp_of(_without_runner(ctx))))
+
+    def specializations(self, ctx: PrewarmContext) -> list[str]:
+        return [k.description for k in kernels(ctx)]
+
+    def run(self, ctx: PrewarmContext) -> PrewarmResult:
+        from launcher.runtime import jit_watch
+
+        result = PrewarmResult(self.name)
+        start = time.perf_counter()
+        try:
+            dcp = dcp_of(ctx)
+        except DcpUnreadable as exc:
+            result.skipped = str(exc)
+            return result
+        before = jit_watch.watch.count
+        problems = []
+        for kernel in kernels(ctx, dcp):
+            fn, where = find_launcher(kernel)
+            if fn is None:
+                problems.append(f"missing {kernel.name}: not in {where}")
+                continue
+            try:
+                note = kernel.launch(fn, ctx.device)
+            except Exception as exc:  # the runtime would fail the same way: say so, go on
+                problems.append(f"{kernel.name} failed: {type(exc).__name__}: {exc}")
+                continue
+            result.warmed += 1
+            note = f" ({note})" if note else ""
+            result.specializations.append(f"{kernel.description} via {where}{note}")
+        result.compiled = jit_watch.watch.count - before
+        result.skipped = "; ".join(problems)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+        """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
+
+
+def _without_runner(ctx: PrewarmContext) -> PrewarmContext:
+    from dataclasses import replace
+
+    return replace(ctx, model_runner=None)

@@ -1,0 +1,315 @@
+"""Prewarm through the runtime: the loaded vLLM's own warmups, run before sizing.
+
+vLLM (and each fork line) warms its kernels in ``compile_or_warm_up_model``, after the KV
+cache is sized; whatever compiles there, or on the first request, takes memory the KV
+cache was promised. This provider drives the runtime's own entry points from the planned
+worker's ``determine_available_memory``, inside the live vLLM config, with the runtime's
+own values (``vllm_config``, the runner's DCP rank), never re-created kernel calls:
+
+- the fork's ``sparse_mla_triton_warmup_if_needed(worker)`` (prefill-chunk metadata and
+  the other sparse-MLA Triton helpers, with the runtime's DCP size, interleave and rank);
+- ``b12x_warmup(worker, capture sizes)`` and the fork's b12x weight preparation;
+- every attention layer's own prewarm methods (the backend's extend prewarm, which covers
+  the full-CKV local-head plan when CKV gather is on);
+- vLLM's JIT-warmup registry;
+- the model's own forward (``runner._dummy_run``) at each token count whose MoE kernel
+  specialization differs (fused-MoE Triton kernels compile per token-count bucket).
+
+Each entry point is found by capability (a module that has the function, an object that
+has the method), never by version. Every one called, skipped or missing is in the result.
+A warmup that needs the KV cache fails here, is reported, and runs in vLLM's own warmup,
+which the worker measures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+
+Thunk = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    name: str
+    describe: Callable[[PrewarmContext], str]
+    find: Callable[[PrewarmContext], list[tuple[str, Thunk]] | str]
+    """The calls to make (label, thunk), or why there is nothing to call ("missing: ...")."""
+
+
+def _function(path: str) -> Callable[..., Any] | None:
+    module, _, name = path.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+
+
+def dcp_params(runner: Any) -> tuple[int, int, int]:
+    """(DCP size, interleave, DCP rank) as the runtime holds them."""
+    parallel = runner.vllm_config.parallel_config
+    size = int(parallel.decode_context_parallel_size)
+    interleave = int(getattr(parallel, "cp_kv_cache_interleave_size", 1) or 1)
+    rank = getattr(runner, "dcp_rank", None)
+    if rank is None and size > 1:
+        from vllm.distributed import get_dcp_group
+
+        rank = get_dcp_group().rank_in_group
+    return size, interleave, int(rank or 0)
+
+
+# ------------------------------------------------------------------ the entry points
+
+
+def _sparse_mla_triton(ctx: PrewarmContext):
+    fn = _function(
+        "vllm.model_executor.warmup.sparse_mla_triton_warmup:sparse_mla_triton_warmup_if_needed"
+    )
+    if fn is None:
+        return "missing: vllm.model_executor.warmup.sparse_mla_triton_warmup"
+    return [("sparse_mla_triton_warmup_if_needed(worker)", lambda: fn(ctx.worker))]
+
+
+def _b12x_warmup(ctx: PrewarmContext):
+    fn = _function("vllm.model_executor.warmup.b12x_warmup:b12x_warmup")
+    if fn is None:
+        return "missing: vllm.model_executor.warmup.b12x_warmup"
+    sizes = list(ctx.worker.vllm_config.compilation_config.cudagraph_capture_sizes or [])
+    return [(f"b12x_warmup(worker, {sizes})", lambda: fn(ctx.worker, sizes))]
+
+
+def _b12x_prepare(ctx: PrewarmContext):
+    """The b12x-package line's weight preparation stage (before memory profiling)."""
+    for path in (
+        "vllm.model_executor.warmup.b12x_prepare:prepare_b12x_weights",
+        "vllm.v1.worker.b12x_startup:prepare_weights",
+    ):
+        fn = _function(path)
+        if fn is not None:
+            return [(path.replace(":", "."), lambda fn=fn: fn(ctx.worker))]
+    return "missing: the b12x-package line's weight preparation"
+
+
+PREWARM_METHOD_WORDS = ("prewarm", "warmup")
+
+
+def _impl_methods(impl: Any) -> list[str]:
+    """Zero-argument prewarm methods an attention implementation offers."""
+    out = []
+    for name in dir(type(impl)):
+        if not any(w in name.lower() for w in PREWARM_METHOD_WORDS):
+            continue
+        method = getattr(impl, name, None)
+        if not callable(method):
+            continue
+        try:
+            params = inspect.signature(method).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        if all(
+            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params
+        ):
+            out.append(name)
+    return out
+
+
+def attention_impls(model: Any) -> list[Any]:
+    """Every attention layer's backend implementation in the loaded model (one per layer)."""
+    out, seen = [], set()
+    for module in getattr(model, "modules", lambda: [])():
+        impl = getattr(module, "impl", None)
+        if impl is not None and id(impl) not in seen:
+            seen.add(id(impl))
+            out.append(impl)
+    return out
+
+
+def _attention_plans(ctx: PrewarmContext):
+    model = getattr(ctx.model_runner, "model", None)
+    impls = attention_impls(model)
+    if not impls:
+        return "missing: no attention implementations on the loaded model"
+    calls: list[tuple[str, Thunk]] = []
+    for i, impl in enumerate(impls):
+        for name in _impl_methods(impl):
+            ckv = getattr(impl, "_ckv_extend_plan", None)
+            note = " (+ full-CKV local-head plan)" if ckv is not None else ""
+            calls.append((f"layer {i} {type(impl).__name__}.{name}(){note}", getattr(impl, name)))
+    if not calls:
+        names = sorted({type(i).__name__ for i in impls})
+        return f"missing: {', '.join(names)} offer no prewarm method"
+    return calls
+
+
+def _jit_registry(ctx: PrewarmContext):
+    kernel_config = getattr(ctx.worker.vllm_config, "kernel_config", None)
+    registry = getattr(ctx.model_runner, "jit_warmup_registry", None)
+    if registry is None:
+        return "missing: model_runner.jit_warmup_registry"
+    if not getattr(kernel_config, "enable_jit_warmup", False):
+        return "missing: kernel_config.enable_jit_warmup is off"
+    return [("jit_warmup_registry.warmup()", registry.warmup)]
+
+
+def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[int]:
+    """Token counts that reach every fused-MoE specialization up to ``max_tokens``.
+
+    vLLM picks the fused-MoE launch config by token count in power-of-two-like buckets,
+    and Triton specializes integer arguments on divisibility by 16 (tokens x top-k among
+    them): each power of two, the count after it, the small counts whose product with
+    top-k changes that divisibility, and the CUDA-graph sizes.
+    """
+    step = 16 // max(1, min(16, top_k)) or 1
+    counts = set(range(1, step + 2)) | set(captures) | {max_tokens}
+    n = 1
+    while n <= max_tokens:
+        counts |= {n, n + 1}
+        n *= 2
+    return sorted(c for c in counts if 1 <= c <= max_tokens)
+
+
+def _moe_buckets(ctx: PrewarmContext):
+    if not ctx.facts.is_moe:
+        return "skipped: the model has no MoE layers"
+    runner = ctx.model_runner
+    dummy = getattr(runner, "_dummy_run", None)
+    if dummy is None:
+        return "missing: model_runner._dummy_run"
+    max_tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
+    counts = moe_token_counts(
+        max_tokens, list(ctx.deployment.capture_sizes), ctx.facts.experts_per_token
+    )
+    params = inspect.signature(dummy).parameters
+    if "skip_attn" in params:
+        # vLLM's V2 model runner builds its dummy batch for the profile size only before the
+        # KV cache exists (smaller counts hit a device-side assert, seen on vLLM 0.26/H200):
+        # the census learns these buckets on the first boot and replays them after.
+        return (
+            "skipped: the V2 model runner cannot run the forward below the profile size "
+            "before KV allocation; the late-JIT census covers the MoE buckets"
+        )
+    # As vLLM's own profile run calls it: attention skipped (no KV cache exists yet).
+    kwargs = {"is_profile": True} if "is_profile" in params else {}
+
+    def run() -> None:
+        for n in counts:
+            dummy(n, **kwargs)
+
+    return [(f"model_runner._dummy_run(n) for n in {counts}", run)]
+
+
+ENTRY_POINTS: dict[str, EntryPoint] = {
+    e.name: e
+    for e in (
+        EntryPoint(
+            "sparse_mla_triton_warmup",
+            lambda c: (
+                "the fork's sparse-MLA Triton warmup (prefill-chunk metadata, DCP "
+                "helpers) with the runtime's DCP size, interleave and rank"
+            ),
+            _sparse_mla_triton,
+        ),
+        EntryPoint(
+            "b12x_warmup",
+            lambda c: f"vLLM's b12x_warmup at the capture sizes {list(c.deployment.capture_sizes)}",
+            _b12x_warmup,
+        ),
+        EntryPoint(
+            "b12x_prepare",
+            lambda c: "the b12x-package line's weight preparation stage",
+            _b12x_prepare,
+        ),
+        EntryPoint(
+            "attention_impl_plans",
+            lambda c: (
+                "each attention layer's own prewarm (extend plan; the full-CKV "
+                "local-head plan when CKV gather is on)"
+            ),
+            _attention_plans,
+        ),
+        EntryPoint("jit_warmup_registry", lambda c: "vLLM's JIT-warmup registry", _jit_registry),
+        EntryPoint(
+            "moe_token_buckets",
+            lambda c: (
+                "the model's forward at each fused-MoE token bucket up to "
+                f"{c.profile.serving.max_num_batched_tokens} tokens"
+            ),
+            _moe_buckets,
+        ),
+    )
+}
+
+
+def entry_points(ctx: PrewarmContext) -> list[EntryPoint]:
+    """The runtime's entry points for this deployment, in the order they run."""
+    runtime = ctx.deployment.runtime
+    names = [w.rpartition(":")[2] if ":" in w else w for w in runtime.warmups]
+    aliases = {
+        "sparse_mla_triton_warmup_if_needed": "sparse_mla_triton_warmup",
+        "prepare_b12x_weights": "b12x_prepare",
+    }
+    out = []
+    for name in names:
+        ep = ENTRY_POINTS.get(aliases.get(name, name))
+        if ep is not None and (ep.name != "moe_token_buckets" or ctx.facts.is_moe):
+            out.append(ep)
+    return out
+
+
+class VllmWarmupProvider:
+    name = "vllm"
+
+    def applies(self, ctx: PrewarmContext) -> bool:
+        return ctx.profile.hardware.gpu != "cpu"
+
+    def specializations(self, ctx: PrewarmContext) -> list[str]:
+        runtime = ctx.deployment.runtime
+        return [f"{e.name}: {e.describe(ctx)} [{runtime.name}]" for e in entry_points(ctx)]
+
+    def run(self, ctx: PrewarmContext) -> PrewarmResult:
+        result = PrewarmResult(self.name)
+        start = time.perf_counter()
+        if ctx.worker is None:
+            result.skipped = "needs the vLLM worker (runs inside it before sizing)"
+            return result
+        notes = []
+        for ep in entry_points(ctx):
+            found = ep.find(ctx)
+            if isinstance(found, str):
+                result.entry_points.append(
+                    {"name": ep.name, "status": found.split(":")[0], "detail": found}
+                )
+                notes.append(f"{ep.name}: {found}")
+                continue
+            for label, thunk in found:
+                t0 = time.perf_counter()
+                try:
+                    thunk()
+                except Exception as exc:  # one that needs the KV cache runs in vLLM's warmup
+                    detail = f"{type(exc).__name__}: {exc}"
+                    result.entry_points.append(
+                        {"name": label, "status": "failed", "detail": detail}
+                    )
+                    notes.append(f"{label}: failed: {detail}")
+                    continue
+                result.warmed += 1
+                result.specializations.append(label)
+                result.entry_points.append(
+                    {
+                        "name": label,
+                        "status": "called",
+                        "detail": f"{time.perf_counter() - t0:.2f}s",
+                    }
+                )
+        result.skipped = "; ".join(notes)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+        """vLLM's own ``--jit-monitor-mode`` and ``launcher.runtime.jit_watch`` watch compiles."""

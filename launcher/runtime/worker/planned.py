@@ -1,0 +1,413 @@
+"""What the planned worker adds to vLLM's: prewarm -> measure -> size -> record -> watch.
+
+``determine_available_memory`` runs every prewarm provider before vLLM profiles, so
+vLLM's own measurement already sees what the prewarm kept; it then returns the plan's
+budget instead of vLLM's figure (see ``launcher.runtime.budget``). After the KV cache exists it
+logs planned against actual, writes the rank's measurement record, and arms the late-JIT
+watchdog once vLLM's own warmup is done.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import platform
+import time
+from typing import Any
+
+from launcher.plan import census
+from launcher.plan.calibration import save_record, stack_versions
+from launcher.runtime import jit_watch
+from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load
+from launcher.runtime.worker.runplan import RunPlan
+from launcher.units import format_size
+
+logger = logging.getLogger("vllm.b12x_launch")
+
+
+class PlannedMixin:
+    """Mixed in before vLLM's worker class; ``platform`` is ``cuda`` or ``cpu``."""
+
+    platform = "cuda"
+    _run: RunPlan | None = None
+    _record: dict[str, Any]
+
+    # -- sizing ---------------------------------------------------------------------------
+    def determine_available_memory(self) -> int:
+        run = RunPlan.from_env()
+        if run is None:
+            logger.warning("b12x-launch: no plan in the environment; sizing as vLLM does")
+            return super().determine_available_memory()
+        self._run = run
+        rank = self.rank
+        profile = run.profile
+        _say(f"rank {rank}: planned worker {type(self).__name__}, plan {run.fingerprint}")
+        before = self._device_snapshot()
+        results, measurement = self._prewarm(run)
+        self._barrier()
+        vllm_available = super().determine_available_memory()
+        after = self._device_snapshot()
+        headroom, headroom_source = self._headroom(run, measurement)
+        self._after_profile = after
+        pinned = run.component(rank, "kv_cache") if run.pinned else None
+        inputs = BudgetInputs(
+            platform=self.platform,
+            vllm_available=int(vllm_available),
+            jit_headroom=headroom,
+            safety_margin=profile.memory.safety_margin,
+            planned_kv=run.component(rank, "kv_cache"),
+            pinned_kv=pinned,
+            free_after_profile=after["free"] if after else None,
+            peak_activation=self._peak_activation(),
+            cudagraph=self._cudagraph_reserve(run),
+            calibrated=self._calibrated(run),
+        )
+        try:
+            budget = kv_budget(inputs)
+        except BudgetError as exc:
+            raise RuntimeError(f"b12x-launch rank {rank}: {exc}") from None
+        planned = inputs.planned_kv
+        _say(
+            f"rank {rank}: KV budget {budget.describe()}; vLLM alone would offer "
+            f"{format_size(vllm_available)}; the plan said {format_size(planned)} "
+            f"({_delta(budget.bytes, planned)}); jit_headroom from {headroom_source}"
+        )
+        self._record = {
+            "fingerprint": run.fingerprint,
+            "rank": rank,
+            "when": datetime.datetime.now().isoformat(timespec="seconds"),
+            "environment": self._environment(profile.hardware.gpu),
+            "plan": {k: v["bytes"] for k, v in run.rank(rank)["components"].items()},
+            "measured": self._measured(run, before, after, measurement, headroom, headroom_source),
+            "prewarm": [vars(r) for r in results],
+            "prewarm_measurement": measurement.to_dict() if measurement else None,
+            "vllm_available": int(vllm_available),
+            "budget": {"bytes": budget.bytes, "basis": budget.basis, **budget.reserved},
+            "late_compiles": [],
+        }
+        self._save()
+        return budget.bytes
+
+    def initialize_from_config(self, kv_cache_config: Any) -> None:
+        super().initialize_from_config(kv_cache_config)
+        if self._run is None:
+            return
+        blocks = int(getattr(kv_cache_config, "num_blocks", 0))
+        kv = self._run.kv
+        tokens = blocks * kv["block_tokens"] * kv.get("dcp", 1)
+        self._record["kv"] = {"blocks": blocks, "tokens": tokens, "planned_tokens": kv["tokens"]}
+        _say(
+            f"rank {self.rank}: KV cache {blocks:,} blocks = {tokens:,} tokens; plan "
+            f"{kv['blocks_per_rank']:,} blocks = {kv['tokens']:,} tokens "
+            f"({_delta(tokens, kv['tokens'])})"
+        )
+        self._save()
+
+    def compile_or_warm_up_model(self) -> Any:
+        before = self._device_snapshot()
+        result = super().compile_or_warm_up_model()
+        if self._run is None:
+            return result
+        after = self._device_snapshot()
+        margin = self._run.profile.memory.safety_margin
+        if before and after:
+            self._record["measured"]["cudagraph_pool"] = max(0, before["free"] - after["free"])
+            self._record["free_after_warmup"] = after["free"]
+            if after["free"] < margin:
+                logger.warning(
+                    "b12x-launch rank %d: %s free after vLLM's warmup, below the safety margin %s",
+                    self.rank,
+                    format_size(after["free"]),
+                    format_size(margin),
+                )
+        self._arm_watchdog()
+        self._save()
+        return result
+
+    # -- parts ----------------------------------------------------------------------------
+    def _prewarm(self, run: RunPlan) -> tuple[list[PrewarmResult], Any]:
+        from launcher.deployment import resolve
+
+        profile = run.profile
+        deployment = resolve(profile)
+        if not deployment.prewarm:
+            return [], None
+        from launcher.plan.model import load_facts
+
+        facts = load_facts(profile.model.path, profile.model.architecture)
+        device = self._device_index()
+        ctx = PrewarmContext(
+            profile,
+            facts,
+            self.rank,
+            f"cuda:{device}" if device is not None else "cpu",
+            getattr(self, "model_runner", None),
+            log=_say,
+            worker=self,
+            learned=tuple(run.rank(self.rank).get("learned") or ()),
+        )
+        self._providers = []
+        results: list[PrewarmResult] = []
+        ctx.deployment = deployment
+        names = list(deployment.prewarm)
+
+        def run_all() -> None:
+            with self._vllm_config_context():
+                run_providers()
+
+        def run_providers() -> None:
+            for name in names:
+                provider = load(name)
+                if not provider.applies(ctx):
+                    results.append(PrewarmResult(name, skipped="not used by this deployment"))
+                    continue
+                self._providers.append((provider, ctx))
+                start = time.perf_counter()
+                result = provider.run(ctx)
+                result.seconds = result.seconds or time.perf_counter() - start
+                results.append(result)
+                points = "; ".join(f"{e['name']} {e['status']}" for e in result.entry_points)
+                _say(
+                    f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
+                    f"{result.warmed} warmed in {result.seconds:.1f}s"
+                    + (f"; entry points: {points}" if points else "")
+                    + (f"; {result.skipped}" if result.skipped else "")
+                )
+
+        if device is None:
+            run_all()
+            return results, None
+        from launcher.runtime.measure import measure
+
+        jit_watch.watch.install()
+        _, measurement = measure(run_all, device)
+        _say(
+            f"rank {self.rank}: prewarm retained {format_size(measurement.retained_bytes)}, "
+            f"transient peak {format_size(measurement.transient_peak_bytes)} "
+            f"(torch reserved {format_size(measurement.torch_reserved_delta)})"
+        )
+        return results, measurement
+
+    def _headroom(self, run: RunPlan, measurement: Any) -> tuple[int, str]:
+        configured = run.profile.memory.jit_headroom
+        if configured != "measure":
+            return int(configured), "profile"
+        comp = run.rank(self.rank)["components"]["jit_headroom"]
+        if measurement is not None:
+            from launcher.runtime.measure import jit_headroom
+
+            fresh = jit_headroom(measurement)
+            if comp["source"] == "measured" and int(comp["bytes"]) > fresh:
+                # An earlier boot needed more (a cold cache, the census's late compiles):
+                # keep the larger, as the plan does.
+                return int(comp["bytes"]), "measured (calibrated plan)"
+            return fresh, "measured"
+        return int(comp["bytes"]), f"plan ({comp['source']})"
+
+    def _measured(
+        self,
+        run: RunPlan,
+        before: dict | None,
+        after: dict | None,
+        measurement: Any,
+        headroom: int,
+        headroom_source: str,
+    ) -> dict[str, int]:
+        """This rank's components as measured, closing the loop with the plan.
+
+        Everything the engine holds after vLLM's profile (free at launch, as the launcher
+        read it per card, minus free now) is split into weights (torch's allocation after
+        loading), what the prewarm kept (workspaces) and the rest (cuda_context: context,
+        cuBLAS, NCCL and whatever the profile run kept outside torch). A calibrated plan
+        made of these figures then equals the budget this worker returns, to the block.
+        """
+        out: dict[str, int] = {}
+        if headroom_source.startswith("measured"):
+            out["jit_headroom"] = headroom
+        retained = max(0, measurement.retained_bytes) if measurement is not None else 0
+        if measurement is not None:
+            out["workspaces"] = retained
+        if before is not None and after is not None:
+            launch_free = run.rank(self.rank)["total_bytes"] - run.component(
+                self.rank, "other_processes"
+            )
+            out["weights"] = before["torch_allocated"]
+            engine = launch_free - after["free"]
+            out["cuda_context"] = max(0, engine - before["torch_allocated"] - retained)
+        peak = self._peak_activation()
+        if peak:
+            out["activation_peak"] = peak
+        return out
+
+    def _peak_activation(self) -> int:
+        peak = int(getattr(self, "peak_activation_memory", 0) or 0)
+        return max(0, peak - self._cudagraph_applied())
+
+    def _cudagraph_applied(self) -> int:
+        import os
+
+        flag = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1").lower()
+        estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
+        return estimate if flag not in ("0", "false") else 0
+
+    def _calibrated(self, run: RunPlan) -> bool:
+        """Whether this rank's plan is made of an earlier boot's measurements."""
+        from launcher.plan.planner import MEASURABLE
+
+        comps = run.rank(self.rank)["components"]
+        present = [comps[n] for n in MEASURABLE if n in comps and comps[n]["bytes"]]
+        return bool(present) and all(c["source"] == "measured" for c in present)
+
+    def _cudagraph_reserve(self, run: RunPlan) -> int:
+        """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
+        comp = run.rank(self.rank)["components"].get("cudagraph_pool", {})
+        if comp.get("source") == "measured":
+            return int(comp["bytes"])
+        estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
+        return estimate or run.component(self.rank, "cudagraph_pool")
+
+    def _device_index(self) -> int | None:
+        if self.platform != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.current_device()
+
+    def _device_snapshot(self) -> dict[str, int] | None:
+        device = self._device_index()
+        if device is None:
+            return None
+        import torch
+
+        from launcher.runtime.measure import device_memory
+
+        mem = device_memory(device)
+        return {
+            "free": mem.free,
+            "total": mem.total,
+            "used": mem.total - mem.free,
+            "torch_reserved": torch.cuda.memory_reserved(device),
+            "torch_allocated": torch.cuda.memory_allocated(device),
+        }
+
+    def _barrier(self) -> None:
+        """Wait for every rank's prewarm on vLLM's world group, CPU side (gloo).
+
+        The default process group is NCCL and otherwise unused: its first collective
+        would build one more communicator (device buffers nobody planned) just before
+        vLLM measures memory.
+        """
+        try:
+            import torch.distributed as dist
+
+            if not (dist.is_available() and dist.is_initialized()):
+                return
+            from vllm.distributed.parallel_state import get_world_group
+
+            dist.barrier(group=get_world_group().cpu_group)
+        except Exception as exc:  # a failed barrier must not hide the real error later
+            logger.warning("b12x-launch: barrier after prewarm failed: %s", exc)
+
+    def _vllm_config_context(self):
+        """vLLM's config context, as its own warmups run in (some read it globally)."""
+        import contextlib
+
+        config = getattr(self, "vllm_config", None)
+        try:
+            from vllm.config import set_current_vllm_config
+        except ImportError:
+            return contextlib.nullcontext()
+        return set_current_vllm_config(config) if config is not None else contextlib.nullcontext()
+
+    def _environment(self, gpu_kind: str) -> dict[str, Any]:
+        env: dict[str, Any] = {"gpu_kind": gpu_kind, "host": platform.node(), **stack_versions()}
+        if self.platform == "cuda":
+            import torch
+
+            env["gpu"] = torch.cuda.get_device_name(self._device_index())
+            env["cuda"] = torch.version.cuda
+            env["driver"] = _driver()
+        return env
+
+    def _arm_watchdog(self) -> None:
+        profile = self._run.profile
+        strict = profile.prewarm.strict_jit
+
+        def late(event: Any, detail: str = "") -> None:
+            if hasattr(event, "kernel"):  # a Triton compile (launcher.runtime.jit_watch)
+                e = census.entry(
+                    "triton", event.kernel, event.detail, specialization=event.specialization
+                )
+            else:  # b12x's "not prepared before its first use" (or a frozen refusal)
+                e = census.entry("b12x", str(event), f" {detail}")
+            self._record["late_compiles"].append(e)
+            logger.warning(
+                "b12x-launch rank %d: LATE COMPILE after sizing: %s%s",
+                self.rank,
+                e["kernel"],
+                e["detail"],
+            )
+            self._save()
+
+        jit_watch.arm(late, strict=strict)
+        for provider, ctx in getattr(self, "_providers", []):
+            provider.freeze(ctx, late)
+        self._cost_late_compiles()
+        _say(f"rank {self.rank}: late-JIT watchdog armed{' (strict)' if strict else ''}")
+
+    def _cost_late_compiles(self) -> None:
+        """Charge each serving step that compiled late with the device memory it kept
+        outside torch's allocator (modules, local memory): the census's cost."""
+        runner = getattr(self, "model_runner", None)
+        step = getattr(runner, "execute_model", None)
+        device = self._device_index()
+        if step is None or device is None:
+            return
+        import torch
+
+        late = self._record["late_compiles"]
+
+        def costed(*args: Any, **kwargs: Any) -> Any:
+            seen = len(late)
+            free0, _ = torch.cuda.mem_get_info(device)
+            reserved0 = torch.cuda.memory_reserved(device)
+            try:
+                return step(*args, **kwargs)
+            finally:
+                if len(late) > seen:
+                    torch.cuda.synchronize(device)
+                    free1, _ = torch.cuda.mem_get_info(device)
+                    grown = torch.cuda.memory_reserved(device) - reserved0
+                    late[seen]["cost_bytes"] = max(0, int(free0 - free1 - grown))
+                    self._save()
+
+        runner.execute_model = costed
+
+    def _save(self) -> None:
+        try:
+            save_record(self._record, self._run.run_dir, self._run.profile)
+        except OSError as exc:
+            logger.warning(
+                "b12x-launch rank %d: cannot write the measurement record: %s", self.rank, exc
+            )
+
+
+def _driver() -> str | None:
+    from launcher.launch.hardware import NoGpuInfo, query_gpus
+
+    try:
+        gpus = query_gpus()
+    except NoGpuInfo:
+        return None
+    return gpus[0].driver if gpus else None
+
+
+def _say(message: str) -> None:
+    logger.info("b12x-launch %s", message)
+
+
+def _delta(actual: int, planned: int) -> str:
+    if not planned:
+        return "no plan figure"
+    return f"{(actual - planned) / planned:+.1%} against the plan"

@@ -1,0 +1,194 @@
+"""The package reads in one direction: each room imports only the rooms before it.
+
+Every module's imports are parsed (``ast``), the lazy ones inside functions included; imports
+under ``if TYPE_CHECKING:`` are skipped (they never run). A room importing a later room, or an
+import cycle between rooms, fails here unless it is listed in ``EXCEPTIONS`` with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
+
+ORDER = (
+    "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
+    "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
+    "deployment",  # resolve once: the profile's derived values, each with its reason
+    "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner
+    "report",  # a plan rendered (the dry run ends here), pictures, sweeps, `report RUN_DIR`
+    "launch",  # preflight, vLLM argv/env, run directory, exec (writes the rendered plan)
+    "runtime",  # inside vLLM: planned worker, prewarm providers, measurement, JIT watchdog
+    "pipeline",  # load -> plan -> render -> launch, step by step, for the commands
+    "qualify",  # boots the planned deployment and drives its worst case
+    "cli",  # the command line and the container's entry point
+)
+"""Rooms in the order data flows; a room may import itself and any room before it."""
+
+ROOM_OF_TOP_MODULE = {
+    "units": "base",
+    "errors": "base",
+    "atomic": "base",
+    "secrets": "base",
+    "deployment": "deployment",
+    "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
+    "pipeline": "pipeline",
+    "cli": "cli",
+    "__main__": "cli",
+    "entrypoint": "cli",
+}
+
+EXCEPTIONS = {
+    ("launcher.launch.start", "launcher.pipeline"): (
+        "a launch re-plans against the GPUs preflight found (pipeline.replan), lazily; "
+        "goes when the resolved deployment carries what a re-plan needs"
+    ),
+    ("launcher.pipeline", "launcher.qualify.record"): (
+        "the plan pins the KV cache to the size qualify recorded: the record is a plan input "
+        "kept beside the command that writes it"
+    ),
+}
+"""(importer, imported) pairs allowed against the order, each with why."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def room(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] == "__version__":
+        return "base"
+    if parts[1] in ORDER:
+        return parts[1]
+    return ROOM_OF_TOP_MODULE[parts[1]]
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for child in ast.walk(node))
+    return skipped
+
+
+def imports(path: Path) -> set[str]:
+    """The launcher modules ``path`` imports at run time, at any depth of the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_nodes(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "launcher":  # from launcher import pipeline: the module named
+                found.update(f"launcher.{alias.name}" for alias in node.names)
+            else:
+                found.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            raise AssertionError(f"{path}: relative import; name the module in full")
+    return {name for name in found if name.startswith("launcher.")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {_module_name(p): imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_has_a_room():
+    for module in import_graph():
+        assert room(module) in ORDER, module
+
+
+def test_no_stage_imports_a_later_one():
+    rank = {name: i for i, name in enumerate(ORDER)}
+    wrong = [
+        f"{importer} ({room(importer)}) imports {imported} ({room(imported)})"
+        for importer, targets in import_graph().items()
+        for imported in sorted(targets)
+        if rank[room(imported)] > rank[room(importer)] and (importer, imported) not in EXCEPTIONS
+    ]
+    assert not wrong, "imports against the flow:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycle_between_rooms():
+    edges: dict[str, set[str]] = {}
+    for importer, targets in import_graph().items():
+        for imported in targets:
+            if room(imported) != room(importer) and (importer, imported) not in EXCEPTIONS:
+                edges.setdefault(room(importer), set()).add(room(imported))
+    assert _cycle(edges) is None, f"rooms import each other: {_cycle(edges)}"
+
+
+def test_every_exception_is_still_needed():
+    graph = import_graph()
+    for importer, imported in EXCEPTIONS:
+        assert imported in graph.get(importer, ()), (
+            f"{importer} no longer imports {imported}: drop the exception"
+        )
+
+
+DERIVED = {"capture_sizes", "auto_capture_sizes", "default_block_size", "runtime_of"}
+"""``profile.rules`` helpers whose results the Deployment holds."""
+
+
+def test_only_the_deployment_derives_what_it_holds():
+    """Past the profile stage a derived value is read off the Deployment, never derived again."""
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        if room(module) in ("profile", "deployment"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "launcher.profile.rules":
+                wrong += [f"{module}: {a.name}" for a in node.names if a.name in DERIVED]
+    assert not wrong, "read these off launcher.deployment.Deployment:\n" + "\n".join(wrong)
+
+
+def test_the_checks_catch_a_backward_import(tmp_path):
+    """The parser sees a lazy import inside a function, and skips TYPE_CHECKING ones."""
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from launcher.cli import cli\n"
+        "def f():\n    from launcher.report import render\n"
+        "    import launcher.runtime.budget\n"
+    )
+    assert imports(source) == {"launcher.report", "launcher.runtime.budget"}
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_readme_layout_names_every_room_and_top_module():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    names = [p.name + "/" for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()]
+    names += [p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    missing = [name for name in sorted(names) if name not in layout]
+    assert not missing, f"README's Layout does not name: {missing}"
