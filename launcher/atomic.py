@@ -9,29 +9,8 @@ from pathlib import Path
 from typing import Any
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (readers see the old file or the new one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_json(path: str | os.PathLike, data: Any) -> Path:
-    return write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
-
-
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (a picture, an archive)."""
+    """Write ``data`` to ``path`` atomically (readers see the old file or the new one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -45,3 +24,11 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike, data: Any) -> Path:
+    return write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -41,8 +41,6 @@ class Runtime:
     """The runtime's own warmup entry points the runtime provider drives (module:function)."""
     markers: tuple[str, ...]
     """Files (relative to the vllm package) whose presence identifies this line."""
-    image: str
-    """The container base that carries it."""
 
     def fp8_rope(self, facts: ModelFacts, env: dict[str, str]) -> bool:
         """Whether the nvfp4 record stores RoPE in fp8 (368 B) rather than bf16 (432 B)."""
@@ -87,7 +85,6 @@ RUNTIMES: dict[str, Runtime] = {
                 "moe_token_buckets",
             ),
             markers=(),
-            image="vllm/vllm-openai",
         ),
         Runtime(
             name="gilded-gnosis",
@@ -104,7 +101,6 @@ RUNTIMES: dict[str, Runtime] = {
                 "moe_token_buckets",
             ),
             markers=("model_executor/warmup/sparse_mla_triton_warmup.py",),
-            image="local-inference-lab/vllm:gilded-gnosis",
         ),
         Runtime(
             name="b12x-fork",
@@ -122,7 +118,6 @@ RUNTIMES: dict[str, Runtime] = {
                 "moe_token_buckets",
             ),
             markers=("v1/worker/b12x_startup.py", "utils/b12x.py"),
-            image="local-inference-lab/vllm:b12x",
         ),
     )
 }
