@@ -91,8 +91,9 @@ class ConfigProbe:
         return ["get_current_vllm_config()"]
 
     def run(self, ctx):
-        from launcher.runtime.prewarm import PrewarmResult
         from vllm.config import get_current_vllm_config
+
+        from launcher.runtime.prewarm import PrewarmResult
 
         ConfigProbe.seen.append(get_current_vllm_config())  # raises outside the context
         return PrewarmResult(self.name, warmed=1)
