@@ -106,3 +106,23 @@ def test_a_reader_that_fails_mid_run_is_reported_not_hidden():
     s.stop()
     assert "GPU_IS_LOST" in s.error
     assert s.low_water == {0: GiB}
+
+
+def test_without_nvidia_ml_py_the_drivers_library_is_read(monkeypatch):
+    """Machines without nvidia-ml-py (the H200 test machine, slim images) still sample."""
+    import sys
+
+    from launcher.qualify import sampler
+    from launcher.runtime import nvml
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    monkeypatch.setattr(nvml, "index_of", lambda ident: 1 if ident == "GPU-b" else int(ident))
+    monkeypatch.setattr(nvml, "memory", lambda i: nvml.Memory(100, 10 + i, 90 - i))
+    readers = sampler.nvml_readers(2, {"CUDA_VISIBLE_DEVICES": "3,GPU-b"})
+    assert {rank: read() for rank, read in readers.items()} == {0: 13, 1: 11}
+
+    def no_driver(ident):
+        raise nvml.NvmlError("cannot load libnvidia-ml.so.1")
+
+    monkeypatch.setattr(nvml, "index_of", no_driver)
+    assert sampler.nvml_readers(1, {}) is None
