@@ -38,7 +38,8 @@ class Runtime:
     lse_scale: str
     """The LSE base its sparse-MLA backend asks b12x for (``natural`` or b12x's ``base2``)."""
     warmups: tuple[str, ...]
-    """The runtime's own warmup entry points the runtime provider drives (module:function)."""
+    """The runtime's own warmup entry points the runtime provider drives, in order (names of
+    ``launcher.runtime.prewarm.vllm_warmup.ENTRY_POINTS``, which find each by capability)."""
     markers: tuple[str, ...]
     """Files (relative to the vllm package) whose presence identifies this line."""
 
@@ -80,7 +81,7 @@ RUNTIMES: dict[str, Runtime] = {
             nvfp4_record="upstream",
             lse_scale="base2",
             warmups=(
-                "vllm.model_executor.warmup.b12x_warmup:b12x_warmup",
+                "b12x_warmup",
                 "jit_warmup_registry",
                 "moe_token_buckets",
             ),
@@ -95,8 +96,7 @@ RUNTIMES: dict[str, Runtime] = {
             nvfp4_record="env",
             lse_scale="natural",
             warmups=(
-                "vllm.model_executor.warmup.sparse_mla_triton_warmup:"
-                "sparse_mla_triton_warmup_if_needed",
+                "sparse_mla_triton_warmup",
                 "attention_impl_plans",
                 "moe_token_buckets",
             ),
@@ -111,8 +111,8 @@ RUNTIMES: dict[str, Runtime] = {
             nvfp4_record="fp8_rope",
             lse_scale="natural",
             warmups=(
-                "vllm.model_executor.warmup.b12x_warmup:b12x_warmup",
-                "vllm.model_executor.warmup.b12x_prepare:prepare_b12x_weights",
+                "b12x_warmup",
+                "b12x_prepare",
                 "attention_impl_plans",
                 "jit_warmup_registry",
                 "moe_token_buckets",

@@ -194,3 +194,11 @@ def test_the_census_provider_replays_through_triton_preload(monkeypatch):
     result = provider.run(ctx)
     assert seen == ["SPEC"] and result.compiled == 1
     assert "fake_kernels.gone" in result.skipped
+
+
+def test_every_runtime_names_only_known_entry_points():
+    from launcher.profile.vllm_runtime import RUNTIMES
+    from launcher.runtime.prewarm.vllm_warmup import ENTRY_POINTS
+
+    for runtime in RUNTIMES.values():
+        assert set(runtime.warmups) <= set(ENTRY_POINTS), runtime.name

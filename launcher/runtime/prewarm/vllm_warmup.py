@@ -248,18 +248,8 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
 
 def entry_points(ctx: PrewarmContext) -> list[EntryPoint]:
     """The runtime's entry points for this deployment, in the order they run."""
-    runtime = ctx.deployment.runtime
-    names = [w.rpartition(":")[2] if ":" in w else w for w in runtime.warmups]
-    aliases = {
-        "sparse_mla_triton_warmup_if_needed": "sparse_mla_triton_warmup",
-        "prepare_b12x_weights": "b12x_prepare",
-    }
-    out = []
-    for name in names:
-        ep = ENTRY_POINTS.get(aliases.get(name, name))
-        if ep is not None and (ep.name != "moe_token_buckets" or ctx.facts.is_moe):
-            out.append(ep)
-    return out
+    points = [ENTRY_POINTS[name] for name in ctx.deployment.runtime.warmups]
+    return [e for e in points if e.name != "moe_token_buckets" or ctx.facts.is_moe]
 
 
 class VllmWarmupProvider:
