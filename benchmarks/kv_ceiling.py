@@ -2,16 +2,19 @@
 
     python benchmarks/kv_ceiling.py PROFILE [--model PATH] [--tolerance 0.005]
         [--set KEY=VALUE ...] [--emulate-gib 95.01] [--force] [--max-boots 14]
-        [--run-dir DIR] [--json-out kv_ceiling.json]
+        [--run-dir DIR] [--json-out kv_ceiling.json] [--bisect-margin 0]
 
 Both drive the same workload (the profile's ``qualify:`` section, by default its worst
 case) through the real server on 127.0.0.1:
 
 - Bisection (what users do by hand): boot with the KV cache pinned at N blocks, run the
   workload, stop; a boot survives when every request completes and the server is still
-  up. The bounds are the planned size (lowered until it survives) and every byte the
-  plan does not give to weights or the CUDA context; stop when the gap is below
-  ``--tolerance`` of the lower bound. The ceiling is the largest size that survived.
+  up. Its boots plan with ``--bisect-margin`` (default 0) as the safety margin, so the
+  worker refuses no pin that can still be allocated and the search finds the physical
+  ceiling, not the worker's own refusal. The bounds are the planned size (lowered until
+  it survives) and every byte the plan does not give to weights or the CUDA context; stop
+  when the gap is below ``--tolerance`` of the lower bound. The ceiling is the largest
+  size that survived.
 - ``b12x-launch qualify --verify``: one boot at the planned size, the KV size that leaves
   the safety margin at the worst moment, and one verify boot at that size.
 
@@ -28,9 +31,10 @@ import argparse
 import contextlib
 import json
 import math
-import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,42 +49,19 @@ from launcher.qualify.progress import Progress  # noqa: E402
 from launcher.qualify.workload import worst_case  # noqa: E402
 
 GiB = 1024**3
-BALLAST = """
-import sys, torch
-dev = int(sys.argv[1]); keep = int(sys.argv[2])
-free, total = torch.cuda.mem_get_info(dev)
-x = torch.empty(max(0, total - keep), dtype=torch.uint8, device=f"cuda:{dev}")
-print("ready", x.numel(), flush=True)
-sys.stdin.read()
-"""
 
 
 @contextlib.contextmanager
-def ballast(gib: float | None, devices: int):
-    """Hold ``total - gib`` on each of the first ``devices`` GPUs until the block ends."""
+def emulated(gib: float | None, devices: int):
+    """Hold all but ``gib`` GiB of each of the first ``devices`` GPUs meanwhile (the GPU
+    tier's ballast: another process, which the launch sees as memory held by others)."""
     if not gib:
         yield []
         return
-    procs = []
-    try:
-        for dev in range(devices):
-            p = subprocess.Popen(
-                [sys.executable, "-c", BALLAST, str(dev), str(int(gib * GiB))],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            procs.append(p)
-            line = p.stdout.readline().split()
-            if not line or line[0] != "ready":
-                raise RuntimeError(f"ballast on GPU {dev} failed")
-        yield procs
-    finally:
-        for p in procs:
-            with contextlib.suppress(Exception):
-                p.stdin.close()
-            p.terminate()
-            p.wait(timeout=30)
+    from tests.gpu.ballast import ballast
+
+    with ballast(list(range(devices)), keep=int(gib * GiB)) as lines:
+        yield lines
 
 
 def survives(planned, blocks: int, run_dir: Path, workload, progress, force: bool) -> dict:
@@ -108,17 +89,62 @@ def survives(planned, blocks: int, run_dir: Path, workload, progress, force: boo
     }
 
 
-def bisect(loaded, tolerance: float, root: Path, force: bool, max_boots: int, progress) -> dict:
+@dataclass
+class Search:
+    """Where a bisection stopped: ``ceiling`` survived (None: nothing did); ``failure`` is the
+    smallest size seen to fail above it (None: none was seen)."""
+
+    ceiling: int | None
+    failure: int | None
+    trials: list[tuple[int, bool]] = field(default_factory=list)
+
+
+def search(
+    low: int, high: int, tolerance: float, max_boots: int, trial: Callable[[int], bool]
+) -> Search:
+    """Bisect for the largest size ``trial`` accepts: ``low`` should pass (halved until one
+    does), ``high`` is an upper bound from arithmetic, not yet tried; stop once the gap is
+    within ``tolerance`` of the survivor or ``max_boots`` trials were made. The arithmetic
+    bound is tried last when no failure was seen, so a ceiling never rests on it."""
+    trials: list[tuple[int, bool]] = []
+
+    def attempt(size: int) -> bool:
+        ok = trial(size)
+        trials.append((size, ok))
+        return ok
+
+    failure = None
+    while not attempt(low):
+        failure, low = low, low // 2
+        if low == 0 or len(trials) >= max_boots:
+            return Search(None, failure, trials)
+    if failure is not None:
+        high = failure
+    while high - low > max(1, math.floor(tolerance * low)) and len(trials) < max_boots:
+        mid = (low + high) // 2
+        if attempt(mid):
+            low = mid
+        else:
+            high = failure = mid
+    if failure is None and len(trials) < max_boots:
+        if attempt(high):
+            low = high
+        else:
+            failure = high
+    return Search(low, failure, trials)
+
+
+def bisect(
+    loaded, workload, tolerance: float, root: Path, force: bool, max_boots: int, progress
+) -> dict:
     planned = pipeline.make_plan(loaded, use_qualified=False)
-    workload = worst_case(loaded.profile, planned.plan.kv.tokens)
     rank = planned.plan.ranks[planned.plan.kv.bounding_rank]
     page = planned.plan.kv.layout.page_bytes
     held = sum(
         c.bytes for c in rank.components if c.name in ("other_processes", "cuda_context", "weights")
     )
-    high = (rank.total_bytes - held) // page + 1  # an upper bound that cannot survive
-    low = planned.plan.kv.blocks_per_rank
-    boots = []
+    high = (rank.total_bytes - held) // page  # room for nothing but KV: cannot survive
+    boots: list[dict] = []
     start = time.monotonic()
 
     def trial(blocks: int) -> bool:
@@ -132,20 +158,16 @@ def bisect(loaded, tolerance: float, root: Path, force: bool, max_boots: int, pr
         )
         return result["ok"]
 
-    while not trial(low):  # the planned size should survive; if not, halve until one does
-        high, low = low, low // 2
-        if low == 0 or len(boots) >= max_boots:
-            return {"boots": boots, "ceiling_blocks": None, "seconds": time.monotonic() - start}
-    while high - low > max(1, math.floor(tolerance * low)) and len(boots) < max_boots:
-        mid = (low + high) // 2
-        low, high = (mid, high) if trial(mid) else (low, mid)
+    found = search(planned.plan.kv.blocks_per_rank, high, tolerance, max_boots, trial)
     layout = planned.plan.kv.layout
+    ceiling = found.ceiling
     return {
         "boots": boots,
-        "ceiling_blocks": low,
-        "ceiling_tokens": layout.tokens_for_blocks(low),
-        "ceiling_bytes": low * page,
-        "first_failure_blocks": high,
+        "ceiling_blocks": ceiling,
+        "ceiling_tokens": layout.tokens_for_blocks(ceiling) if ceiling else None,
+        "ceiling_bytes": ceiling * page if ceiling else None,
+        "first_failure_blocks": found.failure,
+        "arithmetic_bound_blocks": high,
         "planned_blocks": planned.plan.kv.blocks_per_rank,
         "seconds": round(time.monotonic() - start, 1),
     }
@@ -173,6 +195,11 @@ def main() -> int:
     ap.add_argument("--run-dir", default=None)
     ap.add_argument("--json-out", default="kv_ceiling.json")
     ap.add_argument("--skip-bisection", action="store_true")
+    ap.add_argument(
+        "--bisect-margin",
+        default="0",
+        help="memory.safety_margin of the bisection's boots (default 0: the physical ceiling)",
+    )
     args = ap.parse_args()
 
     overrides = [*args.overrides, "serving.host=127.0.0.1"]
@@ -180,16 +207,26 @@ def main() -> int:
         overrides.append(f"model.path={args.model}")
     loaded = pipeline.load(args.profile, tuple(overrides))
     root = Path(args.run_dir or f"runs/kv-ceiling-{time.strftime('%Y%m%d-%H%M%S')}")
+    # One workload for both methods: the qualify boot's (its planned KV size).
+    workload = worst_case(
+        loaded.profile, pipeline.make_plan(loaded, use_qualified=False).plan.kv.tokens
+    )
+    loaded_bisect = pipeline.load(
+        args.profile, (*overrides, f"memory.safety_margin={args.bisect_margin}")
+    )
     out: dict = {
         "profile": args.profile,
         "overrides": overrides,
         "tolerance": args.tolerance,
         "emulate_gib": args.emulate_gib,
-        "workload": worst_case(
-            loaded.profile, pipeline.make_plan(loaded, use_qualified=False).plan.kv.tokens
-        ).to_dict(),
+        "bisect_margin": args.bisect_margin,
+        "workload": workload.to_dict(),
     }
-    with ballast(args.emulate_gib, loaded.profile.hardware.count), Progress() as progress:
+    with (
+        emulated(args.emulate_gib, loaded.profile.hardware.count) as ballast_lines,
+        Progress() as progress,
+    ):
+        out["ballast"] = ballast_lines
         start = time.monotonic()
         record = qualify(
             loaded, run_dir=str(root / "qualify"), verify=True, force=args.force, progress=progress
@@ -201,7 +238,13 @@ def main() -> int:
         }
         if not args.skip_bisection:
             out["bisection"] = bisect(
-                loaded, args.tolerance, root / "bisection", args.force, args.max_boots, progress
+                loaded_bisect,
+                workload,
+                args.tolerance,
+                root / "bisection",
+                args.force,
+                args.max_boots,
+                progress,
             )
     q = record["kv"]
     b = out.get("bisection", {})
