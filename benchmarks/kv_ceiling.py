@@ -33,7 +33,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from launcher import pipeline  # noqa: E402
 from launcher.errors import LauncherError  # noqa: E402
+from launcher.launch.start import against_cards  # noqa: E402
 from launcher.plan.planner import Qualified  # noqa: E402
 from launcher.qualify.boot import boot  # noqa: E402
 from launcher.qualify.command import qualify  # noqa: E402
@@ -100,26 +101,41 @@ class Search:
 
 
 def search(
-    low: int, high: int, tolerance: float, max_boots: int, trial: Callable[[int], bool]
+    low: int,
+    high: int,
+    tolerance: float,
+    max_boots: int,
+    trial: Callable[[int], bool],
+    *,
+    seen: Sequence[tuple[int, bool]] = (),
 ) -> Search:
     """Bisect for the largest size ``trial`` accepts: ``low`` should pass (halved until one
     does), ``high`` is an upper bound from arithmetic, not yet tried; stop once the gap is
     within ``tolerance`` of the survivor or ``max_boots`` trials were made. The arithmetic
-    bound is tried last when no failure was seen, so a ceiling never rests on it."""
-    trials: list[tuple[int, bool]] = []
+    bound is tried last when no failure was seen, so a ceiling never rests on it. ``seen``:
+    trials of an earlier run (counted); its largest survivor and the smallest failure above
+    it replace ``low`` and ``high``."""
+    trials: list[tuple[int, bool]] = list(seen)
 
     def attempt(size: int) -> bool:
         ok = trial(size)
         trials.append((size, ok))
         return ok
 
+    survived = [size for size, ok in seen if ok]
     failure = None
-    while not attempt(low):
-        failure, low = low, low // 2
-        if low == 0 or len(trials) >= max_boots:
-            return Search(None, failure, trials)
-    if failure is not None:
-        high = failure
+    if survived:
+        low = max(survived)
+        above = [size for size, ok in seen if not ok and size > low]
+        failure = min(above) if above else None
+        high = failure or max(high, low)
+    else:
+        while not attempt(low):
+            failure, low = low, low // 2
+            if low == 0 or len(trials) >= max_boots:
+                return Search(None, failure, trials)
+        if failure is not None:
+            high = failure
     while high - low > max(1, math.floor(tolerance * low)) and len(trials) < max_boots:
         mid = (low + high) // 2
         if attempt(mid):
@@ -135,16 +151,25 @@ def search(
 
 
 def bisect(
-    loaded, workload, tolerance: float, root: Path, force: bool, max_boots: int, progress
+    loaded,
+    workload,
+    tolerance: float,
+    root: Path,
+    force: bool,
+    max_boots: int,
+    progress,
+    on_boot: Callable[[dict], object] = lambda partial: None,
+    previous: Sequence[dict] = (),
 ) -> dict:
-    planned = pipeline.make_plan(loaded, use_qualified=False)
+    # Against what the cards have free now (the ballast in place), as the launch plans.
+    planned, _ = against_cards(pipeline.make_plan(loaded, use_qualified=False), force=force)
     rank = planned.plan.ranks[planned.plan.kv.bounding_rank]
     page = planned.plan.kv.layout.page_bytes
     held = sum(
         c.bytes for c in rank.components if c.name in ("other_processes", "cuda_context", "weights")
     )
     high = (rank.total_bytes - held) // page  # room for nothing but KV: cannot survive
-    boots: list[dict] = []
+    boots: list[dict] = [dict(b, earlier_run=True) for b in previous]
     start = time.monotonic()
 
     def trial(blocks: int) -> bool:
@@ -152,13 +177,15 @@ def bisect(
             planned, blocks, root / f"boot{len(boots):02d}", workload, progress, force
         )
         boots.append(result)
+        on_boot({"boots": boots, "ceiling_blocks": None, "ceiling_tokens": None, "seconds": 0})
         progress.say(
             f"bisection boot {len(boots)}: {blocks:,} blocks "
             f"{'survived' if result['ok'] else 'failed: ' + result['why']}"
         )
         return result["ok"]
 
-    found = search(planned.plan.kv.blocks_per_rank, high, tolerance, max_boots, trial)
+    seen = [(b["blocks"], b["ok"]) for b in previous]
+    found = search(planned.plan.kv.blocks_per_rank, high, tolerance, max_boots, trial, seen=seen)
     layout = planned.plan.kv.layout
     ceiling = found.ceiling
     return {
@@ -171,6 +198,36 @@ def bisect(
         "planned_blocks": planned.plan.kv.blocks_per_rank,
         "seconds": round(time.monotonic() - start, 1),
     }
+
+
+def table(out: dict) -> list[str]:
+    """The summary lines of whatever ``out`` holds so far."""
+    rows = [("method", "boots", "wall s", "KV blocks", "KV tokens", "late compiles")]
+    record = out.get("qualify", {}).get("record")
+    if record:
+        verify = record.get("verify", {})
+        late = len(record["late_compiles"]) + len(verify.get("late_compiles", []))
+        kv = record["kv"]
+        rows.append(
+            ("qualify + verify", record["boots"], out["qualify"]["seconds"], kv["blocks"],
+             kv["tokens"], late)
+        )  # fmt: skip
+    b = out.get("bisection")
+    if b:
+        late = sum(x.get("late_compiles", 0) for x in b["boots"])
+        rows.append(
+            ("bisection", len(b["boots"]), b["seconds"], b["ceiling_blocks"],
+             b["ceiling_tokens"], late)
+        )  # fmt: skip
+    lines = [f"{r[0]:<18}" + "".join(f"{c!s:>16}" for c in r[1:]) for r in rows]
+    if record and b and b.get("ceiling_blocks"):
+        ratio = record["kv"]["blocks"] / b["ceiling_blocks"]
+        seen = b.get("first_failure_blocks")
+        lines.append(
+            f"ratio qualify / ceiling: {ratio:.4f}; verify passed: "
+            f"{record.get('verify', {}).get('passed')}; smallest failing boot: {seen}"
+        )
+    return lines
 
 
 def main() -> int:
@@ -193,8 +250,21 @@ def main() -> int:
     ap.add_argument("--force", action="store_true", help="run on GPUs of another kind")
     ap.add_argument("--max-boots", type=int, default=14)
     ap.add_argument("--run-dir", default=None)
-    ap.add_argument("--json-out", default="kv_ceiling.json")
-    ap.add_argument("--skip-bisection", action="store_true")
+    ap.add_argument(
+        "--json-out",
+        default="kv_ceiling.json",
+        help="results, rewritten after every boot; an existing file's other method is kept",
+    )
+    ap.add_argument(
+        "--only",
+        choices=("qualify", "bisection"),
+        help="run one method (e.g. in two device calls, each under its time limit)",
+    )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the bisection in --json-out: its boots count, its bounds stand",
+    )
     ap.add_argument(
         "--bisect-margin",
         default="0",
@@ -207,36 +277,49 @@ def main() -> int:
         overrides.append(f"model.path={args.model}")
     loaded = pipeline.load(args.profile, tuple(overrides))
     root = Path(args.run_dir or f"runs/kv-ceiling-{time.strftime('%Y%m%d-%H%M%S')}")
-    # One workload for both methods: the qualify boot's (its planned KV size).
+    # One workload for both methods: the qualify boot's (its planned KV size, estimates).
     workload = worst_case(
-        loaded.profile, pipeline.make_plan(loaded, use_qualified=False).plan.kv.tokens
+        loaded.profile,
+        pipeline.make_plan(loaded, use_qualified=False, calibrate=False).plan.kv.tokens,
     )
     loaded_bisect = pipeline.load(
         args.profile, (*overrides, f"memory.safety_margin={args.bisect_margin}")
     )
-    out: dict = {
-        "profile": args.profile,
-        "overrides": overrides,
-        "tolerance": args.tolerance,
-        "emulate_gib": args.emulate_gib,
-        "bisect_margin": args.bisect_margin,
-        "workload": workload.to_dict(),
-    }
+    json_out = Path(args.json_out)
+    out: dict = json.loads(json_out.read_text()) if json_out.is_file() else {}
+    out.update(
+        profile=args.profile,
+        overrides=overrides,
+        tolerance=args.tolerance,
+        emulate_gib=args.emulate_gib,
+        bisect_margin=args.bisect_margin,
+        workload=workload.to_dict(),
+    )
+
+    def save() -> None:
+        json_out.write_text(json.dumps(out, indent=2, default=str) + "\n")
+
     with (
         emulated(args.emulate_gib, loaded.profile.hardware.count) as ballast_lines,
         Progress() as progress,
     ):
         out["ballast"] = ballast_lines
-        start = time.monotonic()
-        record = qualify(
-            loaded, run_dir=str(root / "qualify"), verify=True, force=args.force, progress=progress
-        )
-        out["qualify"] = {
-            "record": record,
-            "boots": record["boots"],
-            "seconds": round(time.monotonic() - start, 1),
-        }
-        if not args.skip_bisection:
+        if args.only != "bisection":
+            start = time.monotonic()
+            record = qualify(
+                loaded,
+                run_dir=str(root / "qualify"),
+                verify=True,
+                force=args.force,
+                progress=progress,
+            )
+            out["qualify"] = {
+                "record": record,
+                "boots": record["boots"],
+                "seconds": round(time.monotonic() - start, 1),
+            }
+            save()
+        if args.only != "qualify":
             out["bisection"] = bisect(
                 loaded_bisect,
                 workload,
@@ -245,40 +328,12 @@ def main() -> int:
                 args.force,
                 args.max_boots,
                 progress,
+                lambda partial: (out.__setitem__("bisection", partial), save()),
+                previous=out.get("bisection", {}).get("boots", []) if args.resume else (),
             )
-    q = record["kv"]
-    b = out.get("bisection", {})
-    ceiling = b.get("ceiling_blocks")
-    out["ratio"] = q["blocks"] / ceiling if ceiling else None
-    verify = record.get("verify", {})
-    rows = [
-        ("method", "boots", "wall s", "KV blocks", "KV tokens", "late compiles"),
-        (
-            "qualify + verify",
-            record["boots"],
-            out["qualify"]["seconds"],
-            q["blocks"],
-            q["tokens"],
-            len(record["late_compiles"]) + len(verify.get("late_compiles", [])),
-        ),
-    ]
-    if b:
-        rows.append(
-            (
-                "bisection",
-                len(b["boots"]),
-                b["seconds"],
-                ceiling,
-                b.get("ceiling_tokens"),
-                sum(x.get("late_compiles", 0) for x in b["boots"]),
-            )
-        )
-    for row in rows:
-        print(f"{row[0]:<18}" + "".join(f"{c!s:>16}" for c in row[1:]))
-    if out["ratio"] is not None:
-        print(f"ratio qualify / ceiling: {out['ratio']:.4f}; verify passed: {verify.get('passed')}")
-    Path(args.json_out).write_text(json.dumps(out, indent=2, default=str) + "\n")
-    print(f"wrote {args.json_out}")
+            save()
+    print("\n".join(table(out)))
+    print(f"wrote {json_out}")
     return 0
 
 

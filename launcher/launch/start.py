@@ -38,9 +38,7 @@ def prepare(
     profile = loaded.profile
     notes: tuple[str, ...] = ()
     if profile.hardware.gpu != "cpu":
-        facts = _gpu_facts(planned, force=force, gpus=gpus)
-        planned = _replan(planned, facts)
-        notes = facts.notes
+        planned, notes = against_cards(planned, force=force, gpus=gpus)
     if not planned.plan.fits:
         raise DoesNotFit(
             "the plan does not fit: "
@@ -101,6 +99,13 @@ def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
         os.execvpe(prepared.argv[0], prepared.argv, prepared.env)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot start {prepared.argv[0]!r}: {exc}") from None
+
+
+def against_cards(planned: Planned, *, force: bool, gpus=None) -> tuple[Planned, tuple[str, ...]]:
+    """The plan again with the memory the visible GPUs have free now, and the notes on them
+    (``gpus``: the GPU list, default read from the driver)."""
+    facts = _gpu_facts(planned, force=force, gpus=gpus)
+    return _replan(planned, facts), facts.notes
 
 
 def _gpu_facts(planned: Planned, *, force: bool, gpus) -> GpuFacts:

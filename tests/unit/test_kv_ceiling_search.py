@@ -54,3 +54,12 @@ def test_max_boots_bounds_the_trials(search):
 def test_nothing_survives(search):
     found = search(8, 16, 0.01, 30, survives_below(0))
     assert found.ceiling is None and found.failure == 1
+
+
+def test_an_earlier_run_sets_the_bounds_and_counts(search):
+    earlier = [(5000, False), (2500, True), (3750, False)]
+    found = search(5000, 9000, 0.01, 8, survives_below(3000), seen=earlier)
+    assert found.trials[:3] == earlier
+    assert all(2500 < size < 3750 for size, _ in found.trials[3:])
+    assert found.ceiling <= 3000 < found.failure <= 3750
+    assert len(found.trials) <= 8
