@@ -162,7 +162,9 @@ def bisect(
     previous: Sequence[dict] = (),
 ) -> dict:
     # Against what the cards have free now (the ballast in place), as the launch plans.
-    planned, _ = against_cards(pipeline.make_plan(loaded, use_qualified=False), force=force)
+    planned = pipeline.make_plan(loaded, use_qualified=False)
+    if loaded.profile.hardware.gpu != "cpu":
+        planned, _ = against_cards(planned, force=force)
     rank = planned.plan.ranks[planned.plan.kv.bounding_rank]
     page = planned.plan.kv.layout.page_bytes
     held = sum(
