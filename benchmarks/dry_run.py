@@ -8,7 +8,9 @@ child's maximum resident set. ``python -c pass`` runs the same number of times, 
 as the floor on this machine at this moment: on a shared, loaded machine the ratio and the
 CPU time (user + system of the child) say more than the wall time alone. ``--against DIR``
 (another checkout, e.g. ``git archive`` of an older commit unpacked) is timed in the same
-loop, with ``PYTHONPATH`` at it, so before and after see the same load.
+loop, so before and after see the same load. Each tree's runs start in that tree with
+``PYTHONPATH`` at it: ``python -m`` puts the working directory first on ``sys.path``, so a
+child started here would import this tree's ``launcher`` whatever ``PYTHONPATH`` says.
 
 Bytecode: by default the children run with ``PYTHONDONTWRITEBYTECODE`` removed from their
 environment and one untimed warm-up run of each tree first, so every launcher module is
@@ -33,11 +35,11 @@ import sys
 import time
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+def _run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one fresh process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=cwd)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -78,24 +80,33 @@ def main() -> None:
     floor = [sys.executable, "-c", "pass"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["COLUMNS"] = "120"
+    here = os.getcwd()
+    trees = [here] + ([os.path.abspath(args.against)] if args.against else [])
     if args.source:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        _drop_bytecode(".")
-        if args.against:
-            _drop_bytecode(args.against)
-    other = None
-    if args.against:
-        other_env = {**env, "PYTHONPATH": os.path.abspath(args.against)}
-        other_cmd = [*cmd[:3], os.path.join(args.against, args.profile), *cmd[4:]]
-        other = (other_cmd, other_env)
-        subprocess.run(other_cmd, check=True, capture_output=True, env=other_env)  # warm-up
-    subprocess.run(cmd, check=True, capture_output=True, env=env)  # warm-up (and .pyc)
+    runs = []
+    for tree in trees:
+        if args.source:
+            _drop_bytecode(tree)
+        tree_env = {**env, "PYTHONPATH": tree}
+        where = subprocess.run(
+            [sys.executable, "-c", "import launcher; print(launcher.__file__)"],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=tree_env,
+            cwd=tree,
+        ).stdout.strip()
+        if not where.startswith(tree + os.sep):
+            sys.exit(f"{tree}: its runs would import {where}, not its own launcher")
+        subprocess.run(cmd, check=True, capture_output=True, env=tree_env, cwd=tree)  # warm-up
+        runs.append((cmd, tree_env, tree))
     dry, base, against = [], [], []
     for _ in range(args.runs):
-        dry.append(_run(cmd, env))
-        base.append(_run(floor, env))
-        if other:
-            against.append(_run(*other))
+        dry.append(_run(*runs[0]))
+        base.append(_run(floor, env, here))
+        if args.against:
+            against.append(_run(*runs[1]))
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     print(f"command: {' '.join(cmd)}")
     bytecode = "launcher compiled from source each run" if args.source else "cached .pyc"
