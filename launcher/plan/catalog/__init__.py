@@ -9,8 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from launcher.profile.yamlsource import load_plain
 from launcher.units import parse_size
 
 HERE = Path(__file__).parent
@@ -34,7 +33,7 @@ class GpuKind:
 
 @cache
 def _gpus() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load((HERE / "gpus.yaml").read_text())
+    return load_plain((HERE / "gpus.yaml").read_text())
 
 
 def gpu_kinds() -> list[str]:
@@ -70,7 +69,7 @@ def gpu_for_device_name(device_name: str) -> str | None:
 def _architectures() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for f in sorted((HERE / "models").glob("*.yaml")):
-        out[f.stem] = yaml.safe_load(f.read_text())
+        out[f.stem] = load_plain(f.read_text())
     return out
 
 
@@ -90,7 +89,7 @@ def architecture_config(key: str) -> dict[str, Any]:
 
 @cache
 def _checkpoints() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load((HERE / "checkpoints.yaml").read_text())
+    return load_plain((HERE / "checkpoints.yaml").read_text())
 
 
 def checkpoint_ids() -> list[str]:
