@@ -3,7 +3,6 @@ published checkpoints by Hub repo id (their layout facts)."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -107,6 +106,8 @@ def checkpoint(repo_id: str) -> dict[str, Any] | None:
 
 
 def _miss(what: str, key: str, known: list[str]) -> str:
+    import difflib  # only for a miss: not on every plan
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return f"unknown {what} {key!r}; {hint}known: {', '.join(known)}"
