@@ -10,14 +10,13 @@ a profile is accepted; nothing past this module calls them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from launcher.profile.rules import (
     auto_capture_sizes,
     capture_sizes,
     default_block_size,
     runtime_of,
-    uses_sparse_mla,
 )
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_runtime import Runtime
@@ -29,6 +28,11 @@ PREWARM_ALWAYS = ("census",)
 """Prewarm providers that run whenever prewarm does, listed or not (the census replays what
 earlier boots of this deployment compiled late)."""
 
+BackendFamily = Literal["sparse-mla-b12x", "sparse-mla-flashmla", "dense"]
+B12X_SPARSE_MLA_BACKENDS = ("B12X_MLA_SPARSE", "B12X")
+"""The forks' b12x sparse-MLA backends: Gilded Gnosis names it B12X_MLA_SPARSE, the b12x
+package line B12X (upstream's B12X is paged attention, not sparse MLA: there it is dense)."""
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -36,8 +40,10 @@ class Deployment:
 
     profile: Profile
     runtime: Runtime
-    sparse_mla: bool
-    """The attention backend is the runtime's sparse-MLA backend."""
+    backend_family: BackendFamily
+    """Which attention the backend runs: b12x's sparse MLA (a fork's ``B12X_MLA_SPARSE`` or
+    ``B12X``), FlashMLA's sparse MLA (``FLASHMLA_SPARSE``), or dense (any other backend, or
+    none named). Sparse only when it is one of the runtime's sparse-MLA backends."""
     block_size: int
     """vLLM's KV block, in tokens (``--block-size``)."""
     capture_sizes: tuple[int, ...]
@@ -47,6 +53,11 @@ class Deployment:
     prewarm: tuple[str, ...]
     """The prewarm providers a worker runs, in order; empty when prewarm is off."""
     why: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def sparse_mla(self) -> bool:
+        """The attention backend is the runtime's sparse-MLA backend."""
+        return self.backend_family != "dense"
 
     def fp8_rope(self, facts: ModelFacts) -> bool:
         """Whether the nvfp4 KV record keeps its RoPE part in fp8 (runtime and env decide)."""
@@ -64,17 +75,19 @@ def resolve(p: Profile) -> Deployment:
     """Decide every derived value of ``p`` (pure; cheap enough to call per plan)."""
     runtime, runtime_how = runtime_of(p)
     captures = tuple(capture_sizes(p))
+    family, family_how = _backend_family(p, runtime)
     return Deployment(
         profile=p,
         runtime=runtime,
-        sparse_mla=uses_sparse_mla(p),
+        backend_family=family,
         block_size=default_block_size(p),
         capture_sizes=captures,
         decode_rows=_decode_rows(p, captures),
         prewarm=_prewarm(p),
         why={
             "runtime": runtime_how,
-            "block_size": _block_why(p),
+            "backend_family": family_how,
+            "block_size": _block_why(p, family),
             "capture_sizes": _captures_why(p),
             "decode_rows": "1, each capture size up to max_num_seqs x (1 + MTP), and the MTP "
             "draft's count padded to a capture size"
@@ -87,6 +100,18 @@ def resolve(p: Profile) -> Deployment:
     )
 
 
+def _backend_family(p: Profile, runtime: Runtime) -> tuple[BackendFamily, str]:
+    backend = p.vllm.attention_backend
+    if (backend or "") not in runtime.sparse_mla_backends:
+        return "dense", (
+            f"vllm.attention_backend {backend} is not a sparse-MLA backend of runtime "
+            f"{runtime.name}"
+        )
+    if backend in B12X_SPARSE_MLA_BACKENDS:
+        return "sparse-mla-b12x", f"vllm.attention_backend {backend}: b12x's sparse MLA"
+    return "sparse-mla-flashmla", f"vllm.attention_backend {backend}: FlashMLA's sparse MLA"
+
+
 def _prewarm(p: Profile) -> tuple[str, ...]:
     listed = tuple(p.prewarm.providers)
     if not p.prewarm.enabled or not listed:
@@ -94,12 +119,12 @@ def _prewarm(p: Profile) -> tuple[str, ...]:
     return (*listed, *(n for n in PREWARM_ALWAYS if n not in listed))
 
 
-def _block_why(p: Profile) -> str:
+def _block_why(p: Profile, family: BackendFamily) -> str:
     if p.serving.block_size:
         return "profile serving.block_size"
     if p.hardware.gpu == "cpu":
         return "vLLM's CPU default"
-    if uses_sparse_mla(p):
+    if family != "dense":
         return "the sparse-MLA backend's block"
     return "vLLM's CUDA default"
 

@@ -32,9 +32,6 @@ INDEX_PAGE = 64
 MLA_CHUNK = 64
 """Sparse-MLA decode candidates per split chunk (b12x's ``bi``)."""
 TRELLIS_CODEBOOKS = ("mcg", "lut_e4m3", "lut_fp16")
-B12X_BACKENDS = ("B12X_MLA_SPARSE", "B12X")
-"""The fork's B12X sparse-MLA backends: Gilded Gnosis names it B12X_MLA_SPARSE, the b12x
-package line B12X (upstream's B12X is paged attention, not sparse MLA)."""
 CKV_GATHER_ENV = "VLLM_B12X_MLA_CKV_GATHER"
 
 
@@ -96,10 +93,7 @@ class Specs:
 
 def uses_b12x_attention(p: Profile, f: ModelFacts) -> bool:
     """The fork's B12X sparse-MLA backend serves attention (either fork line)."""
-    backend = p.vllm.attention_backend or ""
-    return (
-        f.is_mla and backend in B12X_BACKENDS and backend in resolve(p).runtime.sparse_mla_backends
-    )
+    return f.is_mla and resolve(p).backend_family == "sparse-mla-b12x"
 
 
 def ckv_gather(p: Profile) -> bool:

@@ -15,7 +15,6 @@ from launcher.plan.catalog import GpuKind
 from launcher.plan.kv import KvLayout, kv_layout
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
-from launcher.profile.rules import MLA_SPARSE_BACKENDS
 from launcher.profile.schema import Profile
 
 ORDER = (
@@ -208,7 +207,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         total_source=total_source,
         reasons=tuple(reasons),
         suggestions=tuple(_suggest(profile, inputs, kv) if reasons and suggest else ()),
-        notes=(*inputs.notes, *_notes(profile, f), *_qualified_note(pinned, bounding, blocks)),
+        notes=(*inputs.notes, *_notes(d), *_qualified_note(pinned, bounding, blocks)),
     )
 
 
@@ -408,13 +407,10 @@ def _with_serving(p: Profile, **changes) -> Profile:
     return p.model_copy(update={"serving": serving})
 
 
-def _notes(p: Profile, f: ModelFacts) -> list[str]:
+def _notes(d: Deployment) -> list[str]:
     out = []
-    if (
-        p.mtp_tokens
-        and p.parallel.decode_context > 1
-        and p.vllm.attention_backend not in MLA_SPARSE_BACKENDS
-    ):
+    p = d.profile
+    if p.mtp_tokens and p.parallel.decode_context > 1 and not d.sparse_mla:
         out.append("MTP with DCP is tested with the MLA sparse backends only")
     return out
 

@@ -6,7 +6,6 @@ Merge once, validate once: every issue in the result carries its file, line and 
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,6 +284,8 @@ def _message(err: dict, path: KeyPath) -> str:
     if kind == "extra_forbidden":
         key = path[-1] if path else err["loc"][-1]
         known = _field_names(list(path[:-1]))
+        import difflib  # only for a key that is wrong: not on every load
+
         close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
         return f"unknown key{hint}"

@@ -1,12 +1,16 @@
 """The profile schema: one source of truth for keys, defaults, docs and JSON Schema.
 
-Each field's docstring becomes its JSON Schema ``description`` (pydantic's
-``use_attribute_docstrings``). A test fails any field without one.
+Each field's docstring becomes its JSON Schema ``description`` when the schema is exported
+(``describe_fields``). A test fails any field without one.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import ast
+import functools
+import inspect
+import sys
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
@@ -46,9 +50,19 @@ class Section(BaseModel):
 
     # defer_build: the validator is built once, for the whole Profile, at its first
     # validation, instead of once per section class at import (the dry run's largest cost).
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, defer_build=True
-    )
+    # No use_attribute_docstrings: it reads each class's source at import (40 ms of every dry
+    # run, which shows no description); describe_fields() reads them when they are needed.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+S = TypeVar("S", bound=Section)
+
+
+def _default(section: type[S]) -> S:
+    """The section with all its defaults, as ``section()`` builds it but without validating:
+    validating would build that section's own validator at import (one per section, half the
+    schema's import time), and the defaults are this module's own constants."""
+    return section.model_construct()
 
 
 class Hardware(Section):
@@ -245,25 +259,25 @@ class Profile(Section):
     """Short name of the deployment (default: the file name)."""
     description: str = ""
     """Free text for humans."""
-    hardware: Hardware = Hardware()
+    hardware: Hardware = _default(Hardware)
     """The GPUs."""
     model: Model
     """The checkpoint."""
-    parallel: Parallel = Parallel()
+    parallel: Parallel = _default(Parallel)
     """How ranks split the model and the KV cache."""
-    speculative: Speculative = Speculative()
+    speculative: Speculative = _default(Speculative)
     """Speculative decoding."""
     serving: Serving
     """Request shapes the server must accept."""
-    memory: Memory = Memory()
+    memory: Memory = _default(Memory)
     """How memory is reserved around the KV cache."""
-    prewarm: Prewarm = Prewarm()
+    prewarm: Prewarm = _default(Prewarm)
     """Kernel prewarm before sizing."""
-    vllm: Vllm = Vllm()
+    vllm: Vllm = _default(Vllm)
     """vLLM options not covered above."""
-    runtime: Runtime = Runtime()
+    runtime: Runtime = _default(Runtime)
     """Cache and run directories."""
-    qualify: Qualify = Qualify()
+    qualify: Qualify = _default(Qualify)
     """The workload of ``b12x-launch qualify`` (default: the worst case of ``serving``)."""
     env: dict[str, Annotated[str, BeforeValidator(_env_value)]] = {}
     """Environment for vLLM and its workers; numbers and booleans become strings
@@ -280,8 +294,43 @@ class Profile(Section):
         return self.parallel.tensor * self.parallel.pipeline
 
 
+@functools.cache
+def _field_docstrings() -> dict[str, dict[str, str]]:
+    """Each class's field docstrings, by class and field name: the string literal right under
+    a field, cleaned as pydantic's ``use_attribute_docstrings`` cleans it."""
+    tree = ast.parse(inspect.getsource(sys.modules[__name__]))
+    docs: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        fields = docs.setdefault(node.name, {})
+        for stmt, after in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                fields[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+@functools.cache
+def describe_fields() -> None:
+    """Give every field its docstring as its ``description`` (once per process, before the
+    JSON Schema is generated); the sections are rebuilt before the Profile that holds them."""
+    docs = _field_docstrings()
+    sections = [model for model in Section.__subclasses__() if model is not Profile]
+    for model in (*sections, Profile):
+        for name, field in model.model_fields.items():
+            field.description = docs.get(model.__name__, {}).get(name)
+        model.model_rebuild(force=True)
+
+
 def json_schema() -> dict[str, Any]:
     """The profile's JSON Schema (generated, never hand-written)."""
+    describe_fields()
     schema = Profile.model_json_schema()
     schema["properties"]["extends"] = {
         "type": "string",

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel
 
-from launcher.profile.schema import Profile, json_schema
+from launcher.profile.schema import Profile, describe_fields, json_schema
 
 
 def walk(model: type[BaseModel], prefix=""):
@@ -14,6 +14,7 @@ def walk(model: type[BaseModel], prefix=""):
 
 
 def test_every_field_has_a_docstring():
+    describe_fields()
     missing = [name for name, field in walk(Profile) if not field.description]
     assert missing == []
 
@@ -23,3 +24,14 @@ def test_json_schema_forbids_unknown_keys():
     assert schema["additionalProperties"] is False
     assert schema["$defs"]["Serving"]["additionalProperties"] is False
     assert "description" in schema["$defs"]["Serving"]["properties"]["max_model_len"]
+
+
+def test_descriptions_are_the_docstrings_and_validation_keeps_working():
+    schema = json_schema()
+    hardware = schema["$defs"]["Hardware"]["properties"]
+    assert hardware["count"]["description"] == "GPUs per node that this deployment uses."
+    assert schema["properties"]["hardware"]["description"] == "The GPUs."
+    assert schema["properties"]["hardware"]["default"]["count"] == 1
+    profile = Profile.model_validate({"model": {"path": "x"}, "serving": {"max_model_len": 8}})
+    assert profile.hardware == Profile.model_fields["hardware"].default
+    assert profile.hardware.count == 1 and profile.prewarm.providers == ["b12x", "vllm", "triton"]

@@ -3,14 +3,12 @@ published checkpoints by Hub repo id (their layout facts)."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from launcher.profile.yamlsource import load_plain
 from launcher.units import parse_size
 
 HERE = Path(__file__).parent
@@ -34,7 +32,7 @@ class GpuKind:
 
 @cache
 def _gpus() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load((HERE / "gpus.yaml").read_text())
+    return load_plain((HERE / "gpus.yaml").read_text())
 
 
 def gpu_kinds() -> list[str]:
@@ -70,7 +68,7 @@ def gpu_for_device_name(device_name: str) -> str | None:
 def _architectures() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for f in sorted((HERE / "models").glob("*.yaml")):
-        out[f.stem] = yaml.safe_load(f.read_text())
+        out[f.stem] = load_plain(f.read_text())
     return out
 
 
@@ -90,7 +88,7 @@ def architecture_config(key: str) -> dict[str, Any]:
 
 @cache
 def _checkpoints() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load((HERE / "checkpoints.yaml").read_text())
+    return load_plain((HERE / "checkpoints.yaml").read_text())
 
 
 def checkpoint_ids() -> list[str]:
@@ -108,6 +106,8 @@ def checkpoint(repo_id: str) -> dict[str, Any] | None:
 
 
 def _miss(what: str, key: str, known: list[str]) -> str:
+    import difflib  # only for a miss: not on every plan
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return f"unknown {what} {key!r}; {hint}known: {', '.join(known)}"
