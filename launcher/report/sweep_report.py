@@ -76,6 +76,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
     from io import StringIO
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     buf = StringIO()
@@ -83,7 +84,8 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
         file=buf, force_terminal=color, no_color=not color, width=120, highlight=False
     )
     table = Table(
-        title=f"Sweep: {sweep.profile} ({len(sweep.rows)} combinations)", title_justify="left"
+        title=escape(f"Sweep: {sweep.profile} ({len(sweep.rows)} combinations)"),
+        title_justify="left",
     )
     for head in _headers(sweep.keys):
         table.add_column(head, justify="right")
@@ -95,7 +97,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
     table.add_column("LONGEST", justify="right")
     notes = []
     for row in sweep.rows:
-        values = [v for _, v in row.settings]
+        values = [escape(str(v)) for _, v in row.settings]  # data, not markup: [1, 2]
         if row.status != "fits":
             notes.append(f"{' '.join(f'{k}={v}' for k, v in row.settings)}: {why_not(row)}")
         if row.plan is None:
@@ -106,7 +108,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
             *values,
             "yes" if row.plan.fits else "no",
             f"{kv.tokens:,}",
-            kv_source(row.plan),
+            escape(kv_source(row.plan)),
             f"{kv.max_concurrency:.2f}x",
             f"rank {kv.bounding_rank}",
             f"{row.longest:,}" if row.longest else "none",
@@ -114,7 +116,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
         )
     console.print(table)
     for note in notes:
-        console.print(note, soft_wrap=True)
+        console.print(note, soft_wrap=True, markup=False)
     console.print(
         "SOURCE: the weakest source the KV figure rests on (estimate until a run is measured); "
         "CONCURRENCY: requests of max_model_len tokens the KV cache holds at once; BOUND: the "

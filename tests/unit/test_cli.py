@@ -195,3 +195,14 @@ def test_a_reader_that_closes_the_pipe_is_not_a_bug():
     err = proc.stderr.read()
     assert proc.wait(timeout=60) in (0, 1)
     assert "internal error" not in err and "Traceback" not in err, err
+
+
+def test_the_table_prints_data_that_looks_like_markup():
+    # rich takes "[abc123]" (and "[word]" in any cell) for a tag and drops it.
+    from launcher import pipeline
+    from launcher.report.render import render_table
+
+    planned = pipeline.make_plan(pipeline.load(GLM, ()))
+    out = render_table(planned.plan, planned.command, fingerprint="abc123")
+    assert "[abc123]" in out
+    assert "[bold]" not in out  # the styles are still styles
