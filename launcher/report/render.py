@@ -118,14 +118,20 @@ def render_table(
     from io import StringIO
 
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     buf = StringIO()
     # emoji=False: no ``:name:`` in a plan is an emoji, and rich then skips loading its
     # emoji table (a third of its import time on the dry run).
+    # markup=False: every text is data; rich would drop a "[abc123]" it took for a tag.
     console = Console(
-        file=buf, force_terminal=color, no_color=not color, width=120, highlight=False, emoji=False
+        file=buf,
+        force_terminal=color,
+        no_color=not color,
+        width=120,
+        highlight=False,
+        emoji=False,
+        markup=False,
     )
     ranks = plan.ranks
     identical = all(
@@ -139,9 +145,8 @@ def render_table(
     def fmt(n: int) -> str:
         return in_unit(n, unit)
 
-    # Every text below is data, not markup: rich would drop a "[abc123]" it took for a tag.
     title = f"{plan.profile}  [{fingerprint}]" if fingerprint else plan.profile
-    table = Table(title=escape(f"Memory plan: {title}"), title_justify="left")
+    table = Table(title=f"Memory plan: {title}", title_justify="left")
     table.add_column("COMPONENT")
     for r in shown:
         head = (
@@ -152,24 +157,24 @@ def render_table(
         table.add_column(head, justify="right")
     table.add_column("SOURCE")
     table.add_column("HOW")
-    table.add_row("card total", *[fmt(r.total_bytes) for r in shown], escape(plan.total_source), "")
+    table.add_row("card total", *[fmt(r.total_bytes) for r in shown], plan.total_source, "")
     for i, comp in enumerate(shown[0].components):
         cells = [fmt(r.components[i].bytes) for r in shown]
-        table.add_row(escape(comp.name), *cells, escape(comp.source), escape(comp.detail))
+        table.add_row(comp.name, *cells, comp.source, comp.detail)
         for j, part in enumerate(comp.parts):
             sub = [_part(r.components[i], j, fmt) for r in shown]
             table.add_row(
-                escape(f"  {part.name}"),
+                f"  {part.name}",
                 *sub,
-                escape(part.source),
-                escape(part.detail),
+                part.source,
+                part.detail,
                 style="dim",
             )
     table.add_row(
         "kv_cache",
         *[fmt(r.kv_bytes) for r in shown],
-        escape(kv_source(plan)),
-        escape(_kv_how(plan)),
+        kv_source(plan),
+        _kv_how(plan),
         style="bold",
     )
     console.print(table)
@@ -180,27 +185,26 @@ def render_table(
         f"tokens, {kv.blocks_per_rank:,} blocks/rank -> {kv.tokens:,} tokens; "
         f"{kv.max_concurrency:.2f} requests of {kv.max_model_len:,} tokens "
         f"(bounded by rank {kv.bounding_rank})",
-        markup=False,
     )
     for line in rank_bars(plan, identical=identical):
-        console.print(line, markup=False, soft_wrap=True)
+        console.print(line, soft_wrap=True)
     for note in plan.notes:
-        console.print(f"note: {note}", markup=False)
+        console.print(f"note: {note}")
     for r in plan.ranks:
         for entry in r.learned:
-            console.print(f"learned (rank {r.rank}): {census.describe(entry)}", markup=False)
+            console.print(f"learned (rank {r.rank}): {census.describe(entry)}")
     if not plan.fits:
         for reason in plan.reasons:
-            console.print(f"DOES NOT FIT: {reason}", style="bold red", markup=False)
-        console.print(fix_hint(plan), markup=False)
+            console.print(f"DOES NOT FIT: {reason}", style="bold red")
+        console.print(fix_hint(plan))
     if command is not None:
         console.print("\nvLLM command:", style="bold")
-        console.print(command_line(command), soft_wrap=True, markup=False)
+        console.print(command_line(command), soft_wrap=True)
         env = redact_env(command.env)
         if env:
             console.print("environment:", style="bold")
             for k, v in env.items():
-                console.print(f"  {k}={shlex.quote(v)}", soft_wrap=True, markup=False)
+                console.print(f"  {k}={shlex.quote(v)}", soft_wrap=True)
     return buf.getvalue()
 
 

@@ -41,7 +41,7 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
 
     plan, records, warnings = load_run(run_dir)
     buf = StringIO()
-    console = Console(file=buf, no_color=True, width=120, highlight=False)
+    console = Console(file=buf, no_color=True, width=120, highlight=False, markup=False)  # data
     for w in warnings:
         console.print(f"warning: {w}")
     unit = table_unit(plan["ranks"][0]["total_bytes"])
@@ -81,7 +81,7 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
         console.print(line)
         for entry in late:  # each late kernel, and what the next boot does about it
             text = census.describe(entry) if isinstance(entry, dict) else f"{entry} (recorded)"
-            console.print(f"  late: {text}", markup=False)
+            console.print(f"  late: {text}")
     if not records:
         console.print(
             "no measurement records: the workers never reached sizing "

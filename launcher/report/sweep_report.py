@@ -76,15 +76,14 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
     from io import StringIO
 
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     buf = StringIO()
     console = Console(
-        file=buf, force_terminal=color, no_color=not color, width=120, highlight=False
+        file=buf, force_terminal=color, no_color=not color, width=120, highlight=False, markup=False
     )
     table = Table(
-        title=escape(f"Sweep: {sweep.profile} ({len(sweep.rows)} combinations)"),
+        title=f"Sweep: {sweep.profile} ({len(sweep.rows)} combinations)",
         title_justify="left",
     )
     for head in _headers(sweep.keys):
@@ -97,7 +96,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
     table.add_column("LONGEST", justify="right")
     notes = []
     for row in sweep.rows:
-        values = [escape(str(v)) for _, v in row.settings]  # data, not markup: [1, 2]
+        values = [v for _, v in row.settings]
         if row.status != "fits":
             notes.append(f"{' '.join(f'{k}={v}' for k, v in row.settings)}: {why_not(row)}")
         if row.plan is None:
@@ -108,7 +107,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
             *values,
             "yes" if row.plan.fits else "no",
             f"{kv.tokens:,}",
-            escape(kv_source(row.plan)),
+            kv_source(row.plan),
             f"{kv.max_concurrency:.2f}x",
             f"rank {kv.bounding_rank}",
             f"{row.longest:,}" if row.longest else "none",
@@ -116,7 +115,7 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
         )
     console.print(table)
     for note in notes:
-        console.print(note, soft_wrap=True, markup=False)
+        console.print(note, soft_wrap=True)
     console.print(
         "SOURCE: the weakest source the KV figure rests on (estimate until a run is measured); "
         "CONCURRENCY: requests of max_model_len tokens the KV cache holds at once; BOUND: the "
