@@ -83,9 +83,9 @@ def boot(
     readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks, prepared.env)
     if profile.hardware.gpu != "cpu" and readers is None:
         raise EnvironmentProblem(
-            "qualify samples GPU memory through NVML, which is not available: neither "
-            "nvidia-ml-py nor the driver's libnvidia-ml.so.1 could read the GPUs; check that "
-            "the NVIDIA driver is loaded (nvidia-smi)"
+            "qualify samples GPU memory through NVML, which is not available: the driver's "
+            "libnvidia-ml.so.1 could not read the GPUs; check that the NVIDIA driver is loaded "
+            "(nvidia-smi)"
         )
     sampler = FreeMemorySampler(readers, profile.qualify.sample_ms / 1000)
     sampling = "NVML" if sampler.available else "no physical sampling"

@@ -1,11 +1,11 @@
 """Physical free memory per rank, sampled from outside the server, and the late compiles
 the workers recorded.
 
-NVML (``nvidia-ml-py``, else the driver's libnvidia-ml through ctypes) reads every device
-without a CUDA context, so the qualifier takes no GPU memory of its own. On the CPU backend
-the sampler is a no-op and says so (on GPUs qualify refuses to run without NVML). The
-low-water mark counts only once ``arm()`` is called: before the KV cache exists, free memory
-says nothing about its size.
+NVML (the driver's libnvidia-ml, through ctypes) reads every device without a CUDA
+context, so the qualifier takes no GPU memory of its own. On the CPU backend the sampler is
+a no-op and says so (on GPUs qualify refuses to run without NVML). The low-water mark counts
+only once ``arm()`` is called: before the KV cache exists, free memory says nothing about
+its size.
 """
 
 from __future__ import annotations
@@ -33,43 +33,17 @@ def _visible_devices(count: int, env: Mapping[str, str]) -> list[str]:
 
 
 def nvml_readers(count: int, env: Mapping[str, str] | None = None) -> dict[int, Reader] | None:
-    """A free-bytes reader per rank, or None when NVML is not available (nvidia-ml-py, else
-    the driver's libnvidia-ml through ``launcher.runtime.nvml``)."""
-    devices = _visible_devices(count, os.environ if env is None else env)
-    try:
-        import pynvml
-    except ImportError:
-        return _ctypes_readers(devices)
-    try:
-        pynvml.nvmlInit()
-        readers: dict[int, Reader] = {}
-        for rank, ident in enumerate(devices):
-            if ident.isdigit():
-                handle = pynvml.nvmlDeviceGetHandleByIndex(int(ident))
-            else:
-                handle = pynvml.nvmlDeviceGetHandleByUUID(ident)
-            readers[rank] = _reader(pynvml, handle)
-        return readers
-    except pynvml.NVMLError:
-        return None
-
-
-def _ctypes_readers(devices: list[str]) -> dict[int, Reader] | None:
+    """A free-bytes reader per rank, or None when NVML is not available. The driver's own
+    libnvidia-ml through ``launcher.runtime.nvml`` (the reader the GPU tier uses), so the
+    figures do not depend on whether nvidia-ml-py is installed."""
     from launcher.runtime import nvml
 
+    devices = _visible_devices(count, os.environ if env is None else env)
     try:
         indices = [nvml.index_of(ident) for ident in devices]
     except nvml.NvmlError:
         return None
     return {rank: (lambda i=i: nvml.memory(i).free) for rank, i in enumerate(indices)}
-
-
-def _reader(pynvml: Any, handle: Any) -> Reader:
-    def free() -> int:
-        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        return int(info.total) - int(info.used)
-
-    return free
 
 
 class FreeMemorySampler:

@@ -52,29 +52,28 @@ def device_memory(device: int) -> DeviceMemory:
     return DeviceMemory(free=int(free), total=int(total))
 
 
-def _nvml_handle(device: int):
-    import pynvml  # nvidia-ml-py
+def _nvml_index(device: int) -> int:
+    """The NVML index of CUDA device ``device``: CUDA ordinals and NVML indices differ under
+    CUDA_VISIBLE_DEVICES, so match by UUID where torch knows it."""
+    from launcher.runtime import nvml
 
-    pynvml.nvmlInit()
     torch = _torch_cuda()
     if torch is not None:
-        # CUDA ordinals and NVML indices differ under CUDA_VISIBLE_DEVICES: match by UUID.
         uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", ""))
         if uuid:
             try:
-                name = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-                return pynvml, pynvml.nvmlDeviceGetHandleByUUID(name)
-            except pynvml.NVMLError:
+                return nvml.index_of(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+            except nvml.NvmlError:
                 pass
-    return pynvml, pynvml.nvmlDeviceGetHandleByIndex(device)
+    return device
 
 
 def make_reader(device: int, method: str = "cudart") -> tuple[Reader, int]:
     """A free-bytes reader for ``device`` and the total it is relative to.
 
-    ``cudart``: ``cudaMemGetInfo`` through torch. ``nvml``: NVML's total minus used
-    (``nvidia-ml-py``; raises ImportError when it is not installed). Compare figures
-    of one method only: NVML's total includes memory the driver reserves.
+    ``cudart``: ``cudaMemGetInfo`` through torch. ``nvml``: the driver's free figure through
+    ``launcher.runtime.nvml`` (raises ``NvmlError`` without a driver). Compare figures of one
+    method only: NVML's total includes memory the driver reserves.
     """
     if method == "cudart":
         import torch
@@ -82,18 +81,11 @@ def make_reader(device: int, method: str = "cudart") -> tuple[Reader, int]:
         _, total = torch.cuda.mem_get_info(device)
         return (lambda: int(torch.cuda.mem_get_info(device)[0])), int(total)
     if method == "nvml":
-        pynvml, handle = _nvml_handle(device)
-        total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-        return (lambda: total - int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)), total
+        from launcher.runtime import nvml
+
+        index = _nvml_index(device)
+        return (lambda: nvml.memory(index).free), nvml.memory(index).total
     raise ValueError(f"unknown measurement method {method!r}: use 'cudart' or 'nvml'")
-
-
-def nvml_available() -> bool:
-    try:
-        import pynvml  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 class HighWaterSampler:

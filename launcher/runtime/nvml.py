@@ -1,7 +1,7 @@
 """Physical GPU memory through NVML via ctypes: no nvidia-ml-py, no CUDA context.
 
 The GPU test machine and many serving images lack nvidia-ml-py; libnvidia-ml ships with the
-driver. Used by ``qualify`` (when nvidia-ml-py is missing) and by the GPU test tier.
+driver. Used by ``qualify`` and by the GPU test tier.
 
 Free memory as the driver sees it, every process included: what the KV cache, CUDA graphs,
 kernel local memory and NCCL buffers leave. No CUDA context is created.
