@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from launcher.profile.rules import (
+    B12X_SPARSE_MLA_BACKENDS,
     auto_capture_sizes,
     capture_sizes,
     default_block_size,
@@ -29,9 +30,6 @@ PREWARM_ALWAYS = ("census",)
 earlier boots of this deployment compiled late)."""
 
 BackendFamily = Literal["sparse-mla-b12x", "sparse-mla-flashmla", "dense"]
-B12X_SPARSE_MLA_BACKENDS = ("B12X_MLA_SPARSE", "B12X")
-"""The forks' b12x sparse-MLA backends: Gilded Gnosis names it B12X_MLA_SPARSE, the b12x
-package line B12X (upstream's B12X is paged attention, not sparse MLA: there it is dense)."""
 
 
 @dataclass(frozen=True)

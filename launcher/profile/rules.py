@@ -14,7 +14,10 @@ from launcher.profile.vllm_runtime import Runtime
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 
-MLA_SPARSE_BACKENDS = ("B12X_MLA_SPARSE", "B12X", "FLASHMLA_SPARSE")
+B12X_SPARSE_MLA_BACKENDS = ("B12X_MLA_SPARSE", "B12X")
+"""The forks' b12x sparse-MLA backends: Gilded Gnosis names it B12X_MLA_SPARSE, the b12x
+package line B12X (upstream's B12X is paged attention, not sparse MLA: there it is dense)."""
+MLA_SPARSE_BACKENDS = (*B12X_SPARSE_MLA_BACKENDS, "FLASHMLA_SPARSE")
 """Sparse-MLA backend names over every runtime (``Runtime.sparse_mla_backends`` per runtime)."""
 DS_MLA_KV_DTYPES = ("fp8_ds_mla", "nvfp4_ds_mla")
 

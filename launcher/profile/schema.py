@@ -10,7 +10,7 @@ import ast
 import functools
 import inspect
 import sys
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
@@ -53,16 +53,6 @@ class Section(BaseModel):
     # No use_attribute_docstrings: it reads each class's source at import (40 ms of every dry
     # run, which shows no description); describe_fields() reads them when they are needed.
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-S = TypeVar("S", bound=Section)
-
-
-def _default(section: type[S]) -> S:
-    """The section with all its defaults, as ``section()`` builds it but without validating:
-    validating would build that section's own validator at import (one per section, half the
-    schema's import time), and the defaults are this module's own constants."""
-    return section.model_construct()
 
 
 class Hardware(Section):
@@ -259,25 +249,27 @@ class Profile(Section):
     """Short name of the deployment (default: the file name)."""
     description: str = ""
     """Free text for humans."""
-    hardware: Hardware = _default(Hardware)
+    # Defaults by model_construct(): the sections' own constants, not validated, which would
+    # build each section's validator at import (half the schema's import time).
+    hardware: Hardware = Hardware.model_construct()
     """The GPUs."""
     model: Model
     """The checkpoint."""
-    parallel: Parallel = _default(Parallel)
+    parallel: Parallel = Parallel.model_construct()
     """How ranks split the model and the KV cache."""
-    speculative: Speculative = _default(Speculative)
+    speculative: Speculative = Speculative.model_construct()
     """Speculative decoding."""
     serving: Serving
     """Request shapes the server must accept."""
-    memory: Memory = _default(Memory)
+    memory: Memory = Memory.model_construct()
     """How memory is reserved around the KV cache."""
-    prewarm: Prewarm = _default(Prewarm)
+    prewarm: Prewarm = Prewarm.model_construct()
     """Kernel prewarm before sizing."""
-    vllm: Vllm = _default(Vllm)
+    vllm: Vllm = Vllm.model_construct()
     """vLLM options not covered above."""
-    runtime: Runtime = _default(Runtime)
+    runtime: Runtime = Runtime.model_construct()
     """Cache and run directories."""
-    qualify: Qualify = _default(Qualify)
+    qualify: Qualify = Qualify.model_construct()
     """The workload of ``b12x-launch qualify`` (default: the worst case of ``serving``)."""
     env: dict[str, Annotated[str, BeforeValidator(_env_value)]] = {}
     """Environment for vLLM and its workers; numbers and booleans become strings
