@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from launcher import pipeline  # noqa: E402
+from launcher.atomic import write_json  # noqa: E402
 from launcher.errors import LauncherError  # noqa: E402
 from launcher.launch.start import against_cards  # noqa: E402
 from launcher.plan.planner import Qualified  # noqa: E402
@@ -299,7 +300,7 @@ def main() -> int:
     )
 
     def save() -> None:
-        json_out.write_text(json.dumps(out, indent=2, default=str) + "\n")
+        write_json(json_out, out)  # atomic: a run stopped at its deadline keeps the last boot
 
     with (
         emulated(args.emulate_gib, loaded.profile.hardware.count) as ballast_lines,

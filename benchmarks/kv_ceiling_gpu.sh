@@ -23,10 +23,7 @@ if [ -n "${KV_CEILING_FROM:-}" ] && [ ! -f "$WORK/kv_ceiling.json" ]; then
   cp "$KV_CEILING_FROM" "$WORK/kv_ceiling.json"
 fi
 
-tests/gpu/stage-kit.sh assemble || exit 1
-export PYTHONPATH=${KIT_SITE2:-/tmp/site2}:${KIT_SITE:-/tmp/site}:$PWD
-export VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+. tests/gpu/kit-env.sh || exit 1
 
 MODEL=$(python3 -c "from pathlib import Path; from tests.gpu import models; \
 print(models.write('llama', Path('$WORK/models/llama')))") || exit 1

@@ -21,10 +21,7 @@ export GPU_TIER_MODELS=${GPU_TIER_MODELS:-/tmp/gpu-tier/models}  # kept while th
 export GPU_TIER_CACHE=${GPU_TIER_CACHE:-/tmp/gpu-tier/cache}     # JIT caches, calibration
 mkdir -p "$GPU_TIER_DIR"
 
-tests/gpu/stage-kit.sh assemble || exit 1
-export PYTHONPATH=${KIT_SITE2:-/tmp/site2}:${KIT_SITE:-/tmp/site}:$PWD
-export VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+. tests/gpu/kit-env.sh || exit 1
 
 python3 - <<'PY' 2>&1 | tee "$GPU_TIER_DIR/versions.txt"
 import importlib, platform, subprocess
