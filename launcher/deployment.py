@@ -20,7 +20,7 @@ from launcher.profile.rules import (
     runtime_of,
 )
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import Runtime
+from launcher.profile.vllm_runtime import Runtime, stored_kv_dtype
 
 if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
     from launcher.plan.model import ModelFacts
@@ -66,6 +66,12 @@ class Deployment:
         p, how = self.profile, self.why["runtime"]
         if facts.is_mla and p.serving.kv_cache_dtype == "nvfp4_ds_mla":
             return f"{self.runtime.describe_record(facts, p.env)}; runtime {how}"
+        stored = stored_kv_dtype(facts, p.serving.kv_cache_dtype, p.vllm.attention_backend)
+        if stored != p.serving.kv_cache_dtype:
+            return (
+                f"{p.serving.kv_cache_dtype} stored as {stored} (656 B record: FlashMLA's "
+                f"sparse backend); runtime {self.runtime.name} ({how})"
+            )
         return f"runtime {self.runtime.name} ({how})"
 
 

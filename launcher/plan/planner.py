@@ -16,6 +16,7 @@ from launcher.plan.kv import KvLayout, kv_layout
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
 from launcher.profile.schema import Profile
+from launcher.profile.vllm_runtime import stored_kv_dtype
 
 ORDER = (
     "other_processes",
@@ -217,7 +218,7 @@ def _layout(d: Deployment, f: ModelFacts, s: RankShape) -> KvLayout:
     draft = f.mtp_layers if (mtp and s.is_last_stage) else 0
     return kv_layout(
         f,
-        kv_dtype=p.serving.kv_cache_dtype,
+        kv_dtype=stored_kv_dtype(f, p.serving.kv_cache_dtype, p.vllm.attention_backend),
         block_tokens=d.block_size,
         tp=p.parallel.tensor,
         dcp=p.parallel.decode_context,

@@ -6,8 +6,13 @@ a MoE (16 routed experts, 4 per token, one shared, the first layer dense). vLLM 
 experts through its fused-MoE Triton kernel, whose tile sizes follow the token count: a
 request of a size no warmup ran compiles a new specialization while serving, the late-JIT
 risk the planned worker measures.
+``glm_dsa``: a small GLM-5-architecture model (``GlmMoeDsaForCausalLM``): sparse MLA with the
+DSA indexer on every layer, the same MoE, and one MTP layer. vLLM 0.26 serves it with
+``FLASHMLA_SPARSE`` and the indexer on its vendored DeepGEMM; its kernels exist only once a
+KV cache does. It is served with ``--load-format dummy`` (config and tokenizer only: vLLM
+fills the weights), so no tensor name can drift from vLLM's loader.
 
-    python -m tests.gpu.models OUT_DIR        writes OUT_DIR/llama and OUT_DIR/deepseek_v2
+    python -m tests.gpu.models OUT_DIR        writes OUT_DIR/<kind> for every kind
 
 The tensor names are the Hugging Face checkpoint names vLLM 0.26's ``deepseek_v2.py`` and
 ``llama.py`` load; tests/unit/test_gpu_models.py checks them against vLLM's loader.
@@ -15,6 +20,7 @@ The tensor names are the Hugging Face checkpoint names vLLM 0.26's ``deepseek_v2
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,7 @@ from tests.integration.tinymodel import (
     llama_config,
     llama_tensors,
     write_checkpoint,
+    write_tokenizer,
 )
 
 VOCAB = 32000
@@ -130,11 +137,44 @@ def deepseek_v2_tensors(cfg: dict[str, Any], rand: Random) -> dict:
     return tensors
 
 
+def glm_dsa(
+    hidden: int = 1024,
+    layers: int = 4,
+    heads: int = 64,
+    experts: int = 16,
+    vocab: int = VOCAB,
+    index_topk: int = 256,
+) -> dict[str, Any]:
+    """GLM-5's architecture scaled down: DeepSeek-V2's MLA and MoE plus a q LoRA, the DSA
+    indexer (16 heads of 128, top-256: shorter than the tier's prompts, so the sparse path
+    selects) and one MTP layer. 64 heads: FlashMLA's sparse kernels take 64 or 128."""
+    return {
+        **deepseek_v2(hidden=hidden, layers=layers, heads=heads, experts=experts, vocab=vocab),
+        "architectures": ["GlmMoeDsaForCausalLM"],
+        "model_type": "glm_moe_dsa",
+        "q_lora_rank": 256,
+        "index_head_dim": 128,
+        "index_n_heads": 16,
+        "index_topk": index_topk,
+        "num_nextn_predict_layers": 1,
+    }
+
+
 BUILDERS = {"llama": (llama, llama_tensors), "deepseek_v2": (deepseek_v2, deepseek_v2_tensors)}
+DUMMY_WEIGHTS = {"glm_dsa": glm_dsa}
+"""Kinds served with ``--load-format dummy``: config.json and tokenizer, no tensors."""
+KINDS = (*BUILDERS, *DUMMY_WEIGHTS)
 
 
 def write(kind: str, out: Path, seed: int = 0, **dims: Any) -> Path:
-    """Write model ``kind`` (a key of ``BUILDERS``) to ``out``; skips an existing one."""
+    """Write model ``kind`` (in ``KINDS``) to ``out``; skips an existing one."""
+    if kind in DUMMY_WEIGHTS:
+        cfg = DUMMY_WEIGHTS[kind](**dims)
+        if not (out / "tokenizer.json").is_file():
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "config.json").write_text(json.dumps(cfg, indent=2))
+            write_tokenizer(out, cfg["vocab_size"], cfg["max_position_embeddings"])
+        return out
     make_config, make_tensors = BUILDERS[kind]
     cfg = make_config(**dims)
     if (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file():
@@ -144,5 +184,5 @@ def write(kind: str, out: Path, seed: int = 0, **dims: Any) -> Path:
 
 if __name__ == "__main__":
     root = Path(sys.argv[1])
-    for name in BUILDERS:
+    for name in KINDS:
         print(write(name, root / name))
