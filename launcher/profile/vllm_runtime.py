@@ -55,7 +55,8 @@ class Runtime:
     """The LSE base its sparse-MLA backend asks b12x for (``natural`` or b12x's ``base2``)."""
     warmups: tuple[str, ...]
     """The runtime's own warmup entry points the runtime provider drives, in order (names of
-    ``launcher.runtime.prewarm.vllm_warmup.ENTRY_POINTS``, which find each by capability)."""
+    ``launcher.runtime.prewarm.vllm_warmup.ENTRY_POINTS``, which find each by capability);
+    those that need a KV cache run on the scratch one, after the others."""
     markers: tuple[str, ...]
     """Files (relative to the vllm package) whose presence identifies this line."""
 
@@ -97,9 +98,14 @@ RUNTIMES: dict[str, Runtime] = {
             nvfp4_record="upstream",
             lse_scale="base2",
             warmups=(
+                "moe_token_buckets",
+                "block_table_warmup",
+                "sparse_mla_triton_warmup",
+                "deep_gemm_warmup",
                 "b12x_warmup",
                 "jit_warmup_registry",
-                "moe_token_buckets",
+                "serving_batches",
+                "capture_shapes",
             ),
             markers=(),
         ),
@@ -112,9 +118,13 @@ RUNTIMES: dict[str, Runtime] = {
             nvfp4_record="env",
             lse_scale="natural",
             warmups=(
+                "moe_token_buckets",
+                "block_table_warmup",
                 "sparse_mla_triton_warmup",
                 "attention_impl_plans",
-                "moe_token_buckets",
+                "deep_gemm_warmup",
+                "serving_batches",
+                "capture_shapes",
             ),
             markers=("model_executor/warmup/sparse_mla_triton_warmup.py",),
         ),
@@ -127,11 +137,16 @@ RUNTIMES: dict[str, Runtime] = {
             nvfp4_record="fp8_rope",
             lse_scale="natural",
             warmups=(
-                "b12x_warmup",
                 "b12x_prepare",
-                "attention_impl_plans",
-                "jit_warmup_registry",
                 "moe_token_buckets",
+                "block_table_warmup",
+                "b12x_warmup",
+                "sparse_mla_triton_warmup",
+                "attention_impl_plans",
+                "deep_gemm_warmup",
+                "jit_warmup_registry",
+                "serving_batches",
+                "capture_shapes",
             ),
             markers=("v1/worker/b12x_startup.py", "utils/b12x.py"),
         ),

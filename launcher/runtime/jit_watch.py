@@ -7,18 +7,24 @@ and ``jit_post_compile_hook`` after (Triton 3.4 to 3.7; older releases have the 
 hooks as ``JITFunction.cache_hook`` / ``compiled_hook``). Each slot holds one hook:
 this module chains to whatever was installed before it and restores it on uninstall.
 
-    watch.install()            # record every compile from now on (the prewarm's too)
-    ...prewarm, size the KV cache...
+    before = loaded()          # hook-free: what the process holds, per kernel
+    ...prewarm (count what each step brought in with ``new_since(before)``), size...
     watch.arm(on_compile=log, strict=args.strict_jit)
     ...serve: a compile now calls ``log(event)``; under strict it raises LateCompileError
 
-Import-light: triton is imported only by ``install``.
+The hooks go in only when the watchdog is armed, after vLLM's own warmup (where vLLM's
+``--jit-monitor-mode`` puts its post-compile hook too); before sizing the worker counts
+compiles by reading Triton's in-process kernel caches (``loaded``), which changes nothing
+Triton does.
+
+Import-light: triton is imported only by ``install`` and ``loaded``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,6 +206,52 @@ class JitWatch:
 
 watch = JitWatch()
 """The process-wide watchdog the worker arms."""
+
+
+def _jit_functions() -> list[Any]:
+    """Every ``@triton.jit`` function a loaded module holds at top level (autotuned and
+    heuristic wrappers unwrapped), each once."""
+    import sys
+
+    try:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return []
+    found: dict[int, Any] = {}
+    with warnings.catch_warnings():  # a deprecated module attribute may warn on access
+        warnings.simplefilter("ignore")
+        for module in list(sys.modules.values()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            for obj in list(names.values()):
+                # type(), not isinstance(): no module attribute's __class__ hook runs
+                while issubclass(type(obj), Autotuner | Heuristics):
+                    obj = obj.fn
+                if issubclass(type(obj), JITFunction):
+                    found.setdefault(id(obj), obj)
+    return list(found.values())
+
+
+def loaded() -> dict[str, int]:
+    """Triton specializations this process holds, per kernel (``module.qualname``): each
+    one compiled or loaded from the disk cache here. Reads Triton's in-process caches and
+    installs nothing, so counting cannot change what a launch does."""
+    out: dict[str, int] = {}
+    for fn in _jit_functions():
+        held = sum(len(caches[0]) for caches in list(fn.device_caches.values()))
+        if held:
+            name = f"{fn.fn.__module__}.{fn.fn.__qualname__}"
+            out[name] = out.get(name, 0) + held
+    return out
+
+
+def new_since(before: dict[str, int], now: dict[str, int] | None = None) -> dict[str, int]:
+    """Specializations per kernel that ``now`` (default: ``loaded()``) holds beyond
+    ``before``."""
+    now = loaded() if now is None else now
+    return {k: n - before.get(k, 0) for k, n in now.items() if n > before.get(k, 0)}
 
 
 def arm(on_compile: Callable[[CompileEvent], None] | None = None, *, strict: bool = False) -> bool:

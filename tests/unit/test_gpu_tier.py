@@ -110,10 +110,10 @@ def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeyp
     """Each profile loads and fits on an H200 with its model's config (no weights read)."""
     from launcher import pipeline
 
-    kind = "deepseek_v2" if name.startswith("dsv2") else "llama"
+    kind = {"dsv2": "deepseek_v2", "glm-": "glm_dsa"}.get(name[:4], "llama")
     model = tmp_path / kind
     model.mkdir()
-    cfg = models.BUILDERS[kind][0]()
+    cfg = {**models.BUILDERS, **{k: (b,) for k, b in models.DUMMY_WEIGHTS.items()}}[kind][0]()
     (model / "config.json").write_text(json.dumps(cfg))
     sets = (
         f"model.path={model}",
@@ -122,7 +122,7 @@ def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeyp
     )
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / name), sets), calibrate=False)
     assert planned.plan.fits
-    assert planned.plan.kv.max_model_len == 16384
+    assert planned.plan.kv.max_model_len == (20480 if kind == "glm_dsa" else 16384)
     argv = planned.command.argv
     # a bare Python name runs the launcher's own interpreter (launcher.launch.vllm_args)
     assert argv[:4] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model"]

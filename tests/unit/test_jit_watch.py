@@ -131,3 +131,34 @@ def test_real_triton_hook_slots():
     finally:
         w.uninstall()
     assert getattr(obj, pre) != w._pre_hook
+
+
+def test_loaded_counts_triton_specializations_without_installing_a_hook(monkeypatch):
+    """The prewarm's count reads Triton's in-process caches; no hook slot is touched."""
+    import sys
+    import types
+
+    pytest.importorskip("triton")
+    import triton
+    from triton.runtime.jit import JITFunction
+
+    from launcher.runtime import jit_watch
+
+    def add(x_ptr, n):
+        pass
+
+    kernel = JITFunction(add)
+    module = types.ModuleType("fake_kernels_for_loaded")
+    module.add = kernel
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    slots = triton.knobs.runtime
+    hooks = (slots.jit_cache_hook, slots.jit_post_compile_hook)
+    before = jit_watch.loaded()
+    # what two compiles (or disk loads) leave: (kernel cache, key cache, target, backend, binder)
+    kernel.device_caches = {0: ({"spec-a": object(), "spec-b": object()}, {}, None, None, None)}
+    name = f"{__name__}.{add.__qualname__}"
+    assert jit_watch.new_since(before) == {name: 2}
+    assert (
+        triton.knobs.runtime.jit_cache_hook,
+        triton.knobs.runtime.jit_post_compile_hook,
+    ) == hooks

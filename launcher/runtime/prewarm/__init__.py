@@ -44,6 +44,8 @@ class PrewarmContext:
     """A callable taking one line of text."""
     learned: tuple[dict, ...] = ()
     """Late compiles earlier boots recorded for this rank (``launcher.plan.census`` entries)."""
+    scratch: Any = None
+    """The scratch KV cache while the runtime provider's stage holds one (``scratch_kv``)."""
 
     @cached_property
     def deployment(self) -> Deployment:
@@ -65,7 +67,11 @@ class PrewarmResult:
     skipped: str = ""
     """Why the provider did nothing (not installed, not applicable), if it did nothing."""
     entry_points: list[dict] = field(default_factory=list)
-    """Each runtime entry point: ``{name, status: called|skipped|missing|failed, detail}``."""
+    """Each runtime entry point: ``{name, status, detail, kernels}``; status ``called`` (it
+    brought in ``kernels`` > 0 Triton kernels), ``no-op`` (none), ``skipped``, ``missing`` or
+    ``failed``."""
+    scratch: dict | None = None
+    """The scratch KV stage: blocks, bytes, what was served, what its release removed."""
 
 
 class Provider(Protocol):

@@ -65,10 +65,8 @@ def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> N
             "--list shows what it would compile"
         )
     torch.cuda.set_device(device)
-    from launcher.runtime import jit_watch
     from launcher.runtime.measure import measure
 
-    jit_watch.watch.install()
     ctx, provs = providers(planned, f"cuda:{device}")
     for prov in provs:
         if not prov.applies(ctx):

@@ -388,7 +388,7 @@ class TritonProvider:
         except DcpUnreadable as exc:
             result.skipped = str(exc)
             return result
-        before = jit_watch.watch.count
+        before = jit_watch.loaded()
         problems = []
         for kernel in kernels(ctx, dcp):
             fn, where = find_launcher(kernel)
@@ -403,7 +403,7 @@ class TritonProvider:
             result.warmed += 1
             note = f" ({note})" if note else ""
             result.specializations.append(f"{kernel.description} via {where}{note}")
-        result.compiled = jit_watch.watch.count - before
+        result.compiled = sum(jit_watch.new_since(before).values())
         result.skipped = "; ".join(problems)
         result.seconds = time.perf_counter() - start
         return result

@@ -4,7 +4,15 @@ vLLM (and each fork line) warms its kernels in ``compile_or_warm_up_model``, aft
 cache is sized; whatever compiles there, or on the first request, takes memory the KV
 cache was promised. This provider drives the runtime's own entry points from the planned
 worker's ``determine_available_memory``, inside the live vLLM config, with the runtime's
-own values (``vllm_config``, the runner's DCP rank), never re-created kernel calls:
+own values (``vllm_config``, the runner's DCP rank), never re-created kernel calls.
+
+Most of them only do something once a KV cache exists (attention groups, metadata
+builders, the indexer's caches), so they run on a scratch KV cache built and released
+through vLLM's own profiling path (``scratch_kv``): first the runtime's warmups against the
+pristine runner, then serving-shaped batches through vLLM's scheduler, then the dummy
+batches of vLLM's graph capture (``serving_batches``). Where the runner cannot build one
+(vLLM's V2 model runner), those entry points say so and the late-JIT census covers them.
+The entry points:
 
 - the fork's ``sparse_mla_triton_warmup_if_needed(worker)`` (prefill-chunk metadata and
   the other sparse-MLA Triton helpers, with the runtime's DCP size, interleave and rank);
@@ -16,9 +24,10 @@ own values (``vllm_config``, the runner's DCP rank), never re-created kernel cal
   specialization differs (fused-MoE Triton kernels compile per token-count bucket).
 
 Each entry point is found by capability (a module that has the function, an object that
-has the method), never by version. Every one called, skipped or missing is in the result.
-A warmup that needs the KV cache fails here, is reported, and runs in vLLM's own warmup,
-which the worker measures.
+has the method), never by version. Each one is reported with what it did: ``called`` with
+the Triton kernels it brought in (compiled or loaded, counted by ``jit_watch.loaded``,
+which installs no hook), ``no-op`` when it brought in none (a runtime warmup that swallows
+its own failure lands here, not in ``called``), ``skipped``, ``missing`` or ``failed``.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ class EntryPoint:
     describe: Callable[[PrewarmContext], str]
     find: Callable[[PrewarmContext], list[tuple[str, Thunk]] | str]
     """The calls to make (label, thunk), or why there is nothing to call ("missing: ...")."""
+    needs_kv: bool = False
+    """Runs only on the scratch KV cache (attention groups, metadata builders)."""
 
 
 def _function(path: str) -> Callable[..., Any] | None:
@@ -204,16 +215,75 @@ def _moe_buckets(ctx: PrewarmContext):
     return [(f"model_runner._dummy_run(n) for n in {counts}", run)]
 
 
+def _block_table(ctx: PrewarmContext):
+    fn = _function("vllm.model_executor.warmup.v1_block_table_warmup:warm_v1_block_table_kernels")
+    if fn is None:
+        return "missing: vllm.model_executor.warmup.v1_block_table_warmup"
+    runner = ctx.model_runner
+    tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
+    return [(f"warm_v1_block_table_kernels(device, {tokens})", lambda: fn(runner.device, tokens))]
+
+
+def _deep_gemm(ctx: PrewarmContext):
+    fn = _function("vllm.model_executor.warmup.deep_gemm_warmup:deep_gemm_warmup")
+    if fn is None:
+        return "missing: vllm.model_executor.warmup.deep_gemm_warmup"
+    envs = importlib.import_module("vllm.envs")
+    supported = _function("vllm.utils.deep_gemm:is_deep_gemm_supported")
+    if not (envs.VLLM_USE_DEEP_GEMM and supported and supported()):
+        return "skipped: DeepGEMM is off or unsupported here (vLLM's kernel_warmup skips it too)"
+    if envs.VLLM_DEEP_GEMM_WARMUP == "skip":
+        return "skipped: VLLM_DEEP_GEMM_WARMUP=skip"
+    tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
+    model = ctx.worker.get_model()
+    return [(f"deep_gemm_warmup(model, {tokens})", lambda: fn(model, tokens))]
+
+
+def _serving(ctx: PrewarmContext):
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    plan = sb.waves(sb.shape_of(ctx.worker))
+    config = ctx.scratch.kv_cache_config
+
+    def run() -> None:
+        ctx.scratch.account = sb.serve(ctx.worker, config, plan, ctx.log or (lambda _: None))
+
+    return [(f"vLLM's scheduler and execute_model: {len(plan)} waves", run)]
+
+
+def _capture(ctx: PrewarmContext):
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    if not hasattr(ctx.model_runner, "_dummy_run"):
+        return "missing: model_runner._dummy_run"
+    return [
+        ("model_runner._dummy_run: capture shapes, eager", lambda: sb.capture_shapes(ctx.worker))
+    ]
+
+
 ENTRY_POINTS: dict[str, EntryPoint] = {
     e.name: e
     for e in (
         EntryPoint(
+            "block_table_warmup",
+            lambda c: "vLLM's slot-mapping kernel warmup (v1 block table)",
+            _block_table,
+            needs_kv=True,
+        ),
+        EntryPoint(
             "sparse_mla_triton_warmup",
             lambda c: (
-                "the fork's sparse-MLA Triton warmup (prefill-chunk metadata, DCP "
+                "the runtime's sparse-MLA Triton warmup (prefill-chunk metadata, DCP "
                 "helpers) with the runtime's DCP size, interleave and rank"
             ),
             _sparse_mla_triton,
+            needs_kv=True,
+        ),
+        EntryPoint(
+            "deep_gemm_warmup",
+            lambda c: "vLLM's DeepGEMM warmup up to max_num_batched_tokens",
+            _deep_gemm,
+            needs_kv=True,
         ),
         EntryPoint(
             "b12x_warmup",
@@ -232,8 +302,14 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
                 "local-head plan when CKV gather is on)"
             ),
             _attention_plans,
+            needs_kv=True,
         ),
-        EntryPoint("jit_warmup_registry", lambda c: "vLLM's JIT-warmup registry", _jit_registry),
+        EntryPoint(
+            "jit_warmup_registry",
+            lambda c: "vLLM's JIT-warmup registry",
+            _jit_registry,
+            needs_kv=True,
+        ),
         EntryPoint(
             "moe_token_buckets",
             lambda c: (
@@ -242,8 +318,48 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             ),
             _moe_buckets,
         ),
+        EntryPoint(
+            "serving_batches",
+            lambda c: _describe_waves(c),
+            _serving,
+            needs_kv=True,
+        ),
+        EntryPoint(
+            "capture_shapes",
+            lambda c: (
+                "the runner's dummy batches of vLLM's graph capture, eager: uniform decode at "
+                f"{list(c.deployment.capture_sizes)} and a mixed batch"
+            ),
+            _capture,
+            needs_kv=True,
+        ),
     )
 }
+
+
+def _describe_waves(ctx: PrewarmContext) -> str:
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    plan = sb.waves(profile_shape(ctx))
+    return "serving-shaped batches through vLLM's scheduler: " + "; ".join(
+        w.describe() for w in plan
+    )
+
+
+def profile_shape(ctx: PrewarmContext):
+    """The serving shape the profile implies (``prewarm --list``, no vLLM needed)."""
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    p, d = ctx.profile, ctx.deployment
+    return sb.Shape(
+        max_model_len=p.serving.max_model_len,
+        max_num_batched_tokens=p.serving.max_num_batched_tokens,
+        max_num_seqs=p.serving.max_num_seqs,
+        spec_tokens=p.mtp_tokens,
+        block_size=d.block_size,
+        dcp=p.parallel.decode_context,
+        capture_sizes=d.capture_sizes,
+    )
 
 
 def entry_points(ctx: PrewarmContext) -> list[EntryPoint]:
@@ -260,46 +376,132 @@ class VllmWarmupProvider:
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
         runtime = ctx.deployment.runtime
-        return [f"{e.name}: {e.describe(ctx)} [{runtime.name}]" for e in entry_points(ctx)]
+        return [
+            f"{e.name}: {e.describe(ctx)} [{runtime.name}]"
+            + (" (on the scratch KV cache)" if e.needs_kv else "")
+            for e in entry_points(ctx)
+        ]
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
+        from launcher.runtime.prewarm import scratch_kv
+        from launcher.runtime.prewarm.serving_batches import blocks_needed, shape_of, waves
+
         result = PrewarmResult(self.name)
         start = time.perf_counter()
         if ctx.worker is None:
             result.skipped = "needs the vLLM worker (runs inside it before sizing)"
             return result
-        notes = []
-        for ep in entry_points(ctx):
-            found = ep.find(ctx)
-            if isinstance(found, str):
-                result.entry_points.append(
-                    {"name": ep.name, "status": found.split(":")[0], "detail": found}
-                )
-                notes.append(f"{ep.name}: {found}")
-                continue
-            for label, thunk in found:
-                t0 = time.perf_counter()
+        points = entry_points(ctx)
+        early = [e for e in points if not e.needs_kv]
+        late = [e for e in points if e.needs_kv]
+        notes: list[str] = []
+        _run_points(early, ctx, result, notes)
+        why = scratch_kv.unsupported(ctx.model_runner) if late else None
+        if why:
+            for e in late:
+                _report(result, notes, e.name, "skipped", f"no scratch KV cache: {why}")
+        elif late:
+            shape = shape_of(ctx.worker)
+            blocks = blocks_needed(shape, waves(shape))
+            stage = scratch_kv.scratch_kv(ctx.model_runner, blocks)
+            try:
+                scratch = stage.__enter__()
+            except Exception as exc:  # the runtime could not build it: nothing to release
+                for e in late:
+                    _report(result, notes, e.name, "failed", f"scratch KV cache: {exc!r}")
+                scratch = None
+            if scratch is not None:
+                ctx.scratch = scratch
                 try:
-                    thunk()
-                except Exception as exc:  # one that needs the KV cache runs in vLLM's warmup
-                    detail = f"{type(exc).__name__}: {exc}"
-                    result.entry_points.append(
-                        {"name": label, "status": "failed", "detail": detail}
-                    )
-                    notes.append(f"{label}: failed: {detail}")
-                    continue
-                result.warmed += 1
-                result.specializations.append(label)
-                result.entry_points.append(
-                    {
-                        "name": label,
-                        "status": "called",
-                        "detail": f"{time.perf_counter() - t0:.2f}s",
-                    }
-                )
+                    _run_points(late, ctx, result, notes)
+                finally:
+                    ctx.scratch = None
+                    stage.__exit__(None, None, None)  # ScratchNotRestored stops the boot
+                result.scratch = {
+                    "blocks": scratch.blocks,
+                    "bytes": scratch.bytes,
+                    "served": scratch.account,
+                    "forced": scratch.forced,
+                }
+                if scratch.forced:
+                    notes.append(f"scratch release removed {', '.join(scratch.forced)}")
         result.skipped = "; ".join(notes)
         result.seconds = time.perf_counter() - start
         return result
 
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """vLLM's own ``--jit-monitor-mode`` and ``launcher.runtime.jit_watch`` watch compiles."""
+
+
+def _report(
+    result: PrewarmResult,
+    notes: list[str],
+    name: str,
+    status: str,
+    detail: str,
+    kernels: int | None = None,
+) -> None:
+    entry = {"name": name, "status": status, "detail": detail}
+    if kernels is not None:
+        entry["kernels"] = kernels
+    result.entry_points.append(entry)
+    if status not in ("called",):
+        notes.append(f"{name}: {status}: {detail}")
+
+
+def _run_points(
+    points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmResult, notes: list[str]
+) -> None:
+    """Call each entry point's thunks; count the Triton kernels each brought in."""
+    from launcher.runtime import jit_watch
+
+    for ep in points:
+        try:
+            found = ep.find(ctx)
+        except Exception as exc:  # the runtime lacks what the finder reads
+            _report(result, notes, ep.name, "failed", f"{type(exc).__name__}: {exc}")
+            continue
+        if isinstance(found, str):
+            status, _, detail = found.partition(": ")
+            _report(result, notes, ep.name, status, detail or found)
+            continue
+        for label, thunk in found:
+            before = jit_watch.loaded()
+            t0 = time.perf_counter()
+            try:
+                thunk()
+            except Exception as exc:  # reported; vLLM's own warmup runs it again after sizing
+                _report(
+                    result,
+                    notes,
+                    label,
+                    "failed",
+                    f"{type(exc).__name__}: {exc}",
+                    sum(jit_watch.new_since(before).values()),
+                )
+                continue
+            new = jit_watch.new_since(before)
+            kernels = sum(new.values())
+            took = f"{time.perf_counter() - t0:.2f}s"
+            result.compiled += kernels
+            result.warmed += 1
+            if kernels:
+                names = ", ".join(f"{k.rsplit('.', 1)[-1]} x{n}" for k, n in sorted(new.items()))
+                result.specializations.append(f"{label}: {names}")
+                _report(
+                    result,
+                    notes,
+                    label,
+                    "called",
+                    f"{kernels} Triton kernels in {took}: {names}",
+                    kernels,
+                )
+            else:
+                _report(
+                    result,
+                    notes,
+                    label,
+                    "no-op",
+                    f"brought in 0 Triton kernels in {took} (other kernels are not counted)",
+                    0,
+                )

@@ -167,7 +167,11 @@ class PlannedMixin:
                 result = provider.run(ctx)
                 result.seconds = result.seconds or time.perf_counter() - start
                 results.append(result)
-                points = "; ".join(f"{e['name']} {e['status']}" for e in result.entry_points)
+                points = "; ".join(
+                    f"{e['name']} {e['status']}"
+                    + (f" ({e['kernels']} kernels)" if e.get("kernels") else "")
+                    for e in result.entry_points
+                )
                 _say(
                     f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
                     f"{result.warmed} warmed in {result.seconds:.1f}s"
@@ -180,7 +184,8 @@ class PlannedMixin:
             return results, None
         from launcher.runtime.measure import measure
 
-        jit_watch.watch.install()
+        # No Triton hook before sizing: the prewarm counts compiles by reading Triton's
+        # caches (jit_watch.loaded); the watchdog's hooks go in after vLLM's own warmup.
         _, measurement = measure(run_all, device)
         _say(
             f"rank {self.rank}: prewarm retained {format_size(measurement.retained_bytes)}, "

@@ -1,0 +1,172 @@
+"""A throwaway KV cache before sizing, built and torn down through vLLM's own path.
+
+Sparse MLA with the DSA indexer runs kernels that exist only once a KV cache does: attention
+groups, metadata builders, the indexer's caches, JIT-registry entries the builders add. Before
+``determine_available_memory`` none of that exists, so a warmup called there does nothing.
+vLLM 0.26 already builds such a cache for its CUDA-graph memory profiling
+(``GPUModelRunner._init_minimal_kv_cache_for_profiling`` / ``_cleanup_profiling_kv_cache``);
+:func:`scratch_kv` does the same with as many blocks as the serving shapes need, keeps the
+runner eager while it exists (no graph is captured here: vLLM captures after sizing), and on
+the way out releases it exactly as vLLM does, then checks that nothing stayed behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ScratchUnsupported(RuntimeError):
+    """The runner has no minimal-KV path (vLLM's V2 model runner, an older vLLM)."""
+
+
+class ScratchNotRestored(RuntimeError):
+    """After the release the runner still holds scratch state: vLLM's sizing would be wrong."""
+
+
+@dataclass
+class ScratchKv:
+    blocks: int
+    """KV blocks per rank the scratch cache holds (vLLM's block, every layer)."""
+    bytes: int
+    """Device bytes its tensors took."""
+    kv_cache_config: Any
+    """The ``KVCacheConfig`` it was built from (a scheduler over it sees the same blocks)."""
+    forced: list[str] = field(default_factory=list)
+    """What the release had to remove by hand (requests a failed step left in the batch)."""
+    account: str = ""
+    """What was served on it (waves, steps, tokens)."""
+
+
+def unsupported(runner: Any) -> str | None:
+    """Why ``runner`` cannot build a scratch KV cache, or None when it can."""
+    missing = [
+        name
+        for name in (
+            "_init_minimal_kv_cache_for_profiling",
+            "_cleanup_profiling_kv_cache",
+            "initialize_kv_cache",
+            "get_kv_cache_spec",
+        )
+        if not hasattr(runner, name)
+    ]
+    if missing:
+        return f"{type(runner).__name__} has no {', '.join(missing)} (vLLM's V1 model runner has)"
+    return None
+
+
+def _config(runner: Any, blocks: int) -> Any:
+    """A ``KVCacheConfig`` of ``blocks`` blocks, made as vLLM makes its minimal one."""
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_config_from_groups, get_kv_cache_groups
+
+    groups = get_kv_cache_groups(runner.vllm_config, runner.get_kv_cache_spec())
+    cache_config = runner.cache_config
+    saved = cache_config.num_gpu_blocks_override
+    cache_config.num_gpu_blocks_override = blocks
+    try:
+        return get_kv_cache_config_from_groups(runner.vllm_config, groups, available_memory=0)
+    finally:
+        cache_config.num_gpu_blocks_override = saved
+
+
+def _dispatchers(runner: Any) -> list[Any]:
+    """The runner's CUDA-graph dispatchers (its own and its drafter's)."""
+    out = []
+    for owner in (runner, getattr(runner, "drafter", None)):
+        dispatcher = getattr(owner, "cudagraph_dispatcher", None)
+        if dispatcher is not None and hasattr(dispatcher, "keys_initialized"):
+            out.append(dispatcher)
+    return out
+
+
+def _drop_requests(runner: Any) -> list[str]:
+    """Remove requests a failed step left in the runner's batch; what was removed."""
+    requests = getattr(runner, "requests", None) or {}
+    batch = getattr(runner, "input_batch", None)
+    left = list(requests)
+    for req_id in left:
+        if batch is not None and hasattr(batch, "remove_request"):
+            batch.remove_request(req_id)
+        requests.pop(req_id, None)
+    if left and batch is not None and hasattr(batch, "condense"):
+        batch.condense()
+    if hasattr(runner, "_draft_token_ids"):
+        runner._draft_token_ids = None
+    return [f"request {r}" for r in left]
+
+
+def leftovers(runner: Any) -> list[str]:
+    """What scratch state the runner still holds (empty when restored)."""
+    out = []
+    if getattr(runner, "requests", None):
+        out.append(f"{len(runner.requests)} requests")
+    batch = getattr(runner, "input_batch", None)
+    if batch is not None and getattr(batch, "num_reqs", 0):
+        out.append(f"{batch.num_reqs} rows in the input batch")
+    if getattr(runner, "kv_caches", None):
+        out.append("kv_caches")
+    if getattr(runner, "attn_groups", None):
+        out.append("attention groups")
+    if hasattr(runner, "kv_cache_config"):
+        out.append("kv_cache_config")
+    if getattr(runner.cache_config, "num_gpu_blocks", None) is not None:
+        out.append("cache_config.num_gpu_blocks")
+    return out
+
+
+def _allocated(device: Any) -> int:
+    import torch
+
+    return int(torch.cuda.memory_allocated(device)) if torch.cuda.is_available() else 0
+
+
+@contextlib.contextmanager
+def scratch_kv(
+    runner: Any, blocks: int, make_config: Callable[[Any, int], Any] | None = None
+) -> Iterator[ScratchKv]:
+    """A real KV cache of ``blocks`` blocks on ``runner`` while the block runs, eager.
+
+    ``make_config`` builds the ``KVCacheConfig`` (default: vLLM's own functions, as its
+    minimal profiling cache is built).
+
+    Raises:
+        ScratchUnsupported: the runner has no minimal-KV path.
+        ScratchNotRestored: the release left state that vLLM's own sizing would trip on.
+    """
+    why = unsupported(runner)
+    if why:
+        raise ScratchUnsupported(why)
+    if getattr(runner, "kv_caches", None) or hasattr(runner, "kv_cache_config"):
+        raise ScratchUnsupported("the runner already holds a KV cache")
+    config = (make_config or _config)(runner, blocks)
+    device = getattr(runner, "device", None)
+    before = _allocated(device)
+    runner.initialize_kv_cache(config, is_profiling=True)
+    runner.cache_config.num_gpu_blocks = config.num_blocks
+    scratch = ScratchKv(
+        blocks=int(config.num_blocks),
+        bytes=_allocated(device) - before,
+        kv_cache_config=config,
+    )
+    # initialize_kv_cache readied the graph dispatchers: a step now would capture a graph
+    # outside vLLM's capture phase. Eager until the release, as before vLLM's capture.
+    dispatchers = _dispatchers(runner)
+    for d in dispatchers:
+        d.keys_initialized = False
+    try:
+        yield scratch
+    finally:
+        scratch.forced = _drop_requests(runner)
+        runner._cleanup_profiling_kv_cache()
+        # As vLLM's own profiling leaves them: keys rebuilt by the real initialize_kv_cache.
+        for d in dispatchers:
+            for keys in getattr(d, "cudagraph_keys", {}).values():
+                keys.clear()
+            d.keys_initialized = False
+        left = leftovers(runner)
+        if left:
+            raise ScratchNotRestored(
+                "the scratch KV cache was released but the runner still holds: " + ", ".join(left)
+            )

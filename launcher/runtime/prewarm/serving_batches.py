@@ -1,0 +1,261 @@
+"""Serving-shaped batches on the scratch KV cache, through vLLM's own scheduler and runner.
+
+What the deployment runs on its first requests is what vLLM's scheduler makes of them:
+prefill chunks of ``max_num_batched_tokens`` and a ragged last one, decodes of every batch
+size, a prefill behind decode rows, two prompts in one step, MTP draft steps and the
+rejection sampler. So the stage hands requests to vLLM's own ``Scheduler`` (the class the
+engine uses, over the scratch cache's ``KVCacheConfig``) and runs each step through the
+worker's ``execute_model`` and ``sample_tokens``, as ``EngineCore.step`` does. Every rank runs
+the same greedy (or seeded) requests, so tensor-parallel ranks stay in lockstep.
+
+Then the runner's own dummy batches that vLLM's CUDA-graph capture runs after sizing: a
+uniform decode at every capture size (the MTP width included) and a mixed batch.
+
+The waves are a pure function of the deployment's numbers (:func:`waves`), so
+``b12x-launch prewarm --list`` prints them without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+FIRST_ID = 4
+"""Prompt ids start after the special tokens of the usual vocabularies."""
+LONG_CHUNKS = 4
+"""The long prompt spans this many full prefill chunks, then a ragged one."""
+RAGGED = 37
+PREFILL_CLASSES = (1, 2, 3, 15, 16, 17, 63, 64, 65, 127, 257, 1000)
+"""Single prompts: Triton specializes integer arguments on 1 and on divisibility by 16, and
+pointer arguments on 16-byte alignment, so lengths on each side of those lines."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The numbers of a deployment that decide the batches (vLLM's own, inside a worker)."""
+
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    spec_tokens: int
+    block_size: int
+    dcp: int = 1
+    capture_sizes: tuple[int, ...] = ()
+    vocab: int = 32000
+
+    @property
+    def logical_block(self) -> int:
+        return self.block_size * self.dcp
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One request: added at scheduler ``step`` of its wave."""
+
+    step: int
+    prompt: int
+    max_tokens: int
+    sampled: bool = False
+    """temperature 0.8, top-p 0.9, top-k 20, seeded; else greedy."""
+
+
+@dataclass(frozen=True)
+class Wave:
+    name: str
+    arrivals: tuple[Arrival, ...]
+
+    def describe(self) -> str:
+        shown = ", ".join(
+            f"{a.prompt}+{a.max_tokens}" + (f"@{a.step}" if a.step else "") for a in self.arrivals
+        )
+        return f"{self.name}: {len(self.arrivals)} request(s) prompt+decode[@step] {shown}"
+
+
+def waves(s: Shape) -> list[Wave]:
+    """The requests the stage serves, wave by wave (each wave ends before the next)."""
+    room = s.max_model_len - 8
+    chunk = s.max_num_batched_tokens
+    out = [
+        Wave(
+            "long prompt in prefill chunks, then decode",
+            (Arrival(0, max(1, min(room, LONG_CHUNKS * chunk + RAGGED)), 6),),
+        )
+    ]
+    classes = sorted(
+        {n for n in (*PREFILL_CLASSES, chunk - 1, chunk) if 1 <= n <= min(room, chunk)}
+    )
+    out += [Wave(f"one prompt of {n}", (Arrival(0, n, 3),)) for n in classes]
+    seqs = s.max_num_seqs
+    width = 1 + s.spec_tokens
+    out.append(
+        Wave(
+            f"{seqs} decodes finishing one by one",
+            tuple(Arrival(0, min(room, 16 + 8 * i), 2 + 4 * width * i) for i in range(seqs)),
+        )
+    )
+    rows = max(1, min(3, seqs - 3))
+    mixed = [Arrival(0, min(room, 40 + i), 12 * width) for i in range(rows)]
+    if seqs > rows:
+        mixed.append(Arrival(2, min(room, 1000), 3))
+    if seqs > rows + 2:
+        mixed += [Arrival(4, min(room, 300), 3), Arrival(4, min(room, 701), 3, sampled=True)]
+    out.append(Wave(f"prefills behind {rows} decode row(s), two prompts in one step", tuple(mixed)))
+    return out
+
+
+def blocks_needed(s: Shape, plan: list[Wave]) -> int:
+    """Blocks per rank that hold the largest wave at once, with room to spare."""
+
+    def blocks(a: Arrival) -> int:
+        return math.ceil((a.prompt + a.max_tokens + s.spec_tokens + 1) / s.logical_block) + 1
+
+    largest = max(sum(blocks(a) for a in w.arrivals) for w in plan)
+    return largest + largest // 4 + 16
+
+
+def shape_of(worker: Any) -> Shape:
+    """The live vLLM config's numbers."""
+    config = worker.vllm_config
+    spec = config.speculative_config
+    return Shape(
+        max_model_len=int(config.model_config.max_model_len),
+        max_num_batched_tokens=int(config.scheduler_config.max_num_batched_tokens),
+        max_num_seqs=int(config.scheduler_config.max_num_seqs),
+        spec_tokens=int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec else 0,
+        block_size=int(config.cache_config.block_size),
+        dcp=int(config.parallel_config.decode_context_parallel_size),
+        capture_sizes=tuple(config.compilation_config.cudagraph_capture_sizes or ()),
+        vocab=int(config.model_config.get_vocab_size()),
+    )
+
+
+# ------------------------------------------------------------------ inside a worker
+
+
+def _prompt(n: int, start: int, vocab: int) -> list[int]:
+    span = max(1, vocab - FIRST_ID)
+    return [FIRST_ID + (start + i) % span for i in range(n)]
+
+
+class _Loop:
+    """vLLM's scheduler over the scratch cache, stepped as ``EngineCore.step`` steps it."""
+
+    def __init__(self, worker: Any, kv_cache_config: Any):
+        from vllm.v1.core import kv_cache_utils
+        from vllm.v1.structured_output import StructuredOutputManager
+
+        self.worker = worker
+        config = worker.vllm_config
+        scheduler_cls = config.scheduler_config.get_scheduler_cls()
+        block, hash_block = config.cache_config.block_size, None
+        resolve = getattr(kv_cache_utils, "resolve_kv_cache_block_sizes", None)
+        if resolve is not None:
+            block, hash_block = resolve(kv_cache_config, config)
+        else:
+            block *= config.parallel_config.decode_context_parallel_size
+        kwargs = {"hash_block_size": hash_block} if hash_block is not None else {}
+        self.scheduler = scheduler_cls(
+            vllm_config=config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=StructuredOutputManager(config),
+            block_size=block,
+            include_finished_set=False,
+            log_stats=False,
+            **kwargs,
+        )
+        self.hasher = None
+        if config.cache_config.enable_prefix_caching:
+            from vllm.utils.hashing import get_hash_fn_by_name
+
+            fn = get_hash_fn_by_name(config.cache_config.prefix_caching_hash_algo)
+            kv_cache_utils.init_none_hash(fn)
+            self.hasher = kv_cache_utils.get_request_block_hasher(hash_block or block, fn)
+        self.async_scheduling = bool(config.scheduler_config.async_scheduling)
+        self.spec = config.speculative_config is not None
+        self.steps = 0
+        self.tokens = 0
+
+    def add(self, req_id: str, a: Arrival, start: int, vocab: int) -> None:
+        from vllm import SamplingParams
+        from vllm.v1.request import Request
+
+        params = (
+            SamplingParams(max_tokens=a.max_tokens, temperature=0.8, top_p=0.9, top_k=20, seed=7)
+            if a.sampled
+            else SamplingParams(max_tokens=a.max_tokens, temperature=0.0)
+        )
+        params.ignore_eos = True
+        request = Request(
+            request_id=req_id,
+            prompt_token_ids=_prompt(a.prompt, start, vocab),
+            sampling_params=params,
+            pooling_params=None,
+            block_hasher=self.hasher,
+        )
+        self.scheduler.add_request(request)
+
+    def step(self) -> None:
+        so = self.scheduler.schedule()
+        output = self.worker.execute_model(so)
+        if output is None:
+            output = self.worker.sample_tokens(self.scheduler.get_grammar_bitmask(so))
+        if hasattr(output, "get_output"):  # async scheduling's output
+            output = output.get_output()
+        self.scheduler.update_from_output(so, output)
+        if self.spec and not self.async_scheduling and so.total_num_scheduled_tokens > 0:
+            drafts = self.worker.take_draft_token_ids()
+            if drafts is not None:
+                self.scheduler.update_draft_token_ids(drafts)
+        self.steps += 1
+        self.tokens += so.total_num_scheduled_tokens
+
+    def run(self, wave: Wave, n: int, vocab: int, max_steps: int) -> None:
+        """Serve wave ``n``; every rank builds the same ids (no salted hash), so
+        tensor-parallel ranks schedule the same steps."""
+        pending = sorted(enumerate(wave.arrivals), key=lambda ia: ia[1].step)
+        step = 0
+        while pending or self.scheduler.has_requests():
+            while pending and pending[0][1].step <= step:
+                i, a = pending.pop(0)
+                self.add(f"b12x-launch-scratch-{n}-{i}", a, 7919 * (64 * n + i + 1), vocab)
+            self.step()
+            step += 1
+            if step > max_steps:
+                raise RuntimeError(f"wave {wave.name!r} did not finish in {max_steps} steps")
+
+
+def serve(worker: Any, kv_cache_config: Any, plan: list[Wave], log: Callable[[str], None]) -> str:
+    """Serve every wave through vLLM's scheduler and the worker; a one-line account."""
+    loop = _Loop(worker, kv_cache_config)
+    vocab = shape_of(worker).vocab
+    for n, wave in enumerate(plan):
+        loop.run(wave, n, vocab, max_steps=4096)
+        log(f"scratch KV: served wave {n}, {wave.name}")
+    return f"{len(plan)} waves, {loop.steps} scheduler steps, {loop.tokens:,} tokens"
+
+
+def capture_shapes(worker: Any) -> str:
+    """The runner's own dummy batches of vLLM's CUDA-graph capture, eager: a uniform decode
+    at every capture size and a mixed batch."""
+    from vllm.config import CUDAGraphMode
+
+    runner = worker.model_runner
+    s = shape_of(worker)
+    sizes = sorted(n for n in s.capture_sizes if n <= runner.max_num_tokens)
+    for n in sizes:
+        runner._dummy_run(
+            n,
+            cudagraph_runtime_mode=CUDAGraphMode.NONE,
+            force_attention=True,
+            uniform_decode=True,
+        )
+    mixed = min(runner.max_num_tokens, max(2, s.max_num_batched_tokens // 2))
+    runner._dummy_run(
+        mixed,
+        cudagraph_runtime_mode=CUDAGraphMode.NONE,
+        create_mixed_batch=True,
+        force_attention=True,
+    )
+    return f"uniform decode at {sizes}, a mixed batch of {mixed} tokens"

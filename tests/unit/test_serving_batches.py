@@ -1,0 +1,64 @@
+"""The serving-shaped waves the scratch stage serves: a pure function of the deployment."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.runtime.prewarm import serving_batches as sb
+
+GLM52 = sb.Shape(
+    max_model_len=262144,
+    max_num_batched_tokens=3072,
+    max_num_seqs=8,
+    spec_tokens=3,
+    block_size=64,
+    dcp=4,
+    capture_sizes=(4, 8, 16, 32),
+)
+TIER = sb.Shape(20480, 2048, 8, 2, 64, 1, (3, 6, 12, 24))
+
+
+@pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
+def test_the_long_prompt_spans_full_chunks_and_a_ragged_last_one(shape):
+    long = sb.waves(shape)[0].arrivals[0]
+    chunk = shape.max_num_batched_tokens
+    assert long.prompt // chunk == sb.LONG_CHUNKS and long.prompt % chunk == sb.RAGGED
+    assert long.prompt + long.max_tokens <= shape.max_model_len
+
+
+def test_single_prompts_cross_every_triton_integer_class_up_to_the_chunk():
+    prompts = [w.arrivals[0].prompt for w in sb.waves(TIER)[1:] if len(w.arrivals) == 1]
+    assert {1, 15, 16, 17, 2047, 2048} <= set(prompts)
+    assert {n % 16 for n in prompts} >= {0, 1, 15}
+    assert max(prompts) <= TIER.max_num_batched_tokens
+
+
+def test_every_batch_size_decodes_and_prefills_run_behind_decode_rows():
+    plan = sb.waves(TIER)
+    decodes = next(w for w in plan if "one by one" in w.name)
+    assert len(decodes.arrivals) == TIER.max_num_seqs
+    ends = [a.max_tokens for a in decodes.arrivals]
+    assert ends == sorted(set(ends))  # they finish one after another
+    mixed = plan[-1]
+    rows = [a for a in mixed.arrivals if a.step == 0]
+    late = [a for a in mixed.arrivals if a.step > 0]
+    assert 1 <= len(rows) <= 3 and all(a.max_tokens > 10 for a in rows)
+    assert sorted(a.step for a in late) == [2, 4, 4]  # one prompt, then two in one step
+    assert any(a.sampled for a in late)
+
+
+def test_a_short_context_deployment_keeps_every_prompt_inside_max_model_len():
+    tiny = sb.Shape(256, 128, 2, 0, 16)
+    for wave in sb.waves(tiny):
+        for a in wave.arrivals:
+            assert a.prompt >= 1 and a.prompt + a.max_tokens <= 256, wave.name
+        assert len([a for a in wave.arrivals if a.step == 0]) <= tiny.max_num_seqs
+
+
+def test_the_scratch_cache_holds_the_largest_wave_in_logical_blocks():
+    plan = sb.waves(GLM52)
+    blocks = sb.blocks_needed(GLM52, plan)
+    long = plan[0].arrivals[0]
+    assert blocks >= -(-long.prompt // (64 * 4))  # a logical block is block x DCP tokens
+    assert blocks < 200  # small: ~0.1% of what serving gives the KV cache on glm52
+    assert sb.blocks_needed(TIER, sb.waves(TIER)) > blocks  # DCP1: 4x the blocks per token
