@@ -108,23 +108,44 @@ class HighWaterSampler:
         interval_s: float = 0.001,
         method: str = "cudart",
         reader: Reader | None = None,
+        torch_reader: Reader | None = None,
     ):
         self.device = device
         self.interval_s = interval_s
         self.method = method
         self._reader = reader
+        self._torch_reader = torch_reader
+        """Returns torch's reserved bytes: with it, the sampler also keeps the peak of what
+        grew outside torch's allocator (``outside_torch_peak``)."""
         self.total = 0
         self.baseline_free = self.min_free = self.end_free = 0
+        self._baseline_reserved = 0
+        self.outside_torch_peak = 0
         self.samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def _sample(self) -> int:
-        free = self._reader()
+        if self._torch_reader is None:
+            free = self._reader()
+            outside = None
+        else:
+            # torch's figure on both sides of the device read: a sample during which torch
+            # allocated or freed is not used for the outside-torch peak
+            reserved = self._torch_reader()
+            free = self._reader()
+            stable = self._torch_reader() == reserved
+            outside = (
+                (self.baseline_free - free) - (reserved - self._baseline_reserved)
+                if stable
+                else None
+            )
         with self._lock:
             self.samples += 1
             self.min_free = min(self.min_free, free)
+            if outside is not None:
+                self.outside_torch_peak = max(self.outside_torch_peak, outside)
         return free
 
     def _bind_thread(self) -> None:
@@ -145,6 +166,8 @@ class HighWaterSampler:
             self._reader, self.total = make_reader(self.device, self.method)
         self._stop.clear()
         self.samples = 0
+        if self._torch_reader is not None:
+            self._baseline_reserved = self._torch_reader()
         self.baseline_free = self.min_free = self._reader()
         self.samples = 1
         self._thread = threading.Thread(target=self._loop, name="hwm-sampler", daemon=True)
@@ -189,6 +212,9 @@ class PrewarmMeasurement:
     total: int = 0
     min_free: int = 0
     end_free: int = 0
+    outside_torch_peak_bytes: int | None = None
+    """Highest growth of used memory beyond torch's reserved growth (modules, local memory,
+    compile scratch); None when torch's figure was not sampled."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -229,7 +255,10 @@ def measure(
         label = "injected"
     sync()
     reserved0, allocated0 = torch_stats()
-    sampler = HighWaterSampler(device, interval_s=interval_s, method=method, reader=reader)
+    torch_reader = (lambda: int(torch.cuda.memory_reserved(device))) if torch is not None else None
+    sampler = HighWaterSampler(
+        device, interval_s=interval_s, method=method, reader=reader, torch_reader=torch_reader
+    )
     start = time.perf_counter()
     with sampler:
         try:
@@ -254,6 +283,7 @@ def measure(
         total=total,
         min_free=sampler.min_free,
         end_free=sampler.end_free,
+        outside_torch_peak_bytes=sampler.outside_torch_peak if torch_reader else None,
     )
 
 
@@ -274,10 +304,17 @@ def jit_headroom(
     The margin scales with the whole peak, retained part included: a missed
     specialization can also retain new memory of its own, and the sampler can miss a
     spike shorter than its interval. The result is rounded up to whole MiB.
+
+    Where torch's reserved memory was sampled too, the peak is the one outside torch's
+    allocator: the scratch-KV stage runs serving batches whose activations (and the scratch
+    cache itself) are torch allocations, which vLLM's own profile run measures and reserves
+    as the activation peak; counting them here again would take them from the KV cache twice.
     """
     if margin_fraction < 0 or minimum < 0:
         raise ValueError("margin_fraction and minimum must not be negative")
     peak = max(0, m.transient_peak_bytes)
+    if m.outside_torch_peak_bytes is not None:
+        peak = max(0, m.outside_torch_peak_bytes, m.retained_bytes)
     come_and_go = max(0, peak - max(0, m.retained_bytes))
     margin = max(minimum, math.ceil(margin_fraction * peak))
     return math.ceil((come_and_go + margin) / MiB) * MiB

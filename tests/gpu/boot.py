@@ -43,10 +43,14 @@ class BootSpec:
     sets: tuple[str, ...] = ()
     strict_jit: bool = False
     ranks: int = 1
+    cache: str = ""
+    """A cache root of its own under the lab's (empty on a first boot); default: the lab's."""
+    plain: bool = False
+    """Plain vLLM: its own worker class, no prewarm (same flags, model and workload)."""
 
     @property
     def prewarm(self) -> bool:
-        return "prewarm.enabled=false" not in self.sets
+        return not self.plain and "prewarm.enabled=false" not in self.sets
 
 
 @dataclass
@@ -68,6 +72,8 @@ class BootResult:
     dry_run_error: str = ""
     idle_used_before: dict[int, int] = field(default_factory=dict)
     ballast: bool = False
+    ready_seconds: float | None = None
+    """From the launcher's start to /health answering."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -78,6 +84,12 @@ class BootResult:
     @property
     def late_compiles(self) -> dict[int, list[str]]:
         return {r: list(rec.get("late_compiles", [])) for r, rec in self.records.items()}
+
+    @property
+    def monitor_late(self) -> list[str]:
+        """What vLLM's own JIT monitor logged as compiled during inference (after its
+        warmup), one line per event under ``--jit-monitor-verbose``."""
+        return [ln for ln in self.log().splitlines() if "compilation during inference" in ln]
 
     @property
     def margin(self) -> int:
@@ -110,11 +122,13 @@ class Lab:
 
     def sets(self, spec: BootSpec, port: int) -> list[str]:
         model = models.write(spec.model, self.models / spec.model)
+        plain = ["vllm.worker_cls=vllm.v1.worker.gpu_worker.Worker", "prewarm.enabled=false"]
         pairs = [
             f"model.path={model}",
             "serving.host=127.0.0.1",
             f"serving.port={port}",
-            f"runtime.cache_root={self.cache}",
+            f"runtime.cache_root={self.cache / spec.cache if spec.cache else self.cache}",
+            *(plain if spec.plain else []),
             *spec.sets,
         ]
         return [a for s in pairs for a in ("--set", s)]
@@ -208,9 +222,11 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
             argv, stdout=log, stderr=subprocess.STDOUT, env=lab.env(), start_new_session=True
         )
     (work / "server.pid").write_text(str(proc.pid))  # run-tier.sh ends a group left behind
+    started = time.monotonic()
     try:
         result.healthy = _wait_healthy(proc, f"http://127.0.0.1:{port}")
         if result.healthy:
+            result.ready_seconds = time.monotonic() - started
             result.plan = json.loads((result.run_dir / "plan.json").read_text())
             work_load = _workload(lab, spec, result.plan, port, deadline)
             if spec.strict_jit:
@@ -222,7 +238,7 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
         result.exit_code = _stop(proc)
     _read_back(result)
     nvml.wait_idle(devices, IDLE_USED if not lab.ballast else 1 << 60)
-    if result.healthy and not spec.strict_jit:
+    if result.healthy and not spec.strict_jit and not spec.plain:
         result.calibrated, result.dry_run_error = dry_run(lab, spec, port)
     (work / "result.json").write_text(json.dumps(summary_facts(result), indent=1, default=str))
     return result
@@ -259,6 +275,9 @@ def summary_facts(r: BootResult) -> dict[str, Any]:
         "prewarm": r.spec.prewarm,
         "strict_jit": r.spec.strict_jit,
         "healthy": r.healthy,
+        "plain": r.spec.plain,
+        "ready_seconds": r.ready_seconds,
+        "monitor_late": r.monitor_late,
         "exit_code": r.exit_code,
         "stopped_by_us": r.stopped_by_us,
         "exit_seconds": r.exit_seconds,

@@ -47,6 +47,9 @@ def rows() -> list[dict[str, Any]]:
                 {
                     "boot": b.spec.name,
                     "profile": b.spec.profile,
+                    "plain": b.spec.plain,
+                    "ready_seconds": b.ready_seconds,
+                    "monitor_late": len(b.monitor_late),
                     "rank": rank,
                     "gpu": device,
                     "prewarm": b.spec.prewarm,
@@ -81,16 +84,23 @@ def rows() -> list[dict[str, Any]]:
 def render(data: list[dict[str, Any]]) -> str:
     head = (
         f"{'boot':<16}{'rk':>3}{'gpu':>4} {'prewarm':<8}{'budget':>8}{'blk plan':>10}"
-        f"{'blk vLLM':>10}{'blk calib':>10}{'low free':>9}{'margin':>7}{'late':>5}  late kernels"
+        f"{'blk vLLM':>10}{'blk calib':>10}{'low free':>9}{'margin':>7}{'late':>5}"
+        f"{'mon':>5}{'ready s':>8}  late kernels"
     )
-    lines = ["GPU tier: KV blocks, low-water free memory (GiB, NVML), late compiles", head]
+    lines = [
+        "GPU tier: KV blocks, low-water free memory (GiB, NVML), late compiles (watchdog; "
+        "mon: vLLM's JIT monitor), time to ready",
+        head,
+    ]
     for r in data:
         lines.append(
-            f"{r['boot']:<16}{r['rank']:>3}{r['gpu']:>4} {('on' if r['prewarm'] else 'off'):<8}"
+            f"{r['boot']:<16}{r['rank']:>3}{r['gpu']:>4} "
+            f"{('plain' if r.get('plain') else 'on' if r['prewarm'] else 'off'):<8}"
             f"{_gib(r['budget']):>8}{r['kv_blocks_planned'] or '-':>10}"
             f"{r['kv_blocks_vllm'] or '-':>10}"
             f"{r['kv_blocks_calibrated'] or '-':>10}{_gib(r['low_water_free']):>9}"
-            f"{_gib(r['safety_margin']):>7}{r['late_compiles']:>5}  {', '.join(r['late_kernels'])}"
+            f"{_gib(r['safety_margin']):>7}{r['late_compiles']:>5}{r.get('monitor_late', 0):>5}"
+            f"{_ready(r.get('ready_seconds')):>8}  {', '.join(r['late_kernels'])}"
         )
     lines += ["", "Planned vs measured components (GiB; source of the plan's figure)"]
     for r in data:
@@ -116,6 +126,10 @@ def write(root: Path) -> list[Path]:
         (path.parent / "gpu-tier-summary.txt").write_text(render(data))
         written.append(path)
     return written
+
+
+def _ready(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.0f}"
 
 
 def _kernel(entry: Any) -> str:

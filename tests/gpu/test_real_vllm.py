@@ -13,6 +13,11 @@ sampled low-water free memory and the next plan.
     moe-noprewarm   DeepSeek-V2  the fused-MoE kernels compile late without prewarm
     moe-strict      DeepSeek-V2  --strict-jit stops the server on that late compile
     moe-tp2         DeepSeek-V2  two ranks on two GPUs: the budget is the minimum over ranks
+    glm-plain       GLM-5 arch.  plain vLLM (its own worker, same flags), empty caches: what
+                                 its JIT monitor sees compile during inference
+    glm             GLM-5 arch.  boot 1 from empty caches: the scratch-KV stage compiles the
+                                 sparse-MLA, indexer, MoE and MTP kernels before sizing
+    glm-calibrated  GLM-5 arch.  boot 2: the calibrated plan is the allocation, no late compile
 
 Needs a CUDA machine with vLLM importable (tests/gpu/run-tier.sh on the H200).
 """
@@ -38,6 +43,11 @@ MOE_STRICT = BootSpec(
     "moe-strict", "dsv2-moe-h200.yaml", "deepseek_v2", sets=(NO_PREWARM,), strict_jit=True
 )
 MOE_TP2 = BootSpec("moe-tp2", "dsv2-moe-h200-tp2.yaml", "deepseek_v2", ranks=2)
+# The GLM-5 architecture (sparse MLA + DSA indexer + MoE + MTP) from empty caches of its own,
+# plain vLLM beside the planned worker.
+GLM_PLAIN = BootSpec("glm-plain", "glm-dsa-h200.yaml", "glm_dsa", cache="glm-plain", plain=True)
+GLM = BootSpec("glm", "glm-dsa-h200.yaml", "glm_dsa", cache="glm")
+GLM_AGAIN = BootSpec("glm-calibrated", "glm-dsa-h200.yaml", "glm_dsa", cache="glm")
 # Second boots of the same deployments: the plan now reads the first boot's records.
 LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
 MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
@@ -194,3 +204,42 @@ class TestMoeTp2(Served):
     spec = MOE_TP2
 
     test_no_late_compile_with_prewarm = TestMoe.test_no_late_compile_with_prewarm
+
+
+class TestGlmPlain:
+    """Plain vLLM 0.26 on the GLM-5-architecture model: the seed's failure class."""
+
+    spec = GLM_PLAIN
+
+    def test_it_serves(self, booted):
+        assert booted.healthy, _why(booted)
+        assert booted.outcome.failed == [], _why(booted)
+
+    def test_vllms_monitor_sees_kernels_compile_during_inference(self, booted):
+        assert booted.monitor_late, "plain vLLM compiled nothing late: the workload is too easy"
+
+
+class ScratchStaged(Served):
+    """What the scratch-KV stage must show on the GLM-5 architecture, per rank."""
+
+    def test_the_scratch_stage_ran_the_runtime_on_a_real_kv_cache(self, booted):
+        for rank, rec in booted.records.items():
+            stage = next(p for p in rec["prewarm"] if p["provider"] == "vllm")
+            assert stage["scratch"] and stage["scratch"]["blocks"] > 0, (rank, stage)
+            assert stage["scratch"]["forced"] == [], stage["scratch"]
+            called = {e["name"].split(":")[0] for e in stage["entry_points"]}
+            assert "vLLM's scheduler and execute_model" in called, stage["entry_points"]
+
+    def test_no_late_compile_by_the_watchdog_or_vllms_monitor(self, booted):
+        assert booted.late_compiles == {r: [] for r in booted.records}
+        assert booted.monitor_late == [], "\n".join(booted.monitor_late[:20])
+
+
+class TestGlm(ScratchStaged):
+    """Boot 1 from empty caches: nothing compiles after sizing."""
+
+    spec = GLM
+
+
+class TestGlmCalibrated(ScratchStaged, Calibrated):
+    spec = GLM_AGAIN

@@ -143,3 +143,25 @@ def test_measure_reports_transient_no_smaller_than_retained():
     _, m = measure(work, 0, reader=dev, interval_s=60)
     assert m.retained_bytes == 600
     assert m.transient_peak_bytes == 600
+
+
+def test_headroom_counts_only_what_grew_outside_torch_when_torch_was_sampled():
+    """Serving batches on the scratch KV cache allocate activations through torch (vLLM's
+    profile reserves those); only memory outside torch's allocator is JIT headroom."""
+    from launcher.runtime.measure import HighWaterSampler
+
+    frees = iter([10_000, 6_000, 5_000, 5_000, 9_900])  # baseline, 3 samples, end
+    reserved = iter([0, 3_000, 3_000, 3_000, 4_500, 5_000, 5_000, 0])
+    s = HighWaterSampler(
+        0, interval_s=3600, reader=lambda: next(frees), torch_reader=lambda: next(reserved)
+    )
+    s.start()
+    s._sample()  # torch 3,000 stable: used 4,000 -> 1,000 outside
+    s._sample()  # torch moved 3,000 -> 4,500 during the read: not used
+    s._sample()  # torch 5,000 stable: used 5,000 -> 0 outside
+    s._stop.set()
+    assert s.outside_torch_peak == 1_000 and s.peak_above_baseline == 5_000
+    m = PrewarmMeasurement(
+        0, 100 * MiB, 4_000 * MiB, 0, 0, 10, 1.0, "cudart", outside_torch_peak_bytes=300 * MiB
+    )
+    assert jit_headroom(m) == 200 * MiB + 64 * MiB  # not the 4 GiB of activations

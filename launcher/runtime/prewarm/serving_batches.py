@@ -44,6 +44,9 @@ class Shape:
     dcp: int = 1
     capture_sizes: tuple[int, ...] = ()
     vocab: int = 32000
+    sampling: bool = True
+    """Include a request sampled at temperature > 0 (vLLM's CPU backend cannot: its
+    sampler fails with "CPU Generator does not use offset")."""
 
     @property
     def logical_block(self) -> int:
@@ -58,7 +61,9 @@ class Arrival:
     prompt: int
     max_tokens: int
     sampled: bool = False
-    """temperature 0.8, top-p 0.9, top-k 20, seeded; else greedy."""
+    """temperature 0.8, top-p 0.9, top-k 20; else greedy. Unseeded, as served requests are:
+    tensor-parallel ranks draw alike because vLLM seeds every rank the same (a per-request
+    seed would also take another sampler path, one vLLM's CPU backend lacks)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,10 @@ def waves(s: Shape) -> list[Wave]:
     if seqs > rows:
         mixed.append(Arrival(2, min(room, 1000), 3))
     if seqs > rows + 2:
-        mixed += [Arrival(4, min(room, 300), 3), Arrival(4, min(room, 701), 3, sampled=True)]
+        mixed += [
+            Arrival(4, min(room, 300), 3),
+            Arrival(4, min(room, 701), 3, sampled=s.sampling),
+        ]
     out.append(Wave(f"prefills behind {rows} decode row(s), two prompts in one step", tuple(mixed)))
     return out
 
@@ -128,6 +136,7 @@ def shape_of(worker: Any) -> Shape:
         dcp=int(config.parallel_config.decode_context_parallel_size),
         capture_sizes=tuple(config.compilation_config.cudagraph_capture_sizes or ()),
         vocab=int(config.model_config.get_vocab_size()),
+        sampling=str(getattr(config.device_config, "device_type", "cuda")) != "cpu",
     )
 
 

