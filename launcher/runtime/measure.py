@@ -122,6 +122,7 @@ class HighWaterSampler:
         self._baseline_reserved = 0
         self.outside_torch_peak = 0
         self.samples = 0
+        self.error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -159,7 +160,11 @@ class HighWaterSampler:
     def _loop(self) -> None:
         self._bind_thread()
         while not self._stop.wait(self.interval_s):
-            self._sample()
+            try:
+                self._sample()
+            except Exception as exc:  # the device failed under the measured work: that
+                self.error = f"{type(exc).__name__}: {exc}"  # work reports it, not this thread
+                return
 
     def start(self) -> HighWaterSampler:
         if self._reader is None:
