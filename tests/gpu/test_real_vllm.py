@@ -206,19 +206,6 @@ class TestMoeTp2(Served):
     test_no_late_compile_with_prewarm = TestMoe.test_no_late_compile_with_prewarm
 
 
-class TestGlmPlain:
-    """Plain vLLM 0.26 on the GLM-5-architecture model: the seed's failure class."""
-
-    spec = GLM_PLAIN
-
-    def test_it_serves(self, booted):
-        assert booted.healthy, _why(booted)
-        assert booted.outcome.failed == [], _why(booted)
-
-    def test_vllms_monitor_sees_kernels_compile_during_inference(self, booted):
-        assert booted.monitor_late, "plain vLLM compiled nothing late: the workload is too easy"
-
-
 class ScratchStaged(Served):
     """What the scratch-KV stage must show on the GLM-5 architecture, per rank."""
 
@@ -243,3 +230,16 @@ class TestGlm(ScratchStaged):
 
 class TestGlmCalibrated(ScratchStaged, Calibrated):
     spec = GLM_AGAIN
+
+
+class TestGlmPlain:
+    """Plain vLLM 0.26 on the GLM-5-architecture model: the seed's failure class."""
+
+    spec = GLM_PLAIN
+
+    def test_it_serves(self, booted):
+        assert booted.healthy, _why(booted)
+        assert booted.outcome.failed == [], _why(booted)
+
+    def test_vllms_monitor_sees_kernels_compile_during_inference(self, booted):
+        assert booted.monitor_late, "plain vLLM compiled nothing late: the workload is too easy"

@@ -157,6 +157,11 @@ class _Loop:
 
         self.worker = worker
         config = worker.vllm_config
+        # The engine hands its scheduler a config with one spec per group (a group of
+        # per-layer specs, such as sparse MLA beside its indexer cache, becomes one of them).
+        to_scheduler = getattr(kv_cache_utils, "generate_scheduler_kv_cache_config", None)
+        if to_scheduler is not None:
+            kv_cache_config = to_scheduler([kv_cache_config])
         scheduler_cls = config.scheduler_config.get_scheduler_cls()
         block, hash_block = config.cache_config.block_size, None
         resolve = getattr(kv_cache_utils, "resolve_kv_cache_block_sizes", None)
