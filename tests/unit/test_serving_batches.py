@@ -62,3 +62,12 @@ def test_the_scratch_cache_holds_the_largest_wave_in_logical_blocks():
     assert blocks >= -(-long.prompt // (64 * 4))  # a logical block is block x DCP tokens
     assert blocks < 200  # small: ~0.1% of what serving gives the KV cache on glm52
     assert sb.blocks_needed(TIER, sb.waves(TIER)) > blocks  # DCP1: 4x the blocks per token
+
+
+def test_a_continuing_chunk_shares_a_step_with_a_fresh_prompt():
+    """The case vLLM's merge of attention states masks an empty context for."""
+    wave = next(w for w in sb.waves(TIER) if "second chunk" in w.name)
+    first, second = wave.arrivals
+    chunk = TIER.max_num_batched_tokens
+    assert first.step == 0 and chunk < first.prompt < 2 * chunk
+    assert second.step == 1 and (first.prompt - chunk) + second.prompt <= chunk

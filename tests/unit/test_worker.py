@@ -124,3 +124,41 @@ def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
     assert ConfigProbe.seen == [worker.vllm_config]
     record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
     assert record["prewarm"][0]["provider"] == "config-probe"
+
+
+def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatch):
+    """vLLM 0.26 reports peak_activation_memory without its CUDA-graph estimate and 0.33
+    with it; the worker measures torch's peak across the runner's profile_run itself and
+    puts the runner's method back afterwards."""
+    import torch
+
+    state = {"allocated": 1000, "peak": 1000}
+
+    class Runner:
+        def profile_run(self):
+            state["peak"] = state["allocated"] + 700  # the dummy batch's activations
+            return "profiled"
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+
+        def __init__(self):
+            self.model_runner = Runner()
+            self.peak_activation_memory = 5  # whatever the release means by it
+            self.cudagraph_memory_estimate = 900
+
+        def _device_index(self):
+            return 0
+
+        def determine_available_memory(self):
+            return self.model_runner.profile_run()
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: state["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: state["peak"])
+    worker = GpuWorker()
+    with worker._activation_probe():
+        assert GpuWorker.determine_available_memory(worker) == "profiled"
+    assert worker._peak_activation() == 700  # not 5 - 900 clamped to 0
+    assert "profile_run" not in vars(worker.model_runner)  # the class's method again

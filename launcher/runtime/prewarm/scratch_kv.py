@@ -94,6 +94,12 @@ def _drop_requests(runner: Any) -> list[str]:
         batch.condense()
     if hasattr(runner, "_draft_token_ids"):
         runner._draft_token_ids = None
+    # A removed request leaves its row of block ids behind; vLLM's own dummy batches (its
+    # CUDA-graph profiling on a cache of a few blocks) read those rows: back to zeros, as
+    # a runner that never served holds them (stale ids were an illegal address on the H200).
+    tables = getattr(batch, "block_table", None)
+    if tables is not None and hasattr(tables, "clear"):
+        tables.clear()
     return [f"request {r}" for r in left]
 
 

@@ -100,6 +100,16 @@ def waves(s: Shape) -> list[Wave]:
             tuple(Arrival(0, min(room, 16 + 8 * i), 2 + 4 * width * i) for i in range(seqs)),
         )
     )
+    if seqs >= 2:
+        # A prompt's next chunk (it has context) beside a fresh prompt (none) in one step:
+        # vLLM then merges attention states and masks the empty context (a kernel of its own).
+        rest = max(1, min(500, room - chunk - 4))
+        out.append(
+            Wave(
+                "a prompt's second chunk beside a new prompt",
+                (Arrival(0, min(room - 4, chunk + rest), 3), Arrival(1, min(room, 300), 3)),
+            )
+        )
     rows = max(1, min(3, seqs - 3))
     mixed = [Arrival(0, min(room, 40 + i), 12 * width) for i in range(rows)]
     if seqs > rows:

@@ -9,6 +9,7 @@ watchdog once vLLM's own warmup is done.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import platform
@@ -46,7 +47,8 @@ class PlannedMixin:
         before = self._device_snapshot()
         results, measurement = self._prewarm(run)
         self._barrier()
-        vllm_available = super().determine_available_memory()
+        with self._activation_probe():
+            vllm_available = super().determine_available_memory()
         after = self._device_snapshot()
         headroom, headroom_source = self._headroom(run, measurement)
         self._after_profile = after
@@ -240,12 +242,46 @@ class PlannedMixin:
             out["weights"] = before["torch_allocated"]
             engine = launch_free - after["free"]
             out["cuda_context"] = max(0, engine - before["torch_allocated"] - retained)
-        peak = self._peak_activation()
-        if peak:
-            out["activation_peak"] = peak
+        if getattr(self, "_activation_peak", None) is not None:
+            out["activation_peak"] = self._peak_activation()  # measured, 0 included
+        elif self._peak_activation():
+            out["activation_peak"] = self._peak_activation()
         return out
 
+    @contextlib.contextmanager
+    def _activation_probe(self):
+        """Measure torch's peak above the start of vLLM's own profile run (its dummy batch of
+        max_num_batched_tokens): the activations serving comes back to. vLLM reports this as
+        ``peak_activation_memory`` with or without its CUDA-graph estimate depending on the
+        release (0.26 without, 0.33 with), so the worker measures it itself."""
+        runner = getattr(self, "model_runner", None)
+        profile = getattr(runner, "profile_run", None)
+        device = self._device_index()
+        if profile is None or device is None:
+            yield
+            return
+        import torch
+
+        def probed() -> Any:
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            base = torch.cuda.memory_allocated(device)
+            try:
+                return profile()
+            finally:
+                torch.cuda.synchronize(device)
+                self._activation_peak = max(0, torch.cuda.max_memory_allocated(device) - base)
+
+        runner.profile_run = probed
+        try:
+            yield
+        finally:
+            del runner.profile_run  # the class's method again
+
     def _peak_activation(self) -> int:
+        measured = getattr(self, "_activation_peak", None)
+        if measured is not None:
+            return int(measured)
         peak = int(getattr(self, "peak_activation_memory", 0) or 0)
         return max(0, peak - self._cudagraph_applied())
 
