@@ -61,15 +61,22 @@ class Runner:
 
 
 class Impl:
-    """The fork's B12X sparse-MLA implementation: a full-CKV local-head plan and an
-    extend prewarm method."""
+    """The SparkInfer line's B12X sparse-MLA implementation: a full-CKV local-head plan, an
+    extend prewarm that takes the batch size, and a sync that is no prewarm."""
 
     def __init__(self):
         self._ckv_extend_plan = object()
         self.prewarmed = 0
+        self.extend_rows: list[int] = []
 
     def _prewarm_extend(self) -> None:
         self.prewarmed += 1
+
+    def _prewarm_extend_kernels_once(self, max_batched: int) -> None:
+        self.extend_rows.append(max_batched)
+
+    def _sync_warmup(self) -> None:
+        raise AssertionError("_sync_warmup is a sync and a DCP barrier, not a prewarm")
 
     def forward(self, q, kv):  # not a prewarm method
         raise AssertionError("forward must not be called")
@@ -80,7 +87,7 @@ def config(dcp: int, interleave: int, max_tokens: int = 3072):
         parallel_config=SimpleNamespace(
             decode_context_parallel_size=dcp, cp_kv_cache_interleave_size=interleave
         ),
-        scheduler_config=SimpleNamespace(max_num_batched_tokens=max_tokens),
+        scheduler_config=SimpleNamespace(max_num_batched_tokens=max_tokens, max_num_seqs=8),
         compilation_config=SimpleNamespace(cudagraph_capture_sizes=[4, 8, 16, 32]),
         kernel_config=SimpleNamespace(enable_jit_warmup=False),
     )
@@ -183,6 +190,9 @@ def test_the_runtime_entry_points_run_with_the_runtime_values(
     # every attention layer's own prewarm, the full-CKV plan named
     impls = [ctx.model_runner.attn.impl, ctx.model_runner.attn2.impl]
     assert [i.prewarmed for i in impls] == [1, 1]
+    # the extend prewarm with the runtime's own argument: max_num_batched_tokens rows
+    assert [i.extend_rows for i in impls] == [[3072], [3072]]
+    assert not any("_sync_warmup" in e["name"] for e in result.entry_points)
     assert any("full-CKV local-head plan" in e["name"] for e in result.entry_points)
     # the MoE buckets are served on the scratch cache, not by a bare forward before it
     assert ctx.model_runner.dummy_runs == []
@@ -288,3 +298,27 @@ def test_every_runtime_names_only_known_entry_points():
 
     for runtime in RUNTIMES.values():
         assert set(runtime.warmups) <= set(ENTRY_POINTS), runtime.name
+
+
+def test_the_b12x_package_line_prepares_its_weights_through_its_own_stage(
+    fork_modules, monkeypatch
+):
+    """``begin_b12x_preparation(worker, stage="weights")``, driven until its handle is done;
+    names like prepare_b12x_weights do not exist on that line."""
+    seen: list[tuple] = []
+
+    class Handle:
+        def wait(self):
+            seen.append(("waited",))
+
+    def begin(worker, stage):
+        seen.append(("begin", stage, worker is not None))
+        return Handle()
+
+    module = types.ModuleType("vllm.v1.worker.b12x_startup")
+    module.begin_b12x_preparation = begin
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    result = run_in_config(ctx_for("b12x-fork", 4, 1))
+    assert seen == [("begin", "weights", True), ("waited",)]
+    names = [e["name"] for e in result.entry_points]
+    assert any("begin_b12x_preparation(worker, stage='weights')" in n for n in names)

@@ -167,7 +167,8 @@ class Launches:
         dcp_world_size=1,
         cp_kv_cache_interleave_size=1,
     ):
-        assert query_start_loc.shape[0] == end_idx - start_idx + 1
+        # as vLLM's indexer builder: whole batch tensors, the prefills from start_idx on
+        assert query_start_loc.shape[0] >= end_idx + 1 and uncompressed_seq_lens.shape[0] >= end_idx
         self.calls.append(
             (
                 "_build_prefill_chunk_metadata_kernel",
@@ -176,7 +177,9 @@ class Launches:
                     "DCP_RANK": dcp_rank,
                     "DCP_INTERLEAVE": cp_kv_cache_interleave_size,
                     "COMPRESS_RATIO": compress_ratio,
-                    "query_len": int(query_start_loc_cpu[-1]),
+                    "query_len": int(query_start_loc_cpu[end_idx] - query_start_loc_cpu[start_idx]),
+                    "start_idx": start_idx,
+                    "seq_lens_byte_offset": 4 * start_idx,
                 },
             )
         )
@@ -223,16 +226,17 @@ def test_triton_helpers_launch_with_the_runtime_constexprs(fork, line, dcp, inte
     assert result.skipped == ""
     gathered = line == "gilded-gnosis"  # CKV gather: VLLM_B12X_MLA_CKV_GATHER=1 on that line
     names = {n for n, _ in fork.calls}
-    assert names == set(ALL_KERNELS) - (
-        set() if gathered else {ALL_KERNELS[0], "_mask_page_table_after_nsa_len_kernel"}
-    )
+    # the mask runs on every DCP > 1 decode of the B12X backend, gathered or not
+    assert names == set(ALL_KERNELS) - (set() if gathered else {ALL_KERNELS[0]})
     if gathered:
         assert fork.of(ALL_KERNELS[0]) == [
             {"DCP_SIZE": 4, "DCP_INTERLEAVE": interleave, "NUM_TOPK_TOKENS": 2048, "BLOCK_N": 128}
         ]
         assert fork.of("_mask_page_table_after_nsa_len_kernel") == [{"width": 2048}]
     chunks = fork.of("_build_prefill_chunk_metadata_kernel")
-    assert [c["query_len"] for c in chunks] == [1, 16, 17]
+    assert [c["query_len"] for c in chunks] == [1, 16, 17] * 4
+    # behind 0-3 decode rows: the seq-len slice is 16-byte aligned only at 0
+    assert sorted({c["seq_lens_byte_offset"] % 16 for c in chunks}) == [0, 4, 8, 12]
     assert {(c["DCP_WORLD"], c["DCP_RANK"], c["DCP_INTERLEAVE"], c["COMPRESS_RATIO"])
             for c in chunks} == {(4, 3, interleave, 1)}  # fmt: skip
     assert fork.of("triton_filter_and_convert_dcp_index") == [
@@ -245,20 +249,32 @@ def test_triton_helpers_launch_with_the_runtime_constexprs(fork, line, dcp, inte
             "NUM_TOPK_TOKENS": 2048,
             "max_num_blocks_per_req": 2048,  # 524,288 tokens / (64 x 4)
             "COUNT_VALID": True,
-        }
+        },
+        {  # the MTP draft, replicated over DCP ranks (VLLM_DCP_SHARD_DRAFT unset): DCP 1
+            "DCP_SIZE": 1,
+            "DCP_RANK": 0,
+            "DCP_INTERLEAVE": 1,
+            "BLOCK_SIZE": 64,
+            "BLOCK_STRIDE_ROWS": 64,
+            "NUM_TOPK_TOKENS": 2048,
+            "max_num_blocks_per_req": 8192,  # 524,288 tokens / 64
+            "COUNT_VALID": True,
+        },
     ]
     merges = fork.of("correct_attn_out")
     # B12X returns natural-log LSEs on both fork lines: the base-2 variant is never run.
     assert {(m["N"], m["HEAD_DIM"], m["cp_rank"], m["is_lse_base_on_e"]) for m in merges} == {
         (4, 512, 3, True)
     }
-    assert result.warmed == len(names) and len(result.specializations) == result.warmed
+    # one launch per kernel, the DCP1 draft filter a second one of its kernel
+    assert result.warmed == len(names) + 1 and len(result.specializations) == result.warmed
 
 
 def test_the_dcp_rank_is_the_runners_not_the_global_rank(fork):
     ctx = context("gilded-gnosis", runner=runner(4, 1, rank=1), rank=6)
     load("triton").run(ctx)
-    ranks = {c["DCP_RANK"] for c in fork.of("triton_filter_and_convert_dcp_index")}
+    filters = fork.of("triton_filter_and_convert_dcp_index")
+    ranks = {c["DCP_RANK"] for c in filters if c["DCP_SIZE"] > 1}  # not the DCP1 draft's
     assert ranks == {1} and {c["cp_rank"] for c in fork.of("correct_attn_out")} == {1}
 
 
@@ -278,7 +294,7 @@ def test_a_kernel_found_nowhere_is_reported_missing(fork, monkeypatch):
     assert f"{tk.BACKEND}:_map_global_topk_to_gathered_ckv" in result.skipped
     assert "sparkinfer.attention._shared.mla.dcp_ckv_mapping" in result.skipped
     assert "missing _mask_page_table_after_nsa_len_kernel: not in " in result.skipped
-    assert result.warmed == 3  # the others still ran
+    assert result.warmed == 4  # the others still ran (the draft's DCP1 filter among them)
 
 
 def test_a_launcher_that_refuses_is_reported(fork, monkeypatch):
@@ -393,8 +409,13 @@ def listing(*args: str) -> str:
 
 
 def triton_lines(out: str) -> dict[str, str]:
+    """Kernel name -> its first line (the target's; the MTP draft's DCP1 variant follows)."""
     lines = out.split("triton: ", 1)[1].splitlines()[1:]
-    return {line.split()[0]: line.strip() for line in lines if line.startswith("  ")}
+    found: dict[str, str] = {}
+    for line in lines:
+        if line.startswith("  "):
+            found.setdefault(line.split()[0], line.strip())
+    return found
 
 
 def test_list_shows_each_kernel_with_the_runtime_constexprs():
@@ -427,6 +448,34 @@ def test_list_follows_the_profile():
     assert not any(name in dcp1 for name in ALL_KERNELS)
     no_gather = triton_lines(listing(GLM, "--set", "env.VLLM_B12X_MLA_CKV_GATHER=0"))
     assert ALL_KERNELS[0] not in no_gather and "correct_attn_out" in no_gather
+    # the mask runs on every DCP decode, gathered or not
+    assert "_mask_page_table_after_nsa_len_kernel" in no_gather
+
+
+def test_list_adds_the_256_merge_when_the_output_is_projected_before_it():
+    plain = listing(GLM)
+    projected = listing(GLM, "--set", "env.VLLM_DCP_PROJECT_BEFORE_MERGE=1")
+    assert "HEAD_DIM=256" not in plain and "HEAD_DIM=512" in plain
+    assert "HEAD_DIM=256" in projected and "HEAD_DIM=512" in projected
+
+
+def test_an_odd_max_model_len_changes_the_block_table_width():
+    wide = triton_lines(listing(GLM))["triton_filter_and_convert_dcp_index"]
+    odd = triton_lines(listing(GLM, "--set", "serving.max_model_len=524289"))
+    assert "max_num_blocks_per_req=2048" in wide
+    assert "max_num_blocks_per_req=2050" in odd["triton_filter_and_convert_dcp_index"]
+
+
+def test_a_sharded_draft_drops_the_dcp1_variant():
+    replicated = listing(GLM)
+    sharded = listing(GLM, "--set", "env.VLLM_DCP_SHARD_DRAFT=1")
+    assert "(the MTP draft, replicated: DCP 1)" in replicated
+    assert "(the MTP draft, replicated: DCP 1)" not in sharded
+
+
+def test_prefill_metadata_is_compiled_behind_decode_rows_off_16_byte_alignment():
+    line = triton_lines(listing(GLM))["_build_prefill_chunk_metadata_kernel"]
+    assert "prefills from request [0, 1, 2, 3]" in line and "aligned and not" in line
 
 
 def test_list_on_the_b12x_fork_shows_the_runtime_caps():
@@ -464,4 +513,4 @@ def test_a_launcher_without_dcp_arguments_is_noted(fork, monkeypatch):
     assert chunk.endswith(
         "(this vLLM's launcher takes no cp_kv_cache_interleave_size, dcp_rank, dcp_world_size)"
     )
-    assert len(fork.of(ALL_KERNELS[1])) == 3
+    assert len(fork.of(ALL_KERNELS[1])) == 3 * len(tk.PREFILL_ROW_OFFSETS)

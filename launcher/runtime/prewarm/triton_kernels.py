@@ -42,6 +42,13 @@ CHUNK_METADATA_BLOCK = 1024
 """``build_prefill_chunk_metadata`` launches its kernel with BLOCK_SIZE=1024."""
 TOKEN_ALIGNMENT = 128
 """vLLM pads block-table rows to whole 128-token runs."""
+PREFILL_ROW_OFFSETS = (0, 1, 2, 3)
+"""int32 rows a prefill's slice of the batch tensors starts at: 0 alone or first, 1-3 behind
+decode rows (a 4-byte step: only 0 keeps Triton's 16-byte pointer alignment)."""
+PROJECT_BEFORE_MERGE_ENV = "VLLM_DCP_PROJECT_BEFORE_MERGE"
+"""Fork recipes for TP4/DCP4 project the attention output to v_head_dim before the DCP merge."""
+SHARD_DRAFT_ENV = "VLLM_DCP_SHARD_DRAFT"
+"""Unset: the MTP draft runs replicated, at DCP 1, with its own indexer and filter."""
 
 
 @dataclass(frozen=True)
@@ -177,8 +184,9 @@ def _map_global_topk(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
 
 
 def _mask_page_table(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
-    """Full-CKV gather: mask selected slots past each row's causal length."""
-    if dcp.size <= 1 or not _b12x_sparse_mla(ctx) or not ckv_gather(ctx.profile):
+    """Mask selected slots past each row's causal length: every DCP > 1 decode of the B12X
+    backend runs it, with or without the full-CKV gather."""
+    if dcp.size <= 1 or not _b12x_sparse_mla(ctx):
         return
     width = ctx.facts.index_topk or 2048
 
@@ -213,21 +221,26 @@ def _prefill_chunk_metadata(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         dropped = sorted(k for k in dcp_args if k not in accepts)
         dcp_args = {k: v for k, v in dcp_args.items() if k in accepts}
         # Query lengths 1, 16 and 17: Triton specializes ints equal to 1 and multiples of 16.
-        for reqs, qlen in ((1, 1), (2, 8), (1, 17)):
-            starts_cpu = torch.arange(0, (reqs + 1) * qlen, qlen, dtype=torch.int32)
-            lens_cpu = torch.tensor([4 * page + qlen] * reqs, dtype=torch.int32)
-            fn(
-                0,
-                reqs,
-                starts_cpu.to(device),
-                starts_cpu,
-                lens_cpu.to(device),
-                lens_cpu.to(device),
-                lens_cpu,
-                torch.zeros((reqs, 8), dtype=torch.int32, device=device),
-                1,
-                **dcp_args,
-            )
+        # The indexer's builder passes the batch's tensors whole with the prefills' first
+        # request index: behind 1-3 decode rows that slices the seq lens 4-12 bytes in, off
+        # Triton's 16-byte pointer alignment: another specialization each way.
+        for offset in PREFILL_ROW_OFFSETS:
+            for reqs, qlen in ((1, 1), (2, 8), (1, 17)):
+                total = offset + reqs
+                starts_cpu = torch.arange(0, (total + 1) * qlen, qlen, dtype=torch.int32)
+                lens_cpu = torch.tensor([4 * page + qlen] * total, dtype=torch.int32)
+                fn(
+                    offset,
+                    total,
+                    starts_cpu.to(device),
+                    starts_cpu,
+                    lens_cpu.to(device),
+                    lens_cpu.to(device),
+                    lens_cpu,
+                    torch.zeros((total, 8), dtype=torch.int32, device=device),
+                    1,
+                    **dcp_args,
+                )
         return f"this vLLM's launcher takes no {', '.join(dropped)}" if dropped else None
 
     yield Kernel(
@@ -239,7 +252,8 @@ def _prefill_chunk_metadata(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
             ("COMPRESS_RATIO", 1),
             ("BLOCK_SIZE", CHUNK_METADATA_BLOCK),
         ),
-        "query lengths 1/16/17 (Triton's int specializations)",
+        "query lengths 1/16/17 (Triton's int specializations); prefills from request "
+        f"{list(PREFILL_ROW_OFFSETS)} (seq-len pointer 16-byte aligned and not)",
         (f"{INDEXER}:build_prefill_chunk_metadata",),
         launch,
     )
@@ -254,9 +268,9 @@ def block_table_width(ctx: PrewarmContext, dcp: Dcp) -> int:
     return math.ceil(blocks / align) * align
 
 
-def _filter_dcp_index(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+def _filter_dcp_index(ctx: PrewarmContext, dcp: Dcp, force: bool = False) -> Iterator[Kernel]:
     """Decode under DCP: keep this rank's top-k positions and turn them into its slots."""
-    if dcp.size <= 1 or not _b12x_sparse_mla(ctx):
+    if not _b12x_sparse_mla(ctx) or (dcp.size <= 1 and not force):
         return
     width = ctx.facts.index_topk or 2048
     block = ctx.deployment.block_size
@@ -308,13 +322,14 @@ def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         return
     p, f = ctx.profile, ctx.facts
     heads = max(1, f.heads // p.parallel.tensor) * dcp.size  # all-gathered over DCP
-    dim = f.kv_lora_rank or f.head_dim
     rows = sorted({*ctx.deployment.capture_sizes, p.serving.max_num_seqs})
     runtime = _runtime(ctx)
     bases = (True,) if runtime.lse_scale == "natural" else (True, False)
-    for base_e in bases:
+    for dim, base_e in ((d, b) for d in merge_head_dims(ctx) for b in bases):
 
-        def launch(fn: Callable[..., Any], device: str, base_e: bool = base_e) -> None:
+        def launch(
+            fn: Callable[..., Any], device: str, base_e: bool = base_e, dim: int = dim
+        ) -> None:
             import torch
 
             module = importlib.import_module(fn.__module__)
@@ -337,11 +352,39 @@ def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         )
 
 
+def merge_head_dims(ctx: PrewarmContext) -> list[int]:
+    """Head dims the DCP merge runs at: the latent (kv_lora_rank); also v_head_dim when the
+    output is projected before the merge."""
+    f = ctx.facts
+    dims = [f.kv_lora_rank or f.head_dim]
+    if ctx.profile.env.get(PROJECT_BEFORE_MERGE_ENV) == "1" and f.v_head:
+        dims.append(f.v_head)
+    return sorted(set(dims), reverse=True)
+
+
+def _draft_at_dcp1(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """The MTP draft, replicated over DCP ranks (the fork's default), runs its indexer and
+    index filter at DCP 1: those specializations too."""
+    p = ctx.profile
+    if dcp.size <= 1 or not p.mtp_tokens or p.env.get(SHARD_DRAFT_ENV) == "1":
+        return
+    single = Dcp(1, 1, 0, dcp.source)
+    for kernel in (*_filter_dcp_index(ctx, single, force=True),):
+        yield Kernel(
+            kernel.name,
+            kernel.constexprs,
+            kernel.shapes + " (the MTP draft, replicated: DCP 1)",
+            kernel.candidates,
+            kernel.launch,
+        )
+
+
 TARGETS: tuple[Callable[[PrewarmContext, Dcp], Iterator[Kernel]], ...] = (
     _map_global_topk,
     _prefill_chunk_metadata,
     _mask_page_table,
     _filter_dcp_index,
+    _draft_at_dcp1,
     _correct_attn_out,
 )
 

@@ -95,26 +95,59 @@ def _b12x_warmup(ctx: PrewarmContext):
     return [(f"b12x_warmup(worker, {sizes})", lambda: fn(ctx.worker, sizes))]
 
 
+B12X_STARTUP = ("vllm.v1.worker.b12x_startup", "vllm.model_executor.warmup.b12x_prepare")
+"""Where the b12x-package line keeps ``begin_b12x_preparation``."""
+
+
+def _drive(handle: Any) -> None:
+    """Run a preparation to its end, whatever the line hands back: a handle to wait on or
+    to take a result from, an iterator of steps, or nothing (it ran in the call)."""
+    for name in ("wait", "result", "join"):
+        if callable(getattr(handle, name, None)):
+            getattr(handle, name)()
+            return
+    if hasattr(handle, "__next__") or (hasattr(handle, "__iter__") and not isinstance(handle, str)):
+        for _ in handle:
+            pass
+
+
 def _b12x_prepare(ctx: PrewarmContext):
-    """The b12x-package line's weight preparation stage (before memory profiling)."""
-    for path in (
-        "vllm.model_executor.warmup.b12x_prepare:prepare_b12x_weights",
-        "vllm.v1.worker.b12x_startup:prepare_weights",
-    ):
-        fn = _function(path)
+    """The b12x-package line's ``weights`` preparation stage (before memory profiling),
+    through its own ``begin_b12x_preparation(worker, stage="weights")``, driven to its end."""
+    for module in B12X_STARTUP:
+        fn = _function(f"{module}:begin_b12x_preparation")
         if fn is not None:
-            return [(path.replace(":", "."), lambda fn=fn: fn(ctx.worker))]
-    return "missing: the b12x-package line's weight preparation"
+            label = f"{module}.begin_b12x_preparation(worker, stage='weights')"
+            return [(label, lambda fn=fn: _drive(fn(ctx.worker, stage="weights")))]
+    return "missing: begin_b12x_preparation (the b12x-package line's preparation stages)"
 
 
 PREWARM_METHOD_WORDS = ("prewarm", "warmup")
+NOT_A_PREWARM = ("sync",)
+"""``_sync_warmup`` is a device sync and a DCP barrier, not a prewarm."""
+ARGUMENTS = {
+    "max_batched": "max_num_batched_tokens",
+    "max_batched_tokens": "max_num_batched_tokens",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_tokens": "max_num_batched_tokens",
+    "num_tokens": "max_num_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "batch_size": "max_num_seqs",
+    "max_num_reqs": "max_num_seqs",
+}
+"""A prewarm method's parameter -> the serving value the runtime itself passes it (the fork's
+``_prewarm_extend_kernels_once(max_batched)`` takes the scheduler's token budget)."""
 
 
-def _impl_methods(impl: Any) -> list[str]:
-    """Zero-argument prewarm methods an attention implementation offers."""
-    out = []
+def _impl_methods(impl: Any, serving: dict[str, int]) -> list[tuple[str, dict[str, int]] | str]:
+    """An attention implementation's prewarm methods, each with the arguments the runtime
+    would pass; a string for one whose arguments cannot be filled (reported, not called)."""
+    out: list[tuple[str, dict[str, int]] | str] = []
     for name in dir(type(impl)):
-        if not any(w in name.lower() for w in PREWARM_METHOD_WORDS):
+        lowered = name.lower()
+        if not any(w in lowered for w in PREWARM_METHOD_WORDS):
+            continue
+        if any(w in lowered for w in NOT_A_PREWARM):
             continue
         method = getattr(impl, name, None)
         if not callable(method):
@@ -123,10 +156,17 @@ def _impl_methods(impl: Any) -> list[str]:
             params = inspect.signature(method).parameters.values()
         except (TypeError, ValueError):
             continue
-        if all(
-            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params
-        ):
-            out.append(name)
+        kwargs, unknown = {}, []
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty:
+                continue
+            if p.name in ARGUMENTS:
+                kwargs[p.name] = serving[ARGUMENTS[p.name]]
+            else:
+                unknown.append(p.name)
+        out.append(
+            f"{name}({', '.join(unknown)}): arguments unknown" if unknown else (name, kwargs)
+        )
     return out
 
 
@@ -146,15 +186,33 @@ def _attention_plans(ctx: PrewarmContext):
     impls = attention_impls(model)
     if not impls:
         return "missing: no attention implementations on the loaded model"
+    scheduler = ctx.worker.vllm_config.scheduler_config
+    serving = {
+        "max_num_batched_tokens": int(scheduler.max_num_batched_tokens),
+        "max_num_seqs": int(scheduler.max_num_seqs),
+    }
     calls: list[tuple[str, Thunk]] = []
+    unfilled: set[str] = set()
     for i, impl in enumerate(impls):
-        for name in _impl_methods(impl):
+        for found in _impl_methods(impl, serving):
+            if isinstance(found, str):
+                unfilled.add(f"{type(impl).__name__}.{found}")
+                continue
+            name, kwargs = found
             ckv = getattr(impl, "_ckv_extend_plan", None)
             note = " (+ full-CKV local-head plan)" if ckv is not None else ""
-            calls.append((f"layer {i} {type(impl).__name__}.{name}(){note}", getattr(impl, name)))
+            shown = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+            method = getattr(impl, name)
+            calls.append(
+                (
+                    f"layer {i} {type(impl).__name__}.{name}({shown}){note}",
+                    lambda m=method, kw=kwargs: m(**kw),
+                )
+            )
     if not calls:
         names = sorted({type(i).__name__ for i in impls})
-        return f"missing: {', '.join(names)} offer no prewarm method"
+        why = f"; {', '.join(sorted(unfilled))}" if unfilled else ""
+        return f"missing: {', '.join(names)} offer no prewarm method{why}"
     return calls
 
 
