@@ -413,9 +413,19 @@ def triton_lines(out: str) -> dict[str, str]:
     lines = out.split("triton: ", 1)[1].splitlines()[1:]
     found: dict[str, str] = {}
     for line in lines:
+        if line.startswith("  rank "):
+            break  # rank 0's list ends; the other ranks' differences follow
         if line.startswith("  "):
             found.setdefault(line.split()[0], line.strip())
     return found
+
+
+def test_list_shows_what_each_other_rank_compiles_instead():
+    out = listing(GLM).split("triton: ", 1)[1]
+    for rank in (1, 2, 3):
+        block = out.split(f"  rank {rank}:\n", 1)[1].split("  rank ", 1)[0]
+        assert f"DCP_RANK={rank}" in block and f"cp_rank={rank}" in block
+        assert "DCP_RANK=0" not in block
 
 
 def test_list_shows_each_kernel_with_the_runtime_constexprs():

@@ -36,7 +36,12 @@ def providers(planned: Planned, device: str = "cuda:0"):
 
 
 def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
+    """Every provider's specializations for rank 0, then, where a rank differs (the DCP
+    rank is a constexpr of the DCP helpers), what the other ranks compile instead."""
+    from dataclasses import replace
+
     ctx, provs = providers(planned)
+    ranks = planned.loaded.profile.parallel.tensor
     for prov in provs:
         if not prov.applies(ctx):
             echo(f"{prov.name}: {_why_not(prov, ctx)}")
@@ -45,6 +50,12 @@ def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
         echo(f"{prov.name}: {len(specs)} specialization(s)")
         for spec in specs:
             echo(f"  {spec}")
+        for rank in range(1, ranks):
+            other = prov.specializations(replace(ctx, rank=rank))
+            if other != specs:
+                echo(f"  rank {rank}:")
+                for spec in (s for s in other if s not in specs):
+                    echo(f"    {spec}")
 
 
 def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> None:

@@ -398,9 +398,15 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
 def _describe_waves(ctx: PrewarmContext) -> str:
     from launcher.runtime.prewarm import serving_batches as sb
 
-    plan = sb.waves(profile_shape(ctx))
-    return "serving-shaped batches through vLLM's scheduler: " + "; ".join(
-        w.describe() for w in plan
+    shape = profile_shape(ctx)
+    plan = sb.waves(shape)
+    singles = [w.arrivals[0].prompt for w in plan if w.name.startswith("one prompt of")]
+    long = plan[0].arrivals[0].prompt
+    others = [w.name for w in plan[1:] if not w.name.startswith("one prompt of")]
+    return (
+        f"{len(plan)} waves through vLLM's scheduler: a {long:,}-token prompt in "
+        f"{shape.max_num_batched_tokens:,}-token chunks; single prompts of {singles}; "
+        + "; ".join(others)
     )
 
 
