@@ -1,0 +1,89 @@
+"""The provider compiles the keys serving launches: Triton's own binder, on a CPU.
+
+Triton keys a compiled kernel on each argument's type and specialization: integers equal to 1
+or divisible by 16, pointers 16-byte aligned or not (``('*i32', 'D')`` vs ``('*i32', '')``),
+and the constexprs. Here the binder Triton builds for a kernel (``create_function_from_signature``
+with the base backend: nothing is compiled or launched) computes those keys for the triton
+provider's calls and for a replay of the serving call sites, through the GPU tier's stand-in of
+vLLM's indexer builder (tests/gpu/dcp_standins.py, which slices ``uncompressed_seq_lens`` by the
+prefills' first request as vLLM 0.26's ``build_prefill_chunk_metadata`` does). A serving key the
+provider never produced is a late compile.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from triton.backends.compiler import BaseBackend  # noqa: E402
+from triton.runtime.jit import create_function_from_signature  # noqa: E402
+
+from launcher.plan.model import load_facts  # noqa: E402
+from launcher.profile import load_profile  # noqa: E402
+from launcher.runtime.prewarm import PrewarmContext  # noqa: E402
+from launcher.runtime.prewarm import triton_kernels as tk  # noqa: E402
+from tests.conftest import PROFILES  # noqa: E402
+from tests.gpu import dcp_standins as ds  # noqa: E402
+
+
+@pytest.fixture
+def keys(monkeypatch) -> list[str]:
+    """Replace the stand-in kernel's launch by Triton's binder: each call records its key."""
+    kernel = ds._build_prefill_chunk_metadata_kernel
+    binder = create_function_from_signature(kernel.signature, kernel.params, BaseBackend)
+    seen: list[str] = []
+
+    def run(*args, grid, warmup, **kwargs):
+        _, specialization, _ = binder(*args, **kwargs)
+        seen.append(str(specialization))
+
+    monkeypatch.setattr(kernel, "run", run)
+    return seen
+
+
+def provider_keys(keys: list[str]) -> set[str]:
+    p = load_profile(PROFILES / "glm52.yaml").profile
+    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), rank=1, device="cpu")
+    (kernel,) = tk._prefill_chunk_metadata(ctx, tk.dcp_of(ctx))
+    kernel.launch(ds.build_prefill_chunk_metadata, "cpu")
+    found = set(keys)
+    keys.clear()
+    return found
+
+
+def serving_keys(keys: list[str]) -> set[str]:
+    """vLLM's indexer builder for batches of 0-3 decode rows then 1-2 prefills of 1-700
+    tokens: the prefills' chunk starts at request index = number of decode rows."""
+    for decodes in range(4):
+        for prefills, qlen in ((1, 1), (1, 37), (2, 300), (1, 16)):
+            total = decodes + prefills
+            lens = [1] * decodes + [qlen] * prefills
+            starts_cpu = torch.tensor(
+                [0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32
+            )
+            seq_cpu = torch.tensor([512 + n for n in lens], dtype=torch.int32)
+            ds.build_prefill_chunk_metadata(
+                decodes, total, starts_cpu.clone(), starts_cpu, seq_cpu.clone(), seq_cpu.clone(),
+                seq_cpu, torch.zeros((total, 8), dtype=torch.int32), 1,
+                dcp_rank=1, dcp_world_size=4, cp_kv_cache_interleave_size=1,
+            )  # fmt: skip
+    found = set(keys)
+    keys.clear()
+    return found
+
+
+def test_every_serving_key_of_the_prefill_metadata_kernel_is_compiled_before_sizing(keys):
+    prewarmed, served = provider_keys(keys), serving_keys(keys)
+    assert served, "the replay launched nothing"
+    assert served <= prewarmed, sorted(served - prewarmed)
+
+
+def test_without_the_row_offsets_a_prefill_behind_decode_rows_would_compile_late(keys, monkeypatch):
+    """The check above can fail: prewarm only aligned calls (round 2's provider) and the
+    unaligned seq-lens slice of a prefill behind 1-3 decode rows is a key of its own."""
+    monkeypatch.setattr(tk, "PREFILL_ROW_OFFSETS", (0,))
+    prewarmed, served = provider_keys(keys), serving_keys(keys)
+    missing = served - prewarmed
+    assert missing and all("('*i32', '')" in key for key in missing)
