@@ -132,7 +132,12 @@ def _plot_option(what: str):
 @_set_option
 @click.option("--dry-run", is_flag=True, help="Print the plan and the vLLM command; touch no GPU.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (implies --dry-run).")
-@click.option("--print-command", is_flag=True, help="Print the vLLM command line only.")
+@click.option(
+    "--print-command",
+    is_flag=True,
+    help="Write the plan into a run directory (no GPU) and print the command that serves it: "
+    "one shell line, environment included (env K=V ... vllm serve ...).",
+)
 @click.option(
     "--b12x-sizing",
     is_flag=True,
@@ -177,6 +182,11 @@ def launch(
         overrides = (*overrides, "prewarm.strict_jit=true")
     loaded = pipeline.load(profile, overrides)
     planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
+    if print_command and not (as_json or dry_run or plot_file):
+        line, note = pipeline.write_command(planned, run_dir=run_dir)
+        click.echo(f"b12x-launch: note: {note}", err=True)
+        click.echo(line)
+        return
     if as_json or dry_run or print_command or plot_file:
         click.echo(
             pipeline.render(

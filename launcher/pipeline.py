@@ -120,6 +120,35 @@ def render(
     return report.render_table(planned.plan, planned.command, planned.fingerprint, color=color)
 
 
+def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
+    """The launch's command as one shell line, with the run directory it points the planned
+    workers at (written here, plan included: the line runs as printed) and a note on it.
+
+    Raises:
+        DoesNotFit: the plan does not fit (nothing is written).
+    """
+    from launcher.errors import DoesNotFit
+    from launcher.launch.start import write_run
+    from launcher.report.render import fix_hint, shell_line
+
+    if not planned.plan.fits:
+        raise DoesNotFit(
+            "the plan does not fit: "
+            + "; ".join(planned.plan.reasons)
+            + ". "
+            + fix_hint(planned.plan)
+        )
+    run, command = write_run(planned, run_dir)
+    note = (
+        f"wrote the plan to {run / 'plan.json'} (card memory from the "
+        f"{planned.plan.total_source}, "
+        "not measured on the cards: `b12x-launch PROFILE` plans again on them and refuses what "
+        "does not fit); the line sets BLAUNCH_REQUIRE_PLAN=1, so a worker that cannot read "
+        "that plan refuses to start"
+    )
+    return shell_line(command), note
+
+
 def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
     from launcher.launch.start import launch as start
 

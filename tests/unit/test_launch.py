@@ -110,7 +110,9 @@ def test_prepare_writes_the_run_and_the_worker_env(write, tmp_path):
     data = json.loads(plan_file.read_text())
     assert data["profile_data"]["serving"]["max_model_len"] == 131072
     assert done.env["BLAUNCH_RUN_DIR"] == str(tmp_path / "run")
-    assert (tmp_path / "run" / "command.txt").read_text().startswith("vllm serve ")
+    command_txt = (tmp_path / "run" / "command.txt").read_text()
+    assert command_txt.startswith("env ") and " vllm serve " in command_txt
+    assert f"BLAUNCH_PLAN={plan_file}" in command_txt
     assert done.argv[:2] == ["vllm", "serve"]
     assert not [
         k
