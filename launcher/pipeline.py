@@ -74,6 +74,16 @@ def replan(
     return _planned(loaded, inputs, fingerprint, planned.calibrate, planned.use_qualified)
 
 
+def on_runtime(planned: Planned, runtime: str) -> Planned:
+    """The same deployment planned for vLLM line ``runtime`` (``vllm.runtime`` set to it),
+    from the facts already gathered."""
+    p = planned.loaded.profile
+    profile = p.model_copy(update={"vllm": p.vllm.model_copy(update={"runtime": runtime})})
+    loaded = replace(planned.loaded, profile=profile)
+    fingerprint = profile_fingerprint(profile)
+    return _planned(loaded, planned.inputs, fingerprint, planned.calibrate, planned.use_qualified)
+
+
 def pinned_at(planned: Planned, qualified: Qualified) -> Planned:
     """The same plan with its KV cache pinned to ``qualified`` (not the store's record)."""
     inputs = replace(planned.inputs, qualified=qualified)

@@ -15,9 +15,18 @@ from pathlib import Path
 from launcher import atomic
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch.hardware import NoGpuInfo, query_gpus
-from launcher.launch.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
+from launcher.launch.preflight import (
+    GpuFacts,
+    check_argv,
+    check_gpus,
+    require_vllm,
+    runtime_issues,
+    visible,
+)
 from launcher.launch.vllm_args import CACHE_DIRS, FLAG_KEYS, VllmCommand, build_command
-from launcher.pipeline import Planned, replan
+from launcher.pipeline import Planned, on_runtime, replan
+from launcher.profile.rules import runtime_of
+from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
 
@@ -48,6 +57,8 @@ def prepare(
         )
     if check_vllm:
         require_vllm()
+        planned, runtime_notes = on_installed_runtime(planned)
+        notes = (*notes, *runtime_notes)
         flags = parser_flags(planned)
         try:
             check_argv(flags, FLAG_KEYS)
@@ -59,6 +70,33 @@ def prepare(
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
+
+
+def on_installed_runtime(planned: Planned) -> tuple[Planned, tuple[str, ...]]:
+    """Probe the installed vLLM's line (its files, no import); refuse what it cannot serve,
+    before any weight loads. With ``vllm.runtime: auto`` the plan is made for the line found
+    (the dry run could only infer one from the backend).
+
+    Raises:
+        ProfileError: a key the installed vLLM cannot serve, located, with the fix.
+    """
+    probed = probe_installed()
+    if probed is None:
+        return planned, ()
+    installed, how = probed
+    loaded = planned.loaded
+    issues = runtime_issues(loaded.profile, installed, how)
+    if issues:
+        raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
+    inferred, _ = runtime_of(loaded.profile)
+    if inferred.name == installed.name:
+        return planned, ()
+    planned = on_runtime(planned, installed.name)
+    return planned, (
+        f"vllm.runtime auto: planned for the installed vLLM, {installed.name} ({how}); the dry "
+        f"run inferred {inferred.name} from vllm.attention_backend. Set vllm.runtime: "
+        f"{installed.name} so that dry runs plan the same",
+    )
 
 
 def write_run(
