@@ -93,6 +93,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(f"warning: {line}", err=True)
+
+
 def _set_option(f):
     return click.option(
         "--set",
@@ -181,6 +186,7 @@ def launch(
     if strict_jit:
         overrides = (*overrides, "prewarm.strict_jit=true")
     loaded = pipeline.load(profile, overrides)
+    _warn(pipeline.warnings(loaded))
     planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
     if print_command and not (as_json or dry_run or plot_file):
         line, note = pipeline.write_command(planned, run_dir=run_dir)
@@ -214,7 +220,8 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...]) -> None:
     failed = 0
     for path in profiles:
         try:
-            pipeline.check(path, overrides)
+            loaded = pipeline.check(path, overrides)
+            _warn(pipeline.warnings(loaded))
             click.echo(f"ok: {path}")
         except ProfileError as exc:
             failed += 1

@@ -33,6 +33,13 @@ def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     return load_profile(path, overrides)
 
 
+def warnings(loaded: LoadedProfile) -> list[str]:
+    """Settings that are allowed but probably a mistake, located (``FILE:LINE KEY: ...``)."""
+    from launcher.profile.rules import check_warnings
+
+    return [str(loaded.issue(k, m)) for k, m in check_warnings(loaded.profile)]
+
+
 def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     """Load and gather facts (catches unknown GPUs, architectures, bad checkpoints)."""
     loaded = load(path, overrides)

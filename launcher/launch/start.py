@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from launcher import atomic
+from launcher.deployment import resolve
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch.hardware import NoGpuInfo, query_gpus
 from launcher.launch.preflight import (
@@ -25,7 +26,6 @@ from launcher.launch.preflight import (
 )
 from launcher.launch.vllm_args import CACHE_DIRS, FLAG_KEYS, VllmCommand, build_command
 from launcher.pipeline import Planned, on_runtime, replan
-from launcher.profile.rules import runtime_of
 from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
@@ -88,7 +88,7 @@ def on_installed_runtime(planned: Planned) -> tuple[Planned, tuple[str, ...]]:
     issues = runtime_issues(loaded.profile, installed, how)
     if issues:
         raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
-    inferred, _ = runtime_of(loaded.profile)
+    inferred = resolve(loaded.profile).runtime
     if inferred.name == installed.name:
         return planned, ()
     planned = on_runtime(planned, installed.name)

@@ -244,3 +244,20 @@ def test_the_table_prints_data_that_looks_like_markup():
     out = render_table(planned.plan, planned.command, fingerprint="abc123")
     assert "[abc123]" in out
     assert "[bold]" not in out  # the styles are still styles
+
+
+def test_compile_key_variables_in_env_are_warned(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(MINIMAL + "env:\n  B12X_FOO: '1'\n  CUTLASS_X: a\n  B12X_AUTOTUNE: '0'\n")
+    result = CliRunner().invoke(cli, [str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    warned = [x for x in result.stderr.splitlines() if x.startswith("warning: ")]
+    assert [w.split()[1:3] for w in warned] == [
+        [f"{path}:21", "env.B12X_FOO:"],
+        [f"{path}:22", "env.CUTLASS_X:"],
+    ]
+    assert "compile-cache key" in warned[0]
+    validate = CliRunner().invoke(cli, ["validate", str(path)])
+    assert validate.exit_code == 0 and "env.B12X_FOO" in validate.stderr
+    shipped = CliRunner().invoke(cli, [GLM, "--dry-run"])
+    assert "warning:" not in shipped.stderr

@@ -183,3 +183,21 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
         assert GpuWorker.determine_available_memory(worker) == "profiled"
     assert worker._peak_activation() == 700  # not 5 - 900 clamped to 0
     assert "profile_run" not in vars(worker.model_runner)  # the class's method again
+
+
+def test_the_plan_keeps_small_sizes_in_bytes(tmp_path, monkeypatch):
+    """A profile writes ``256KiB``; the plan stores 262144 bytes, which the worker reads back
+    (a bare number under 1 MiB is refused in a profile, not in the plan)."""
+    sets = (
+        f"runtime.cache_root={tmp_path / 'cache'}",
+        "prewarm.providers=[]",
+        "memory.safety_margin=256KiB",
+    )
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
+    prepared = launch_mod.prepare(
+        planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
+    )
+    from launcher.runtime.worker.runplan import RunPlan
+
+    run = RunPlan.from_env({"BLAUNCH_PLAN": prepared.env["BLAUNCH_PLAN"]})
+    assert run.profile.memory.safety_margin == 256 * 1024

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.launch.vllm_args import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
-from launcher.profile.schema import Profile
+from launcher.profile.schema import BYTES_CONTEXT, Profile
 
 NO_PLAN = (
     f"b12x-launch: no plan in the environment ({PLAN_ENV} unset): this worker sizes the KV "
@@ -47,7 +47,7 @@ class RunPlan:
             return None
         try:
             data = json.loads(Path(path).read_text())
-            profile = Profile.model_validate(data["profile_data"])
+            profile = Profile.model_validate(data["profile_data"], context={BYTES_CONTEXT: True})
         except (OSError, ValueError, KeyError, TypeError) as exc:
             if not required:
                 raise
