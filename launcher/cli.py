@@ -33,8 +33,25 @@ class DefaultGroup(click.Group):
             and args[i] not in self.commands
             and args[i] not in ("-h", "--help", "--version")
         ):
+            self._refuse_a_typo(ctx, args[i])
             args = [*args[:i], self.default_command, *args[i:]]
         return super().parse_args(ctx, args)
+
+    def _refuse_a_typo(self, ctx: click.Context, word: str) -> None:
+        """``b12x-launch prewram p.yaml`` is a mistyped command, not a profile named prewram:
+        a word close to a command that is no file and does not look like one is refused."""
+        import difflib
+        import os
+
+        if word.startswith("-") or os.path.exists(word) or "/" in word or "." in word:
+            return
+        close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.6)
+        if close:
+            raise click.UsageError(
+                f"no such command {word!r}; did you mean {close[0]!r}? "
+                f"(a profile is a file: {word!r} does not exist)",
+                ctx,
+            )
 
     def invoke(self, ctx: click.Context):
         try:

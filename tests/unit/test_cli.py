@@ -261,3 +261,20 @@ def test_compile_key_variables_in_env_are_warned(tmp_path):
     assert validate.exit_code == 0 and "env.B12X_FOO" in validate.stderr
     shipped = CliRunner().invoke(cli, [GLM, "--dry-run"])
     assert "warning:" not in shipped.stderr
+
+
+def test_a_mistyped_command_gets_a_did_you_mean():
+    result = CliRunner().invoke(cli, ["prewram", GLM])
+    assert result.exit_code == 2
+    assert "no such command 'prewram'; did you mean 'prewarm'?" in result.stderr
+    assert "Traceback" not in result.output
+    # a file that exists is a profile, whatever its name; a far word stays a profile path
+    assert CliRunner().invoke(cli, ["zzz", "--dry-run"]).exit_code == 1
+    bad_flag = CliRunner().invoke(cli, [GLM, "--dry-rn"])
+    assert bad_flag.exit_code == 2 and "'--dry-rn'" in bad_flag.stderr
+
+
+def test_a_profile_named_like_a_command_still_loads(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prewram").write_text((PROFILES / "glm52.yaml").read_text())
+    assert CliRunner().invoke(cli, ["prewram", "--dry-run"]).exit_code == 0
