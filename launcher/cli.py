@@ -33,8 +33,25 @@ class DefaultGroup(click.Group):
             and args[i] not in self.commands
             and args[i] not in ("-h", "--help", "--version")
         ):
+            self._refuse_a_typo(ctx, args[i])
             args = [*args[:i], self.default_command, *args[i:]]
         return super().parse_args(ctx, args)
+
+    def _refuse_a_typo(self, ctx: click.Context, word: str) -> None:
+        """``b12x-launch prewram p.yaml`` is a mistyped command, not a profile named prewram:
+        a word close to a command that is no file and does not look like one is refused."""
+        import difflib
+        import os
+
+        if word.startswith("-") or os.path.exists(word) or "/" in word or "." in word:
+            return
+        close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.6)
+        if close:
+            raise click.UsageError(
+                f"no such command {word!r}; did you mean {close[0]!r}? "
+                f"(a profile is a file: {word!r} does not exist)",
+                ctx,
+            )
 
     def invoke(self, ctx: click.Context):
         try:
@@ -93,6 +110,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(f"warning: {line}", err=True)
+
+
 def _set_option(f):
     return click.option(
         "--set",
@@ -132,7 +154,12 @@ def _plot_option(what: str):
 @_set_option
 @click.option("--dry-run", is_flag=True, help="Print the plan and the vLLM command; touch no GPU.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (implies --dry-run).")
-@click.option("--print-command", is_flag=True, help="Print the vLLM command line only.")
+@click.option(
+    "--print-command",
+    is_flag=True,
+    help="Write the plan into a run directory (no GPU) and print the command that serves it: "
+    "one shell line, environment included (env K=V ... vllm serve ...).",
+)
 @click.option(
     "--b12x-sizing",
     is_flag=True,
@@ -176,7 +203,13 @@ def launch(
     if strict_jit:
         overrides = (*overrides, "prewarm.strict_jit=true")
     loaded = pipeline.load(profile, overrides)
+    _warn(pipeline.warnings(loaded))
     planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
+    if print_command and not (as_json or dry_run or plot_file):
+        line, note = pipeline.write_command(planned, run_dir=run_dir)
+        click.echo(f"b12x-launch: note: {note}", err=True)
+        click.echo(line)
+        return
     if as_json or dry_run or print_command or plot_file:
         click.echo(
             pipeline.render(
@@ -204,7 +237,8 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...]) -> None:
     failed = 0
     for path in profiles:
         try:
-            pipeline.check(path, overrides)
+            loaded = pipeline.check(path, overrides)
+            _warn(pipeline.warnings(loaded))
             click.echo(f"ok: {path}")
         except ProfileError as exc:
             failed += 1

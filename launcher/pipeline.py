@@ -33,6 +33,13 @@ def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     return load_profile(path, overrides)
 
 
+def warnings(loaded: LoadedProfile) -> list[str]:
+    """Settings that are allowed but probably a mistake, located (``FILE:LINE KEY: ...``)."""
+    from launcher.profile.rules import check_warnings
+
+    return [str(loaded.issue(k, m)) for k, m in check_warnings(loaded.profile)]
+
+
 def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     """Load and gather facts (catches unknown GPUs, architectures, bad checkpoints)."""
     loaded = load(path, overrides)
@@ -72,6 +79,16 @@ def replan(
         else planned.inputs.qualified,
     )
     return _planned(loaded, inputs, fingerprint, planned.calibrate, planned.use_qualified)
+
+
+def on_runtime(planned: Planned, runtime: str) -> Planned:
+    """The same deployment planned for vLLM line ``runtime`` (``vllm.runtime`` set to it),
+    from the facts already gathered."""
+    p = planned.loaded.profile
+    profile = p.model_copy(update={"vllm": p.vllm.model_copy(update={"runtime": runtime})})
+    loaded = replace(planned.loaded, profile=profile)
+    fingerprint = profile_fingerprint(profile)
+    return _planned(loaded, planned.inputs, fingerprint, planned.calibrate, planned.use_qualified)
 
 
 def pinned_at(planned: Planned, qualified: Qualified) -> Planned:
@@ -118,6 +135,35 @@ def render(
     if as_json:
         return report.to_json(planned.plan, planned.command, planned.fingerprint)
     return report.render_table(planned.plan, planned.command, planned.fingerprint, color=color)
+
+
+def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
+    """The launch's command as one shell line, with the run directory it points the planned
+    workers at (written here, plan included: the line runs as printed) and a note on it.
+
+    Raises:
+        DoesNotFit: the plan does not fit (nothing is written).
+    """
+    from launcher.errors import DoesNotFit
+    from launcher.launch.start import write_run
+    from launcher.report.render import fix_hint, shell_line
+
+    if not planned.plan.fits:
+        raise DoesNotFit(
+            "the plan does not fit: "
+            + "; ".join(planned.plan.reasons)
+            + ". "
+            + fix_hint(planned.plan)
+        )
+    run, command = write_run(planned, run_dir)
+    note = (
+        f"wrote the plan to {run / 'plan.json'} (card memory from the "
+        f"{planned.plan.total_source}, "
+        "not measured on the cards: `b12x-launch PROFILE` plans again on them and refuses what "
+        "does not fit); the line sets BLAUNCH_REQUIRE_PLAN=1, so a worker that cannot read "
+        "that plan refuses to start"
+    )
+    return shell_line(command), note
 
 
 def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from launcher.errors import EnvironmentProblem, Issue, ProfileError
 from launcher.launch.hardware import Gpu
+from launcher.profile.rules import MLA_SPARSE_BACKENDS
 from launcher.profile.schema import Profile
+from launcher.profile.vllm_runtime import RUNTIMES, Runtime
 from launcher.units import format_size
 
 # A fresh card shows a little memory in use before any process runs (driver reservations).
@@ -122,3 +124,42 @@ def check_argv(flags: list[str], flag_keys: dict[str, str], parser=None) -> None
         match = _FLAG.search(message)
         key = flag_keys.get(match.group(1), "vllm.extra_args") if match else "vllm.extra_args"
         raise ProfileError([Issue(f"vLLM rejects it: {message}", key=key)]) from None
+
+
+def runtime_issues(profile: Profile, installed: Runtime, how: str) -> list[Issue]:
+    """What ``profile`` asks of the installed vLLM's line that the line lacks, by key.
+
+    ``how``: what the probe saw (printed, so the operator can check it)."""
+    p = profile
+    issues = []
+    seen = f"the installed vLLM is {installed.name} ({installed.title}; {how})"
+    if p.vllm.runtime not in ("auto", installed.name):
+        issues.append(
+            Issue(
+                f"the profile targets {p.vllm.runtime} but {seen}; set vllm.runtime: "
+                f"{installed.name} (or auto), or install the vLLM the profile targets",
+                key="vllm.runtime",
+            )
+        )
+    backend = p.vllm.attention_backend
+    if backend in MLA_SPARSE_BACKENDS and backend not in installed.sparse_mla_backends:
+        having = [r.name for r in RUNTIMES.values() if backend in r.sparse_mla_backends]
+        issues.append(
+            Issue(
+                f"{backend} is not a sparse-MLA backend of this vLLM: {seen}; set "
+                f"vllm.attention_backend to {' or '.join(installed.sparse_mla_backends)}, or "
+                f"install a vLLM of the line that has it ({', '.join(having)})",
+                key="vllm.attention_backend",
+            )
+        )
+    if p.model.quantization == "exl3" and not installed.exl3:
+        having = [r.name for r in RUNTIMES.values() if r.exl3]
+        issues.append(
+            Issue(
+                f"exl3 checkpoints are not loaded by this vLLM: {seen}; install a vLLM of "
+                f"the fork lines that load them ({', '.join(having)}), or serve a checkpoint "
+                "in another quantization",
+                key="model.quantization",
+            )
+        )
+    return issues

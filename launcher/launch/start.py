@@ -13,12 +13,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from launcher import atomic
+from launcher.deployment import resolve
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch.hardware import NoGpuInfo, query_gpus
-from launcher.launch.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
-from launcher.launch.vllm_args import CACHE_DIRS, FLAG_KEYS, build_command
-from launcher.pipeline import Planned, replan
-from launcher.report.render import command_line, fix_hint, to_dict
+from launcher.launch.preflight import (
+    GpuFacts,
+    check_argv,
+    check_gpus,
+    require_vllm,
+    runtime_issues,
+    visible,
+)
+from launcher.launch.vllm_args import CACHE_DIRS, FLAG_KEYS, VllmCommand, build_command
+from launcher.pipeline import Planned, on_runtime, replan
+from launcher.profile.vllm_runtime import probe_installed
+from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
 
 
@@ -48,33 +57,73 @@ def prepare(
         )
     if check_vllm:
         require_vllm()
+        planned, runtime_notes = on_installed_runtime(planned)
+        notes = (*notes, *runtime_notes)
         flags = parser_flags(planned)
         try:
             check_argv(flags, FLAG_KEYS)
         except ProfileError as exc:
             raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
-    run = _make_run_dir(planned, run_dir)
     ensure_cache_dirs(planned.command.env)
-    command = build_command(
-        profile,
-        planned.plan,
-        plan_file=str(run / "plan.json"),
-        run_dir=str(run),
-        fingerprint=planned.fingerprint,
-    )
-    record = to_dict(planned.plan, command, planned.fingerprint)
-    record["profile_data"] = profile_record(profile)
-    record["profile_file"] = loaded.path
-    record["notes"] = [*record["notes"], *notes]
-    try:
-        atomic.write_json(run / "plan.json", record)
-        atomic.write_text(run / "command.txt", command_line(command) + "\n")
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot write the run directory {run}: {exc}") from None
+    run, command = write_run(planned, run_dir, notes)
     env = {**os.environ, **command.env}
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
+
+
+def on_installed_runtime(planned: Planned) -> tuple[Planned, tuple[str, ...]]:
+    """Probe the installed vLLM's line (its files, no import); refuse what it cannot serve,
+    before any weight loads. With ``vllm.runtime: auto`` the plan is made for the line found
+    (the dry run could only infer one from the backend).
+
+    Raises:
+        ProfileError: a key the installed vLLM cannot serve, located, with the fix.
+    """
+    probed = probe_installed()
+    if probed is None:
+        return planned, ()
+    installed, how = probed
+    loaded = planned.loaded
+    issues = runtime_issues(loaded.profile, installed, how)
+    if issues:
+        raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
+    inferred = resolve(loaded.profile).runtime
+    if inferred.name == installed.name:
+        return planned, ()
+    planned = on_runtime(planned, installed.name)
+    return planned, (
+        f"vllm.runtime auto: planned for the installed vLLM, {installed.name} ({how}); the dry "
+        f"run inferred {inferred.name} from vllm.attention_backend. Set vllm.runtime: "
+        f"{installed.name} so that dry runs plan the same",
+    )
+
+
+def write_run(
+    planned: Planned, run_dir: str | None, notes: tuple[str, ...] = ()
+) -> tuple[Path, VllmCommand]:
+    """Make the run directory, write its ``plan.json`` (what the planned worker reads) and
+    ``command.txt`` (what runs, environment included) atomically; the command that points
+    the workers at them."""
+    loaded = planned.loaded
+    run = _make_run_dir(planned, run_dir)
+    command = build_command(
+        loaded.profile,
+        planned.plan,
+        plan_file=str((run / "plan.json").absolute()),
+        run_dir=str(run.absolute()),
+        fingerprint=planned.fingerprint,
+    )
+    record = to_dict(planned.plan, command, planned.fingerprint)
+    record["profile_data"] = profile_record(loaded.profile)
+    record["profile_file"] = loaded.path
+    record["notes"] = [*record["notes"], *notes]
+    try:
+        atomic.write_json(run / "plan.json", record)
+        atomic.write_text(run / "command.txt", shell_line(command) + "\n")
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write the run directory {run}: {exc}") from None
+    return run, command
 
 
 def profile_record(profile) -> dict:

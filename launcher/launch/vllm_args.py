@@ -19,6 +19,9 @@ ENV_PREFIX = "BLAUNCH_"
 PLAN_ENV = ENV_PREFIX + "PLAN"
 RUN_DIR_ENV = ENV_PREFIX + "RUN_DIR"
 FINGERPRINT_ENV = ENV_PREFIX + "FINGERPRINT"
+REQUIRE_PLAN_ENV = ENV_PREFIX + "REQUIRE_PLAN"
+"""Set to 1 with a plan: a planned worker that cannot read its plan then refuses to start
+instead of sizing the KV cache as plain vLLM does (a command run by hand without the plan)."""
 
 # `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -230,4 +233,6 @@ def build_command(
     ):
         if value:
             env[key] = value
+    if plan_file:
+        env[REQUIRE_PLAN_ENV] = "1"
     return VllmCommand(argv, env)

@@ -44,6 +44,23 @@ class ModelSource:
     entry: dict[str, Any] | None = None
     """The published checkpoint's catalog entry."""
     notes: tuple[str, ...] = ()
+    random_weights: bool = False
+    """``--load-format dummy``: vLLM serves random weights, no checkpoint is read."""
+
+
+def random_weights(profile) -> bool:
+    """Whether ``vllm.extra_args`` passes ``--load-format dummy`` (random weights)."""
+    args = list(profile.vllm.extra_args)
+    for i, arg in enumerate(args):
+        if arg == "--load-format=dummy" or (
+            arg == "--load-format" and args[i + 1 : i + 2] == ["dummy"]
+        ):
+            return True
+    return False
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
+"""What vLLM can load weights from (only safetensors headers are read for the plan)."""
 
 
 def gather(
@@ -100,7 +117,10 @@ def _model_source(loaded: LoadedProfile) -> ModelSource:
         facts = _facts(loaded)
         tensors, files = _local_tensors(loaded, model_dir)
         layout = _layout(loaded, facts, model_dir) if facts.exl3 else None
-        return ModelSource(facts, "local", tensors, files, layout)
+        dummy = random_weights(loaded.profile)
+        if tensors is None and not dummy and not _any_weights(model_dir):
+            raise ProfileError([loaded.issue("model.path", _no_checkpoint(model_dir))])
+        return ModelSource(facts, "local", tensors, files, layout, random_weights=dummy)
     from launcher.plan.hub import is_repo_id
 
     repo = m.path if is_repo_id(m.path) else None
@@ -133,6 +153,21 @@ def _model_source(loaded: LoadedProfile) -> ModelSource:
             raise ValueError(f"catalog entry {entry['id']}: {exc}") from None
         return ModelSource(facts, "catalog", layout=layout, entry=entry, notes=notes)
     return ModelSource(_facts(loaded), "architecture", notes=notes)
+
+
+def _no_checkpoint(model_dir: Path) -> str:
+    has = "config.json" if (model_dir / "config.json").is_file() else "no config.json"
+    return (
+        f"{model_dir} has {has} but no checkpoint (no *.safetensors file): vLLM would fail "
+        "loading its weights, and the plan could only estimate them. Download the checkpoint "
+        f"into it (hf download REPO --local-dir {model_dir}), point model.path at the "
+        "directory that has it, or pass --load-format dummy in vllm.extra_args to serve "
+        "random weights"
+    )
+
+
+def _any_weights(model_dir: Path) -> bool:
+    return any(next(model_dir.glob(pattern), None) for pattern in WEIGHT_FILES)
 
 
 def _moe_layers(f: ModelFacts) -> list[int]:
@@ -255,6 +290,8 @@ def _weights(loaded: LoadedProfile, model: ModelSource) -> tuple[list[int], str,
             ]
         )
     recipe = Recipe(p.model.quantization, p.model.bits_per_weight)
+    if model.random_weights:
+        extra = "; --load-format dummy: random weights of these shapes, no checkpoint read" + extra
     if layout is None and p.model.quantization == "exl3" and p.model.bits_per_weight is None:
         raise ProfileError(
             [
@@ -281,7 +318,8 @@ def _weights(loaded: LoadedProfile, model: ModelSource) -> tuple[list[int], str,
             if assumed:
                 return weights, "estimate", head + what + f" (assumed: {assumed})" + extra
             return weights, "catalog", head + what + extra
-        return weights, "config.json", f"config.json hybrid_tr3_tail: {what}" + extra
+        source = "estimate" if model.random_weights else "config.json"
+        return weights, source, f"config.json hybrid_tr3_tail: {what}" + extra
     what = (
         f"routed experts EXL3 {recipe.routed_expert_bits:g} bpw, rest BF16"
         if p.model.quantization == "exl3"

@@ -263,3 +263,49 @@ RULES: tuple[Rule, ...] = (
 def check_rules(p: Profile) -> list[tuple[str, str]]:
     """Every coupling-rule violation of ``p`` as ``(dotted key, message)``."""
     return [issue for rule in RULES for issue in rule(p)]
+
+
+COMPILE_KEY_PREFIXES = ("B12X_", "CUTE_", "CUTLASS_")
+"""b12x puts every variable with these prefixes into its compile-cache key (b12x 1.5.1
+``_lib/compiler.py``), apart from its operational ones below."""
+COMPILE_KEY_EXEMPT = frozenset(
+    {
+        "B12X_AUTOTUNE",
+        "B12X_AUTOTUNE_EXHAUSTIVE",
+        "B12X_TUNING_CACHE_VERSION",
+        "B12X_COMPILE_CACHE_DIR",
+        "B12X_COMPILE_DISK_CACHE",
+        "B12X_COMPILE_MEMORY_CACHE",
+        "B12X_COMPILE_MEMORY_CACHE_SIZE",
+        "B12X_COMPILE_SPEC_MEMO",
+        "B12X_LOG_CUTE_COMPILES",
+        "B12X_LOG_CUTE_COMPILES_AFTER_ENGINE_START",
+        "B12X_LOG_CUTE_COMPILE_ARGS",
+        "B12X_LOG_CUTE_COMPILE_STACK",
+        "B12X_LOG_CUTE_COMPILE_STACK_DEPTH",
+        "B12X_PRINT_COMPILE_PROGRESS",
+        "B12X_PREPARATION_TRACE_DIR",
+        "B12X_TIMING",
+        "B12X_TIMING_THRESHOLD_MS",
+        "CUTE_DSL_CACHE_DIR",
+        # keyed on purpose (it selects the code compiled), and the same for prewarm and serving
+        "CUTE_DSL_ARCH",
+    }
+)
+"""b12x's operational variables (not in its key), and CUTE_DSL_ARCH (in it on purpose)."""
+
+
+def check_warnings(p: Profile) -> list[tuple[str, str]]:
+    """What is allowed but probably a mistake, as ``(dotted key, message)``."""
+    out = []
+    for key, value in p.env.items():
+        if key.startswith(COMPILE_KEY_PREFIXES) and key not in COMPILE_KEY_EXEMPT:
+            out.append(
+                (
+                    f"env.{key}",
+                    f"b12x puts {key} into its compile-cache key: every kernel compiled without "
+                    f"{key}={value} (an earlier prewarm or boot) compiles again, and so does "
+                    "every kernel again when it changes; remove it unless the kernels need it",
+                )
+            )
+    return out

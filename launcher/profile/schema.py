@@ -12,13 +12,54 @@ import inspect
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
 
 from launcher.units import GiB, MiB, parse_size
 
+UNITLESS_FLOOR = MiB
+"""A size written without a unit below this is a forgotten unit (``memory: 96``), not bytes."""
+BYTES_CONTEXT = "sizes_in_bytes"
+"""Validation context key: the data holds sizes in bytes (a plan's own profile_data)."""
+
+
+def _profile_size(value: Any, info: ValidationInfo) -> int:
+    """A size as a profile writes it; a number without a unit under 1 MiB is refused."""
+    n = parse_size(value)
+    if info.context and info.context.get(BYTES_CONTEXT):
+        return n
+    unitless = isinstance(value, int | float) or (
+        isinstance(value, str) and value.strip().replace(".", "", 1).isdigit()
+    )
+    if unitless and float(value) > 0 and n < UNITLESS_FLOOR:
+        shown = str(value).strip()
+        raise ValueError(
+            f"{shown} has no unit, so it would mean {n} bytes; write {shown}GiB (or "
+            f"{shown}GB), or a number of bytes of at least 1 MiB"
+        )
+    return n
+
+
+def _no_yes_no(value: Any, info: ValidationInfo) -> Any:
+    """YAML reads yes/no/on/off/true/false as booleans: refused where a number is meant."""
+    if not isinstance(value, bool):
+        return value
+    raise ValueError(
+        "expected a number, not a yes/no value (YAML reads yes, no, on, off, true and false "
+        "as booleans); write a number"
+    )
+
+
 Size = Annotated[
     int,
-    BeforeValidator(parse_size),
+    BeforeValidator(_profile_size),
     WithJsonSchema(
         {
             "anyOf": [
@@ -53,6 +94,33 @@ class Section(BaseModel):
     # No use_attribute_docstrings: it reads each class's source at import (40 ms of every dry
     # run, which shows no description); describe_fields() reads them when they are needed.
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_are_not_booleans(cls, value: Any, info: ValidationInfo) -> Any:
+        """``count: yes`` is not 1: pydantic would take a boolean for an int or float."""
+        if isinstance(value, bool) and info.field_name:
+            field = cls.model_fields[info.field_name]
+            if not _takes_bool(field.annotation):
+                return _no_yes_no(value, info)
+        return value
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field's type has room for a boolean (or is not a number at all)."""
+    import typing
+
+    if annotation is bool or annotation is Any:
+        return True
+    if annotation in (int, float):
+        return False
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is Literal:
+        return any(isinstance(a, bool) for a in args)
+    if typing.get_origin(annotation) is Annotated:
+        return _takes_bool(args[0])
+    # unions: a bool is refused only when every member is a number (others refuse it anyway)
+    return bool(args) and any(_takes_bool(a) for a in args if a is not type(None))
 
 
 class Hardware(Section):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.plan import census
 from launcher.plan.planner import Component, MemoryPlan
-from launcher.secrets import redact_argv, redact_env
+from launcher.secrets import is_secret, redact_argv, redact_env
 from launcher.units import in_unit, table_unit
 
 if TYPE_CHECKING:  # annotations only: rendering comes before the launch stage
@@ -104,6 +104,22 @@ def _kv_how(plan: MemoryPlan) -> str:
 
 def command_line(command: VllmCommand) -> str:
     return shlex.join(redact_argv(command.argv))
+
+
+def shell_line(command: VllmCommand) -> str:
+    """What runs, as one line ``sh`` reads: ``env K=V ... vllm serve ...``.
+
+    The environment is part of the command: without the launcher's ``BLAUNCH_*`` variables
+    the planned worker cannot find its plan. A secret variable is not printed: it reads
+    ``NAME="$NAME"``, taken from the shell the line is pasted into.
+    """
+    parts = ["env"]
+    for key, value in command.env.items():
+        if is_secret(key) and value:
+            parts.append(f'{key}="${key}"')
+        else:
+            parts.append(shlex.quote(f"{key}={value}"))
+    return " ".join([*parts, command_line(command)])
 
 
 def _part(comp: Component, j: int, fmt) -> str:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from launcher.errors import ProfileError
 from launcher.plan.checkpoint import (
     CheckpointError,
     exl3_bits,
@@ -167,3 +168,52 @@ def test_corrupt_header(tmp_path):
     (tmp_path / "bad.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
     with pytest.raises(CheckpointError, match="not JSON"):
         read_header(tmp_path / "bad.safetensors")
+
+
+LOCAL = """\
+hardware: {{gpu: rtx-pro-6000, count: 2}}
+model: {{path: {path}, quantization: exl3, bits_per_weight: 3.0}}
+parallel: {{tensor: 2}}
+speculative: {{method: mtp, tokens: 1}}
+serving: {{max_model_len: 1024, max_num_seqs: 2, max_num_batched_tokens: 512}}
+"""
+
+
+def test_a_directory_without_its_checkpoint_is_an_error(tmp_path, write):
+    """config.json but no safetensors: vLLM would fail loading, and the plan used to switch
+    to estimates without a word."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps(CONFIG))
+    profile = write("p.yaml", LOCAL.format(path=ckpt))
+    with pytest.raises(ProfileError) as exc:
+        gather(load_profile(profile))
+    (issue,) = exc.value.issues
+    assert issue.key == "model.path" and issue.line == 2
+    assert f"{ckpt} has config.json but no checkpoint (no *.safetensors file)" in issue.message
+    assert "hf download" in issue.message and "--load-format dummy" in issue.message
+
+
+def test_random_weights_need_no_checkpoint_and_are_an_estimate(tmp_path, write):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps(CONFIG))
+    text = LOCAL.format(path=ckpt) + "vllm: {extra_args: [--load-format, dummy]}\n"
+    inputs = gather(load_profile(write("p.yaml", text)))
+    assert inputs.weights_source == "estimate"
+    assert "--load-format dummy: random weights" in inputs.weights_detail
+    eq = LOCAL.format(path=ckpt) + "vllm: {extra_args: [--load-format=dummy]}\n"
+    assert gather(load_profile(write("q.yaml", eq))).weights_source == "estimate"
+
+
+def test_the_cli_names_the_missing_checkpoint(tmp_path, write):
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(CONFIG))
+    profile = write("p.yaml", LOCAL.format(path=tmp_path / "ckpt"))
+    out = CliRunner().invoke(cli, [str(profile), "--dry-run"])
+    assert out.exit_code == 1 and out.stdout == ""
+    assert f"error: {profile}:2 model.path: " in out.stderr and "Traceback" not in out.output

@@ -1,8 +1,10 @@
 """The command line: exit codes, output, and an import-light dry run."""
 
 import json
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -136,10 +138,45 @@ def test_schema_has_descriptions():
     assert "extends" in schema["properties"]
 
 
-def test_print_command_only():
-    result = run(GLM, "--print-command")
-    assert result.exit_code == 0 and result.output.startswith("vllm serve ")
-    assert "Memory plan" not in result.output
+def test_print_command_is_one_shell_line_with_its_environment(tmp_path):
+    """What runs: ``env K=V ... vllm serve ...``, one line sh reads, with the plan the planned
+    worker needs (written, so the line works as printed) and the switch that makes a worker
+    without it refuse."""
+    result = CliRunner().invoke(cli, [GLM, "--print-command", "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    line = result.stdout
+    assert line.count("\n") == 1 and line.startswith("env ")
+    assert "Memory plan" not in line
+    subprocess.run(["sh", "-n", "-c", line], check=True)
+    words = shlex.split(line)
+    env = dict(w.split("=", 1) for w in words[1 : words.index("vllm")])
+    assert words[words.index("vllm") : words.index("vllm") + 2] == ["vllm", "serve"]
+    assert env["BLAUNCH_REQUIRE_PLAN"] == "1"
+    plan = json.loads(Path(env["BLAUNCH_PLAN"]).read_text())
+    assert plan["fingerprint"] == env["BLAUNCH_FINGERPRINT"]
+    assert plan["profile_data"]["model"]["path"] == "/models/GLM-5.2-EXL3-TR3-3.42bpw"
+    assert env["B12X_COMPILE_CACHE_DIR"].endswith("/b12x")
+    # the shell really hands the worker its plan: run the env part with a probe command
+    probe = line.split(" vllm serve ")[0] + " sh -c 'echo $BLAUNCH_PLAN'"
+    out = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == env["BLAUNCH_PLAN"]
+    assert "wrote the plan to" in result.stderr
+
+
+def test_print_command_of_a_plan_that_does_not_fit_writes_nothing(tmp_path):
+    args = [GLM, "--print-command", "--run-dir", str(tmp_path / "r")]
+    result = CliRunner().invoke(cli, [*args, "--set", "serving.max_model_len=1048576"])
+    assert result.exit_code == 3 and result.stdout == ""
+    assert "Would fit with" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_print_command_keeps_secrets_in_the_shell(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(MINIMAL + "env:\n  HF_TOKEN: hf_supersecret\n")
+    result = run(str(path), "--print-command", "--run-dir", str(tmp_path / "r"))
+    assert "hf_supersecret" not in result.output
+    assert 'HF_TOKEN="$HF_TOKEN"' in result.stdout
 
 
 def test_dry_run_imports_no_heavy_module():
@@ -173,7 +210,8 @@ def test_secrets_never_printed(tmp_path):
         "vllm:\n  attention_backend: B12X_MLA_SPARSE\n  extra_args: [--api-key, sk-456]\n",
     )
     path.write_text(text + "env:\n  HF_TOKEN: hf_supersecret\n  MY_API_KEY: sk-123\n")
-    for args in (["--dry-run"], ["--json"], ["--print-command"]):
+    run_dir = ["--run-dir", str(tmp_path / "r")]
+    for args in (["--dry-run"], ["--json"], ["--print-command", *run_dir]):
         out = run(str(path), *args).output
         assert "hf_supersecret" not in out and "sk-123" not in out and "sk-456" not in out
 
@@ -206,3 +244,37 @@ def test_the_table_prints_data_that_looks_like_markup():
     out = render_table(planned.plan, planned.command, fingerprint="abc123")
     assert "[abc123]" in out
     assert "[bold]" not in out  # the styles are still styles
+
+
+def test_compile_key_variables_in_env_are_warned(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(MINIMAL + "env:\n  B12X_FOO: '1'\n  CUTLASS_X: a\n  B12X_AUTOTUNE: '0'\n")
+    result = CliRunner().invoke(cli, [str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    warned = [x for x in result.stderr.splitlines() if x.startswith("warning: ")]
+    assert [w.split()[1:3] for w in warned] == [
+        [f"{path}:21", "env.B12X_FOO:"],
+        [f"{path}:22", "env.CUTLASS_X:"],
+    ]
+    assert "compile-cache key" in warned[0]
+    validate = CliRunner().invoke(cli, ["validate", str(path)])
+    assert validate.exit_code == 0 and "env.B12X_FOO" in validate.stderr
+    shipped = CliRunner().invoke(cli, [GLM, "--dry-run"])
+    assert "warning:" not in shipped.stderr
+
+
+def test_a_mistyped_command_gets_a_did_you_mean():
+    result = CliRunner().invoke(cli, ["prewram", GLM])
+    assert result.exit_code == 2
+    assert "no such command 'prewram'; did you mean 'prewarm'?" in result.stderr
+    assert "Traceback" not in result.output
+    # a file that exists is a profile, whatever its name; a far word stays a profile path
+    assert CliRunner().invoke(cli, ["zzz", "--dry-run"]).exit_code == 1
+    bad_flag = CliRunner().invoke(cli, [GLM, "--dry-rn"])
+    assert bad_flag.exit_code == 2 and "'--dry-rn'" in bad_flag.stderr
+
+
+def test_a_profile_named_like_a_command_still_loads(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prewram").write_text((PROFILES / "glm52.yaml").read_text())
+    assert CliRunner().invoke(cli, ["prewram", "--dry-run"]).exit_code == 0

@@ -119,12 +119,14 @@ def glm_config(tmp_path, block: dict) -> None:
 PROFILE = """\
 extends: {glm52}
 model: {{path: {path}, checkpoint: null}}
+vllm: {{extra_args: [--load-format, dummy]}}
 """
 
 
 def test_local_config_sizes_weights_like_the_catalog(tmp_path, write):
-    """A local GLM-5.2 directory with only config.json + tier bitmap gives the 3.42 bpw
-    checkpoint's catalog figure, labelled config.json."""
+    """A local GLM-5.2 directory with only config.json + tier bitmap, served with random
+    weights (--load-format dummy), gives the 3.42 bpw checkpoint's catalog figure, labelled
+    an estimate (no checkpoint was read)."""
     from tests.conftest import PROFILES
 
     ks = {str(i): [4] * 108 + [3] * 148 for i in range(4, 78)}
@@ -137,7 +139,8 @@ def test_local_config_sizes_weights_like_the_catalog(tmp_path, write):
     local = write("l.yaml", PROFILE.format(glm52=PROFILES / "glm52.yaml", path=tmp_path / "ckpt"))
     got = gather(load_profile(local))
     catalog = gather(load_profile(PROFILES / "glm52.yaml"))
-    assert got.weights_source == "config.json" and catalog.weights_source == "catalog"
+    assert got.weights_source == "estimate" and catalog.weights_source == "catalog"
+    assert "--load-format dummy: random weights" in got.weights_detail
     assert got.weights == catalog.weights
     assert "MTP layer 256 K3" in got.weights_detail and "shared_h_v1" in got.weights_detail
 

@@ -115,6 +115,8 @@ def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeyp
     model.mkdir()
     cfg = {**models.BUILDERS, **{k: (b,) for k, b in models.DUMMY_WEIGHTS.items()}}[kind][0]()
     (model / "config.json").write_text(json.dumps(cfg))
+    if kind not in models.DUMMY_WEIGHTS:  # the tier writes these weights; a stand-in here
+        (model / "model.safetensors").write_bytes(len(b"{}").to_bytes(8, "little") + b"{}")
     sets = (
         f"model.path={model}",
         f"runtime.cache_root={tmp_path / 'cache'}",

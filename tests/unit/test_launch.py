@@ -110,7 +110,9 @@ def test_prepare_writes_the_run_and_the_worker_env(write, tmp_path):
     data = json.loads(plan_file.read_text())
     assert data["profile_data"]["serving"]["max_model_len"] == 131072
     assert done.env["BLAUNCH_RUN_DIR"] == str(tmp_path / "run")
-    assert (tmp_path / "run" / "command.txt").read_text().startswith("vllm serve ")
+    command_txt = (tmp_path / "run" / "command.txt").read_text()
+    assert command_txt.startswith("env ") and " vllm serve " in command_txt
+    assert f"BLAUNCH_PLAN={plan_file}" in command_txt
     assert done.argv[:2] == ["vllm", "serve"]
     assert not [
         k
@@ -205,6 +207,7 @@ def test_exec_replaces_the_process_with_vllm(write, tmp_path, monkeypatch):
     monkeypatch.setattr(launch_mod.os, "execvpe", fake_exec)
     monkeypatch.setattr(launch_mod, "require_vllm", lambda: None)
     monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: None)
+    monkeypatch.setattr(launch_mod, "probe_installed", probed("gilded-gnosis"))
     p = planned(write, tmp_path)
     monkeypatch.setattr(launch_mod, "query_gpus", lambda: [rtx(i) for i in range(4)])
     with pytest.raises(SystemExit):
@@ -234,3 +237,117 @@ def test_the_launch_replans_without_reading_the_facts_again(write, tmp_path, mon
     done = prepare(p, tmp_path, [rtx(i) for i in range(4)])
     assert done.planned.inputs.gpu_memory == rtx(0).total
     assert done.planned.fingerprint == p.fingerprint
+
+
+# --- the installed vLLM's line -----------------------------------------------------------
+
+
+def probed(name):
+    from launcher.profile.vllm_runtime import RUNTIMES
+
+    return lambda: (RUNTIMES[name], f"test probe: {name}")
+
+
+@pytest.fixture
+def vllm_checks(monkeypatch):
+    """vLLM 'installed' and its argument parser content; the line is the test's to probe."""
+    monkeypatch.setattr(launch_mod, "require_vllm", lambda: None)
+    monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: None)
+    return lambda name: monkeypatch.setattr(launch_mod, "probe_installed", probed(name))
+
+
+def prepare_checked(p, tmp_path):
+    gpus = [rtx(i) for i in range(4)]
+    return launch_mod.prepare(p, force=False, run_dir=str(tmp_path / "run"), gpus=gpus)
+
+
+def test_a_profile_the_installed_vllm_cannot_serve_is_refused_before_it_starts(
+    write, tmp_path, vllm_checks
+):
+    vllm_checks("upstream")
+    with pytest.raises(ProfileError) as exc:
+        prepare_checked(planned(write, tmp_path), tmp_path)
+    by_key = {i.key: i for i in exc.value.issues}
+    assert set(by_key) == {"vllm.attention_backend", "model.quantization"}
+    backend = by_key["vllm.attention_backend"]
+    assert backend.line == 19 and backend.file.endswith("p.yaml")
+    assert "B12X_MLA_SPARSE is not a sparse-MLA backend of this vLLM" in backend.message
+    assert "set vllm.attention_backend to FLASHMLA_SPARSE" in backend.message
+    assert "gilded-gnosis" in backend.message  # the line that has it
+    assert "exl3 checkpoints are not loaded" in by_key["model.quantization"].message
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_profile_naming_another_line_is_refused(write, tmp_path, vllm_checks):
+    vllm_checks("gilded-gnosis")
+    p = planned(write, tmp_path, "vllm.runtime=b12x-fork", "vllm.attention_backend=B12X")
+    with pytest.raises(ProfileError) as exc:
+        prepare_checked(p, tmp_path)
+    keys = [i.key for i in exc.value.issues]
+    assert keys == ["vllm.runtime", "vllm.attention_backend"]
+    assert "set vllm.runtime: gilded-gnosis (or auto)" in exc.value.issues[0].message
+
+
+def test_auto_plans_for_the_line_that_is_installed(write, tmp_path, vllm_checks):
+    vllm_checks("gilded-gnosis")
+    p = planned(write, tmp_path, "vllm.attention_backend=FLASHMLA_SPARSE")
+    done = prepare_checked(p, tmp_path)
+    assert done.planned.loaded.profile.vllm.runtime == "gilded-gnosis"
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert plan["profile_data"]["vllm"]["runtime"] == "gilded-gnosis"
+    assert any("planned for the installed vLLM, gilded-gnosis" in n for n in plan["notes"])
+
+
+def test_the_installed_line_that_serves_the_profile_passes(write, tmp_path, vllm_checks):
+    vllm_checks("gilded-gnosis")
+    p = planned(write, tmp_path)
+    done = prepare_checked(p, tmp_path)
+    assert done.planned.fingerprint == p.fingerprint
+
+
+def test_cli_launch_on_the_wrong_vllm_exits_1_naming_the_key(
+    write, tmp_path, vllm_checks, monkeypatch
+):
+    vllm_checks("upstream")
+    monkeypatch.setattr(launch_mod, "query_gpus", lambda: [rtx(i) for i in range(4)])
+    monkeypatch.setattr(launch_mod.os, "execvpe", lambda *a: pytest.fail("vLLM started"))
+    path = write("p.yaml", MINIMAL)
+    args = [
+        str(path),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--set",
+        f"runtime.cache_root={tmp_path}",
+    ]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 1, out.output
+    assert f"error: {path}:19 vllm.attention_backend: B12X_MLA_SPARSE is not" in out.stderr
+    assert f"error: {path}:4 model.quantization: exl3" in out.stderr
+    assert "Traceback" not in out.output
+
+
+def fake_vllm(tmp_path, monkeypatch, *files):
+    from importlib.machinery import ModuleSpec
+
+    from launcher.profile import vllm_runtime
+
+    root = tmp_path / "vllm"
+    for f in files:
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        (root / f).write_text("")
+    spec = ModuleSpec("vllm", None, is_package=True)
+    spec.submodule_search_locations = [str(root)]
+    monkeypatch.setattr(vllm_runtime.importlib.util, "find_spec", lambda name: spec)
+    return vllm_runtime.probe_installed()
+
+
+def test_the_probe_tells_the_lines_apart(tmp_path, monkeypatch):
+    # upstream 0.32 ships vllm/utils/b12x.py (the paged B12X backend's accessors): not a fork
+    runtime, how = fake_vllm(tmp_path / "a", monkeypatch, "utils/b12x.py", "v1/__init__.py")
+    assert runtime.name == "upstream", how
+    runtime, _ = fake_vllm(
+        tmp_path / "b", monkeypatch, "utils/b12x.py", "v1/worker/b12x_startup.py"
+    )
+    assert runtime.name == "b12x-fork"
+    gg = "model_executor/warmup/sparse_mla_triton_warmup.py"
+    assert fake_vllm(tmp_path / "c", monkeypatch, gg)[0].name == "gilded-gnosis"

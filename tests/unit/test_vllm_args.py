@@ -30,8 +30,10 @@ def test_other_commands_are_kept(command):
     assert interpreter(command) == command
 
 
-def test_the_tiny_cpu_profile_runs_vllm_with_this_interpreter():
-    out = CliRunner().invoke(cli, [str(PROFILES / "tiny-cpu.yaml"), "--print-command"])
+def test_the_tiny_cpu_profile_runs_vllm_with_this_interpreter(tmp_path):
+    args = [str(PROFILES / "tiny-cpu.yaml"), "--print-command", "--run-dir", str(tmp_path)]
+    out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    argv = shlex.split(out.output)
+    argv = shlex.split(out.stdout)
+    argv = argv[argv.index(sys.executable) :]
     assert argv[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]

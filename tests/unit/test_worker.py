@@ -9,6 +9,7 @@ import pytest
 from launcher import pipeline
 from launcher.launch import start as launch_mod
 from launcher.runtime.worker.planned import PlannedMixin
+from launcher.runtime.worker.runplan import PlanMissing
 from tests.conftest import PROFILES
 
 
@@ -68,9 +69,29 @@ def test_actual_blocks_are_recorded_against_the_plan(run, tmp_path, caplog):
     assert worker.compile_or_warm_up_model() == "warmed"
 
 
-def test_without_a_plan_it_is_vllms_worker(monkeypatch):
+def test_without_a_plan_it_is_vllms_worker_and_says_so(monkeypatch, caplog):
     monkeypatch.delenv("BLAUNCH_PLAN", raising=False)
-    assert Worker(available=123).determine_available_memory() == 123
+    monkeypatch.delenv("BLAUNCH_REQUIRE_PLAN", raising=False)
+    with caplog.at_level("WARNING", logger="vllm.b12x_launch"):
+        assert Worker(available=123).determine_available_memory() == 123
+    assert "sizes the KV cache as plain vLLM does" in caplog.text
+    assert "--print-command" in caplog.text
+
+
+def test_a_required_plan_that_is_missing_stops_the_worker(monkeypatch):
+    """The line --print-command prints sets BLAUNCH_REQUIRE_PLAN=1: pasted without its env
+    part, or with the plan file gone, the worker refuses instead of sizing as vLLM does."""
+    monkeypatch.delenv("BLAUNCH_PLAN", raising=False)
+    monkeypatch.setenv("BLAUNCH_REQUIRE_PLAN", "1")
+    with pytest.raises(PlanMissing, match="BLAUNCH_PLAN is not set"):
+        Worker(available=123).determine_available_memory()
+    monkeypatch.setenv("BLAUNCH_PLAN", "/nonexistent/run/plan.json")
+    with pytest.raises(PlanMissing, match="cannot read the plan"):
+        Worker(available=123).determine_available_memory()
+
+
+def test_the_launch_requires_the_plan_it_wrote(run):
+    assert run.env["BLAUNCH_REQUIRE_PLAN"] == "1"
 
 
 def test_a_budget_that_does_not_fit_stops_the_worker(run):
@@ -162,3 +183,21 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
         assert GpuWorker.determine_available_memory(worker) == "profiled"
     assert worker._peak_activation() == 700  # not 5 - 900 clamped to 0
     assert "profile_run" not in vars(worker.model_runner)  # the class's method again
+
+
+def test_the_plan_keeps_small_sizes_in_bytes(tmp_path, monkeypatch):
+    """A profile writes ``256KiB``; the plan stores 262144 bytes, which the worker reads back
+    (a bare number under 1 MiB is refused in a profile, not in the plan)."""
+    sets = (
+        f"runtime.cache_root={tmp_path / 'cache'}",
+        "prewarm.providers=[]",
+        "memory.safety_margin=256KiB",
+    )
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
+    prepared = launch_mod.prepare(
+        planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
+    )
+    from launcher.runtime.worker.runplan import RunPlan
+
+    run = RunPlan.from_env({"BLAUNCH_PLAN": prepared.env["BLAUNCH_PLAN"]})
+    assert run.profile.memory.safety_margin == 256 * 1024

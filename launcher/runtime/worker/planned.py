@@ -21,7 +21,7 @@ from launcher.plan.calibration import save_record, stack_versions
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load
-from launcher.runtime.worker.runplan import RunPlan
+from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.units import format_size
 
 logger = logging.getLogger("vllm.b12x_launch")
@@ -38,7 +38,7 @@ class PlannedMixin:
     def determine_available_memory(self) -> int:
         run = RunPlan.from_env()
         if run is None:
-            logger.warning("b12x-launch: no plan in the environment; sizing as vLLM does")
+            logger.warning(NO_PLAN)
             return super().determine_available_memory()
         self._run = run
         rank = self.rank

@@ -8,8 +8,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.launch.vllm_args import FINGERPRINT_ENV, PLAN_ENV, RUN_DIR_ENV
-from launcher.profile.schema import Profile
+from launcher.launch.vllm_args import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
+from launcher.profile.schema import BYTES_CONTEXT, Profile
+
+NO_PLAN = (
+    f"b12x-launch: no plan in the environment ({PLAN_ENV} unset): this worker sizes the KV "
+    "cache as plain vLLM does (--gpu-memory-utilization), with no prewarm, JIT headroom or "
+    "safety margin; start it with `b12x-launch PROFILE`, or run the line "
+    "`b12x-launch PROFILE --print-command` prints"
+)
+"""What a planned worker says when it runs without a plan and none is required."""
+
+
+class PlanMissing(RuntimeError):
+    """The launch required a plan (``BLAUNCH_REQUIRE_PLAN=1``) that the worker cannot read."""
 
 
 @dataclass(frozen=True)
@@ -23,10 +35,27 @@ class RunPlan:
     def from_env(cls, env: dict[str, str] | None = None) -> RunPlan | None:
         env = os.environ if env is None else env
         path = env.get(PLAN_ENV)
+        required = env.get(REQUIRE_PLAN_ENV, "").strip().lower() in ("1", "true", "yes", "on")
         if not path:
+            if required:
+                raise PlanMissing(
+                    f"b12x-launch: {REQUIRE_PLAN_ENV}=1 but {PLAN_ENV} is not set, so this "
+                    "worker has no plan; refusing to size the KV cache as plain vLLM would. "
+                    "Run the whole line `b12x-launch PROFILE --print-command` prints (its env "
+                    f"part included), or unset {REQUIRE_PLAN_ENV} to let vLLM size memory itself"
+                )
             return None
-        data = json.loads(Path(path).read_text())
-        profile = Profile.model_validate(data["profile_data"])
+        try:
+            data = json.loads(Path(path).read_text())
+            profile = Profile.model_validate(data["profile_data"], context={BYTES_CONTEXT: True})
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            if not required:
+                raise
+            raise PlanMissing(
+                f"b12x-launch: cannot read the plan {PLAN_ENV}={path} ({exc}); refusing to "
+                "size the KV cache without it. Write it again with `b12x-launch PROFILE "
+                "--print-command` (or start with `b12x-launch PROFILE`)"
+            ) from None
         run_dir = Path(env[RUN_DIR_ENV]) if env.get(RUN_DIR_ENV) else None
         return cls(data, profile, run_dir, env.get(FINGERPRINT_ENV, data.get("fingerprint", "")))
 
