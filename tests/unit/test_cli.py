@@ -133,9 +133,18 @@ def test_validate_reports_each_bad_profile(tmp_path):
 
 
 def test_schema_has_descriptions():
+    """Every field of every section carries its docstring as the JSON Schema description."""
     schema = json.loads(run("schema").output)
-    assert schema["properties"]["serving"]
-    assert "extends" in schema["properties"]
+    assert schema["properties"]["serving"] and "extends" in schema["properties"]
+    sections = schema.get("$defs", {})
+    assert len(sections) >= 8
+    missing = [
+        f"{name}.{field}"
+        for name, section in sections.items()
+        for field, spec in section.get("properties", {}).items()
+        if not (spec.get("description") or "").strip()
+    ]
+    assert not missing, missing
 
 
 def test_print_command_is_one_shell_line_with_its_environment(tmp_path):

@@ -232,9 +232,24 @@ def test_no_secret_reaches_the_run_directory(write, tmp_path):
 
 
 def test_the_launch_replans_without_reading_the_facts_again(write, tmp_path, monkeypatch):
+    """The readers under the facts (config/catalog and checkpoint headers) are counted: a
+    first plan reads them, the launch's re-plan against the cards does not."""
+    from launcher.plan import inputs as facts_mod
+
+    reads = {"facts": 0, "tensors": 0}
+    for name, key in (("_facts", "facts"), ("_local_tensors", "tensors")):
+        real = getattr(facts_mod, name)
+
+        def counted(*a, real=real, key=key, **k):
+            reads[key] += 1
+            return real(*a, **k)
+
+        monkeypatch.setattr(facts_mod, name, counted)
     p = planned(write, tmp_path)
-    monkeypatch.setattr(pipeline, "gather", lambda *a, **k: pytest.fail("facts read twice"))
+    assert reads["facts"] >= 1  # the counters sit where the facts are read
+    reads.update(facts=0, tensors=0)
     done = prepare(p, tmp_path, [rtx(i) for i in range(4)])
+    assert reads == {"facts": 0, "tensors": 0}
     assert done.planned.inputs.gpu_memory == rtx(0).total
     assert done.planned.fingerprint == p.fingerprint
 
