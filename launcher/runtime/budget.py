@@ -43,6 +43,9 @@ class Budget:
     bytes: int
     basis: str
     reserved: dict[str, int] = field(default_factory=dict)
+    room: int | None = None
+    """What this rank measured it could give (free after vLLM's profile less the reserves):
+    the plan's figure is checked against it, even when the plan's figure is returned."""
 
     def describe(self) -> str:
         parts = ", ".join(f"{k} {format_size(v)}" for k, v in self.reserved.items())
@@ -74,20 +77,20 @@ def kv_budget(i: BudgetInputs) -> Budget:
                 "memory.kv_cache_bytes (or run b12x-launch qualify again), or free memory on "
                 "the GPU"
             )
-        return Budget(i.pinned_kv, "pinned by the profile", reserved)
+        return Budget(i.pinned_kv, "pinned by the profile", reserved, room)
     if i.calibrated and i.free_after_profile is not None and 0 < i.planned_kv <= room:
         # What a calibrated dry run printed is what the server gets; a little more room
         # (a warm compile cache, a smaller transient) stays free as margin.
         kept = format_size(room - i.planned_kv)
         return Budget(
-            i.planned_kv, f"the calibrated plan ({basis}; {kept} more kept free)", reserved
+            i.planned_kv, f"the calibrated plan ({basis}; {kept} more kept free)", reserved, room
         )
     if room <= 0:
         raise BudgetError(
             f"no memory left for the KV cache: {basis} leaves {format_size(room)} after the "
             "reserves; the plan was too optimistic (run b12x-launch report on this run)"
         )
-    return Budget(room, basis, reserved)
+    return Budget(room, basis, reserved, room)
 
 
 def engine_blocks(budgets: list[int], page_bytes: int) -> int:

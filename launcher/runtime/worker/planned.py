@@ -85,7 +85,12 @@ class PlannedMixin:
             "prewarm": [vars(r) for r in results],
             "prewarm_measurement": measurement.to_dict() if measurement else None,
             "vllm_available": int(vllm_available),
-            "budget": {"bytes": budget.bytes, "basis": budget.basis, **budget.reserved},
+            "budget": {
+                "bytes": budget.bytes,
+                "basis": budget.basis,
+                "measured_room": budget.room,
+                **budget.reserved,
+            },
             "late_compiles": [],
         }
         self._save()
