@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,69 @@ serving:
 vllm:
   attention_backend: B12X_MLA_SPARSE
 """
+
+
+# ---------------------------------------------------------------- tiers asked for
+
+REQUIRED_TIERS = "BLAUNCH_TEST_REQUIRE"
+"""Comma-separated tiers the command asked for (tests/run sets it): in those, a missing
+dependency fails the test instead of skipping it."""
+TIERS = ("unit", "integration", "gpu", "container")
+
+
+def required(tier: str) -> bool:
+    return tier in os.environ.get(REQUIRED_TIERS, "").split(",")
+
+
+def need(tier: str, ok: bool, why: str) -> None:
+    """Skip a test whose tier cannot run here, unless that tier was asked for: then fail."""
+    if ok:
+        return
+    if required(tier):
+        pytest.fail(f"the {tier} tier was asked for and cannot run: {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def need_module(tier: str, module: str, why: str):
+    """``pytest.importorskip`` that fails in a tier asked for."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        need(tier, False, f"{why} ({exc})")
+
+
+def _tier_of(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS else "other"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Per tier: ran, failed, skipped and the first reason a tier skipped (a tier that did not
+    run must say so at the end, not hide in a count)."""
+    counts: dict[str, dict[str, int]] = {}
+    reasons: dict[str, str] = {}
+    for status in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(status, []):
+            nodeid = getattr(report, "nodeid", "")
+            if not nodeid:
+                continue
+            tier = _tier_of(nodeid)
+            row = counts.setdefault(tier, {"passed": 0, "failed": 0, "skipped": 0})
+            row["failed" if status == "error" else status] += 1
+            if status == "skipped" and tier not in reasons:
+                longrepr = getattr(report, "longrepr", None)
+                reasons[tier] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    if not counts:
+        return
+    terminalreporter.write_sep("-", "tiers")
+    asked = os.environ.get(REQUIRED_TIERS, "")
+    for tier in sorted(counts):
+        row = counts[tier]
+        line = f"{tier:<12} ran {row['passed'] + row['failed']:>4} (failed {row['failed']})"
+        line += f", skipped {row['skipped']:>3}"
+        if row["skipped"] and reasons.get(tier):
+            line += f": {reasons[tier][:110]}"
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"tiers asked for: {asked or 'none named'}")

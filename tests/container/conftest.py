@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, need
 from tests.container.engine import docker, ensure_engine
 
 IMAGE_REPO = "b12x-launch-test/image"
@@ -44,8 +44,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def engine() -> None:
     why = ensure_engine()
-    if why is not None:
-        pytest.skip(f"no Docker engine: {why}")
+    need("container", why is None, f"no Docker engine: {why}")
 
 
 @pytest.fixture(scope="session")

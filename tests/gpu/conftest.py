@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import need, need_module
+
 EMULATED_VISIBLE = int(95.01 * 1024**3)
 
 
 @pytest.fixture(scope="session")
 def cuda_device() -> int:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("triton")
-    pytest.importorskip("cupy")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
+    torch = need_module("gpu", "torch", "torch is not installed")
+    need_module("gpu", "triton", "triton is not installed")
+    need_module("gpu", "cupy", "cupy is not installed")
+    need("gpu", torch.cuda.is_available(), "no CUDA device")
     # Query without keeping a context alive in the test process: the scenarios run
     # in their own processes and need the whole card.
     total = torch.cuda.get_device_properties(0).total_memory
@@ -41,11 +42,13 @@ def lab(tmp_path_factory):
     from tests.gpu import nvml, summary
     from tests.gpu.boot import Lab
 
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vLLM is not importable (tests/gpu/run-tier.sh assembles the kit)")
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
+    need(
+        "gpu",
+        importlib.util.find_spec("vllm") is not None,
+        "vLLM is not importable (tests/gpu/run-tier.sh assembles the kit)",
+    )
+    torch = need_module("gpu", "torch", "torch is not installed")
+    need("gpu", torch.cuda.is_available(), "no CUDA device")
     try:
         devices = nvml.visible_indices()
     except nvml.NvmlError as exc:

