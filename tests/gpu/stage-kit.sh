@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Stage the vLLM 0.26 kit (../shared/gpu-kit/build.sh) on the device machine, which reaches
+# Stage the vLLM 0.26 kit (tests/gpu/build-kit.sh) on the device machine, which reaches
 # no registry and takes at most 64 MiB of carried files per call: one piece per call.
 #
 # Here (the checkout the device copies), once:
-#   ../shared/gpu-kit/build.sh .kit && (cd .kit && sha256sum vllm-site.tar.xz.* > SHA256SUMS)
+#   tests/gpu/build-kit.sh .kit && (cd .kit && sha256sum vllm-site.tar.xz.* > SHA256SUMS)
 # On the device, one call each (carry the path named):
 #   tests/gpu/stage-kit.sh 00        carry .kit/vllm-site.tar.xz.00 and .kit/SHA256SUMS
 #   tests/gpu/stage-kit.sh 01 ...    carry .kit/vllm-site.tar.xz.01, and so on
