@@ -52,6 +52,33 @@ class Deployment:
     """The prewarm providers a worker runs, in order; empty when prewarm is off."""
     why: dict[str, str] = field(default_factory=dict, compare=False)
 
+    def record(self) -> dict:
+        """JSON for the run file: every derived value, so the worker derives none again."""
+        return {
+            "runtime": self.runtime.name,
+            "backend_family": self.backend_family,
+            "block_size": self.block_size,
+            "capture_sizes": list(self.capture_sizes),
+            "decode_rows": list(self.decode_rows),
+            "prewarm": list(self.prewarm),
+            "why": dict(self.why),
+        }
+
+    @classmethod
+    def from_record(cls, profile: Profile, data: dict) -> Deployment:
+        from launcher.profile.vllm_runtime import RUNTIMES
+
+        return cls(
+            profile=profile,
+            runtime=RUNTIMES[data["runtime"]],
+            backend_family=data["backend_family"],
+            block_size=int(data["block_size"]),
+            capture_sizes=tuple(data["capture_sizes"]),
+            decode_rows=tuple(data["decode_rows"]),
+            prewarm=tuple(data["prewarm"]),
+            why=dict(data.get("why", {})),
+        )
+
     @property
     def sparse_mla(self) -> bool:
         """The attention backend is the runtime's sparse-MLA backend."""

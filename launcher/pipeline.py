@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from launcher.deployment import Deployment, resolve
 from launcher.launch.vllm_args import VllmCommand, build_command
 from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import gather
@@ -27,6 +28,9 @@ class Planned:
     use_qualified: bool = True
     """Pin the KV cache to a qualified size from the calibration store (qualify's own first
     boot does not: it measures from the planned size)."""
+    deployment: Deployment | None = None
+    """The profile's derived values, resolved once here; the run file carries them to the
+    workers."""
 
 
 def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
@@ -120,9 +124,14 @@ def _planned(
     calibrate: bool,
     use_qualified: bool = True,
 ):
+    deployment = resolve(loaded.profile)
     memory_plan = plan(loaded.profile, inputs)
-    command = build_command(loaded.profile, memory_plan, fingerprint=fingerprint)
-    return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified)
+    command = build_command(
+        loaded.profile, memory_plan, fingerprint=fingerprint, deployment=deployment
+    )
+    return Planned(
+        loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified, deployment
+    )
 
 
 def render(

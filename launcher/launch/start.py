@@ -24,7 +24,13 @@ from launcher.launch.preflight import (
     runtime_issues,
     visible,
 )
-from launcher.launch.vllm_args import CACHE_DIRS, FLAG_KEYS, VllmCommand, build_command
+from launcher.launch.vllm_args import (
+    CACHE_DIRS,
+    FLAG_KEYS,
+    RUN_FILE_VERSION,
+    VllmCommand,
+    build_command,
+)
 from launcher.pipeline import Planned, on_runtime, replan
 from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
@@ -113,10 +119,15 @@ def write_run(
         plan_file=str((run / "plan.json").absolute()),
         run_dir=str(run.absolute()),
         fingerprint=planned.fingerprint,
+        deployment=planned.deployment,
     )
     record = to_dict(planned.plan, command, planned.fingerprint)
     record["profile_data"] = profile_record(loaded.profile)
     record["profile_file"] = loaded.path
+    # What the worker needs, resolved here once: it reads these instead of deriving them.
+    record["run_file"] = RUN_FILE_VERSION
+    record["deployment"] = (planned.deployment or resolve(loaded.profile)).record()
+    record["model_facts"] = planned.inputs.facts.record()
     record["notes"] = [*record["notes"], *notes]
     try:
         atomic.write_json(run / "plan.json", record)

@@ -9,9 +9,12 @@ import re
 import sys
 from dataclasses import dataclass
 
-from launcher.deployment import resolve
+from launcher.deployment import Deployment, resolve
 from launcher.plan.planner import MemoryPlan
 from launcher.profile.schema import Profile
+
+RUN_FILE_VERSION = 2
+"""plan.json's layout for the worker (2: the resolved deployment and the model facts)."""
 
 # The launcher's own variables. Never B12X_, CUTE_ or CUTLASS_: b12x puts those into
 # its compile-cache key, and one extra variable would recompile every kernel.
@@ -163,10 +166,11 @@ def build_command(
     plan_file: str = "",
     run_dir: str = "",
     fingerprint: str = "",
+    deployment: Deployment | None = None,
 ) -> VllmCommand:
     p = profile
     s = p.serving
-    d = resolve(p)
+    d = deployment or resolve(p)
     argv = [*interpreter(p.vllm.command), p.model.path]
     argv += ["--host", s.host, "--port", str(s.port)]
     if p.model.served_name:

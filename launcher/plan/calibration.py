@@ -19,7 +19,7 @@ from typing import Any
 
 from launcher import atomic
 from launcher.plan import census
-from launcher.plan.planner import MEASURABLE, Measured
+from launcher.plan.measured import MEASURABLE, Measured
 from launcher.profile.schema import Profile
 
 SCHEMA = "b12x-launch/measurement/1"

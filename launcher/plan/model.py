@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,16 @@ class ModelFacts:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    def record(self) -> dict[str, Any]:
+        """JSON for the run file (what the worker reads instead of the checkpoint again)."""
+        data = dataclasses.asdict(self)
+        data["indexer_layers"] = sorted(self.indexer_layers)
+        return data
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> ModelFacts:
+        return cls(**{**data, "indexer_layers": frozenset(data.get("indexer_layers", ()))})
 
     @property
     def is_moe(self) -> bool:

@@ -13,6 +13,7 @@ from launcher.deployment import Deployment, resolve
 from launcher.plan import census, estimates
 from launcher.plan.catalog import GpuKind
 from launcher.plan.kv import KvLayout, kv_layout
+from launcher.plan.measured import MEASURABLE, Measured
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
 from launcher.profile.schema import Profile
@@ -28,14 +29,6 @@ ORDER = (
     "jit_headroom",
     "safety_margin",
 )
-MEASURABLE = (
-    "cuda_context",
-    "weights",
-    "activation_peak",
-    "workspaces",
-    "cudagraph_pool",
-    "jit_headroom",
-)
 
 
 @dataclass(frozen=True)
@@ -47,17 +40,6 @@ class Component:
     parts: tuple[Component, ...] = ()
     shared: bool = False
     """A part that shares one scratch arena with the other shared parts (max, not sum)."""
-
-
-@dataclass(frozen=True)
-class Measured:
-    """A calibration record's figures for one rank (component name -> bytes)."""
-
-    components: dict[str, int]
-    when: str
-    """ISO date of the measurement."""
-    learned: tuple[dict, ...] = ()
-    """The late-JIT census of earlier boots (``launcher.plan.census`` entries)."""
 
 
 @dataclass(frozen=True)

@@ -192,3 +192,31 @@ def test_the_readme_layout_names_every_room_and_top_module():
     names += [p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
     missing = [name for name in sorted(names) if name not in layout]
     assert not missing, f"README's Layout does not name: {missing}"
+
+
+WORKER = PACKAGE / "runtime" / "worker"
+NOT_IN_THE_WORKER = ("launcher.plan.planner", "launcher.profile.load", "launcher.plan.inputs")
+"""The worker reads the run file the launcher wrote: it plans nothing and loads no profile."""
+
+
+def _imports(path: Path) -> set[tuple[str, str]]:
+    """(module, name) for every import in ``path``, lazy ones included."""
+    out: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out |= {(node.module, a.name) for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {(a.name, "") for a in node.names}
+    return out
+
+
+def test_the_worker_neither_plans_nor_resolves_again():
+    found = {
+        (path.name, module, name)
+        for path in WORKER.glob("*.py")
+        for module, name in _imports(path)
+        if module in NOT_IN_THE_WORKER
+        or (module == "launcher.deployment" and name == "resolve")
+        or (module == "launcher.plan.model" and name == "load_facts")
+    }
+    assert not found, sorted(found)

@@ -134,15 +134,11 @@ class PlannedMixin:
 
     # -- parts ----------------------------------------------------------------------------
     def _prewarm(self, run: RunPlan) -> tuple[list[PrewarmResult], Any]:
-        from launcher.deployment import resolve
-
         profile = run.profile
-        deployment = resolve(profile)
+        deployment = run.deployment  # resolved by the launcher, read from the run file
         if not deployment.prewarm:
             return [], None
-        from launcher.plan.model import load_facts
-
-        facts = load_facts(profile.model.path, profile.model.architecture)
+        facts = run.facts
         device = self._device_index()
         ctx = PrewarmContext(
             profile,
@@ -299,7 +295,7 @@ class PlannedMixin:
 
     def _calibrated(self, run: RunPlan) -> bool:
         """Whether this rank's plan is made of an earlier boot's measurements."""
-        from launcher.plan.planner import MEASURABLE
+        from launcher.plan.measured import MEASURABLE
 
         comps = run.rank(self.rank)["components"]
         present = [comps[n] for n in MEASURABLE if n in comps and comps[n]["bytes"]]

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.launch.vllm_args import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
+from launcher.deployment import Deployment
+from launcher.launch.vllm_args import (
+    FINGERPRINT_ENV,
+    PLAN_ENV,
+    REQUIRE_PLAN_ENV,
+    RUN_DIR_ENV,
+    RUN_FILE_VERSION,
+)
+from launcher.plan.model import ModelFacts
 from launcher.profile.schema import BYTES_CONTEXT, Profile
 
 NO_PLAN = (
@@ -73,3 +81,22 @@ class RunPlan:
     @property
     def pinned(self) -> bool:
         return bool(self.kv.get("pinned"))
+
+    @property
+    def deployment(self) -> Deployment:
+        """The deployment the launcher resolved, as it wrote it (nothing derived again)."""
+        return Deployment.from_record(self.profile, self._section("deployment"))
+
+    @property
+    def facts(self) -> ModelFacts:
+        """The model facts the plan was made from (no checkpoint read in the worker)."""
+        return ModelFacts.from_record(self._section("model_facts"))
+
+    def _section(self, name: str) -> dict[str, Any]:
+        if self.data.get("run_file") != RUN_FILE_VERSION or name not in self.data:
+            raise PlanMissing(
+                f"b12x-launch: the plan file lacks {name!r} (run file version "
+                f"{self.data.get('run_file')}, this worker reads {RUN_FILE_VERSION}): it was "
+                "written by another b12x-launch; start the server again with this one"
+            )
+        return self.data[name]
