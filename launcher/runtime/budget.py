@@ -91,8 +91,3 @@ def kv_budget(i: BudgetInputs) -> Budget:
             "reserves; the plan was too optimistic (run b12x-launch report on this run)"
         )
     return Budget(room, basis, reserved, room)
-
-
-def engine_blocks(budgets: list[int], page_bytes: int) -> int:
-    """Blocks the engine gives every rank: the smallest rank's count (as vLLM does)."""
-    return min(b // page_bytes for b in budgets)

@@ -1,6 +1,6 @@
 import pytest
 
-from launcher.runtime.budget import BudgetError, BudgetInputs, engine_blocks, kv_budget
+from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
 from launcher.units import GiB, MiB
 
 
@@ -49,11 +49,6 @@ def test_pinned_that_no_longer_fits_is_refused_with_the_fix():
 def test_nothing_left_is_an_error():
     with pytest.raises(BudgetError, match="no memory left"):
         kv_budget(cpu(vllm_available=40 * MiB))
-
-
-def test_engine_takes_the_minimum_over_ranks():
-    page = 2 * MiB
-    assert engine_blocks([10 * MiB, 7 * MiB + 1, 9 * MiB], page) == 3
 
 
 def test_a_calibrated_plan_is_the_contract_when_it_fits():

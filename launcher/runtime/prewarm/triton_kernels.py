@@ -113,8 +113,7 @@ class Kernel:
 
 
 def _runtime(ctx: PrewarmContext) -> Runtime:
-    found = getattr(ctx, "runtime", None)  # a launch may record the probed runtime
-    return found if isinstance(found, Runtime) else ctx.deployment.runtime
+    return ctx.deployment.runtime
 
 
 def _b12x_sparse_mla(ctx: PrewarmContext) -> bool:
