@@ -51,6 +51,7 @@ MOE_TP2 = BootSpec("moe-tp2", "dsv2-moe-h200-tp2.yaml", "deepseek_v2", ranks=2)
 GLM_PLAIN = BootSpec("glm-plain", "glm-dsa-h200.yaml", "glm_dsa", cache="glm-plain", plain=True)
 GLM = BootSpec("glm", "glm-dsa-h200.yaml", "glm_dsa", cache="glm")
 GLM_AGAIN = BootSpec("glm-calibrated", "glm-dsa-h200.yaml", "glm_dsa", cache="glm")
+GLM_DCP2 = BootSpec("glm-dcp2", "glm-dsa-h200-dcp2.yaml", "glm_dsa", ranks=2, cache="glm-dcp2")
 # Second boots of the same deployments: the plan now reads the first boot's records.
 LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
 MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
@@ -265,3 +266,10 @@ class TestGlmPlain:
 
     def test_vllms_monitor_sees_kernels_compile_during_inference(self, booted):
         assert booted.monitor_late, "plain vLLM compiled nothing late: the workload is too easy"
+
+
+class TestGlmDcp2(ScratchStaged):
+    """Issue 24, two H200s: TP2 / DCP2, boot 1 from empty caches; each rank's blocks the
+    minimum over ranks (Served), nothing compiled late on either rank."""
+
+    spec = GLM_DCP2

@@ -129,5 +129,5 @@ def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeyp
     # a bare Python name runs the launcher's own interpreter (launcher.launch.vllm_args)
     assert argv[:4] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model"]
     assert "--enforce-eager" not in argv  # CUDA graphs on
-    tp = 2 if "tp2" in name else 1
+    tp = 2 if ("tp2" in name or "dcp2" in name) else 1
     assert argv[argv.index("--tensor-parallel-size") + 1] == str(tp)
