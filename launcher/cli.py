@@ -40,11 +40,12 @@ class DefaultGroup(click.Group):
     def _refuse_a_typo(self, ctx: click.Context, word: str) -> None:
         """``b12x-launch prewram p.yaml`` is a mistyped command, not a profile named prewram:
         a word close to a command that is no file and does not look like one is refused."""
-        import difflib
         import os
 
         if word.startswith("-") or os.path.exists(word) or "/" in word or "." in word:
             return
+        import difflib  # only for a word that is neither a command nor a file: not every run
+
         close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.6)
         if close:
             raise click.UsageError(
