@@ -152,8 +152,7 @@ def _plot_option(what: str):
     type=click.FloatRange(min=1),
     default=None,
     metavar="SECONDS",
-    help="Multi-node: how long a node waits for the others to join before it stops "
-    "(default 600).",
+    help="Multi-node: how long a node waits for the others to join before it stops (default 600).",
 )
 @click.option(
     "--run-dir",

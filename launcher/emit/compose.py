@@ -17,7 +17,7 @@ from launcher.emit.k8s import dns_name
 from launcher.secrets import is_secret
 
 HEALTHCHECK = (
-    'python3 -c "import os, urllib.request; urllib.request.urlopen(\'http://127.0.0.1:\' + '
+    "python3 -c \"import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + "
     "(os.environ.get('BLAUNCH_PORT') or '8000') + '/health', timeout=8)\" || exit 1"
 )
 

@@ -10,15 +10,23 @@ on node 0's ``runtime.master_port`` (the port vLLM's store binds a moment later)
 - a follower retries node 0 with one clear line (and a reminder now and then), then sends
   its rank and plan fingerprint; node 0 refuses a follower whose plan differs (another
   profile or override), since vLLM would fail later with a less helpful message;
-- once every node has joined, node 0 says ``go`` to all; each closes and execs vLLM.
+- once every node has joined, node 0 says ``go`` to all, and each execs vLLM.
 
-Plain TCP and one JSON line each way: no cluster layer of our own, nothing left running.
+The connections stay open across the exec: node 0's vLLM API server inherits its ends, and
+each follower leaves a small watcher process holding its end. vLLM's headless follower does
+not notice that node 0 has gone (its workers wait on node 0's queue for good), so when node
+0 exits, for any reason, the kernel closes its ends and each watcher sends SIGTERM to its
+node's vLLM, which then shuts down as it does on a SIGTERM of its own.
+
+Plain TCP and one JSON line each way: no cluster layer of our own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -29,6 +37,9 @@ from launcher.errors import EnvironmentProblem
 DEFAULT_TIMEOUT = 600.0
 REMIND_EVERY = 30.0
 RETRY_EVERY = 1.0
+
+_HELD: list[socket.socket] = []
+"""Node 0's connections, kept referenced until the exec (a collected socket closes)."""
 
 
 @dataclass(frozen=True)
@@ -44,14 +55,58 @@ class Meeting:
         return f"{self.master_addr}:{self.master_port}"
 
 
-def meet(m: Meeting, *, timeout: float = DEFAULT_TIMEOUT, say: Callable[[str], None]) -> None:
-    """Return once every node has joined; raise ``EnvironmentProblem`` otherwise."""
+def meet(
+    m: Meeting, *, timeout: float = DEFAULT_TIMEOUT, say: Callable[[str], None]
+) -> list[socket.socket]:
+    """Return once every node has joined (with the open connections to hand on to vLLM);
+    raise ``EnvironmentProblem`` otherwise."""
     if m.nodes <= 1:
-        return
+        return []
     if m.node_rank == 0:
-        lead(m, timeout=timeout, say=say)
-    else:
-        follow(m, timeout=timeout, say=say)
+        return lead(m, timeout=timeout, say=say)
+    return [follow(m, timeout=timeout, say=say)]
+
+
+def hand_on(m: Meeting, conns: list[socket.socket]) -> None:
+    """Just before the exec: node 0's connections pass to vLLM; a follower starts the
+    watcher that stops this node's vLLM (this process, after the exec) when node 0 goes."""
+    if m.node_rank == 0:
+        for conn in conns:
+            os.set_inheritable(conn.fileno(), True)
+        _HELD.extend(conns)
+        return
+    for conn in conns:
+        watch_leader(conn, os.getpid())
+
+
+def watch_leader(conn: socket.socket, target: int, poll: float = 2.0) -> int:
+    """Fork a watcher that SIGTERMs ``target`` when node 0 closes ``conn``; it leaves
+    quietly when ``target`` exits first. Returns the watcher's pid (0 in the child, never
+    returned: the child ends with ``os._exit``)."""
+    pid = os.fork()
+    if pid:
+        conn.close()  # the watcher holds its own copy
+        return pid
+    code = 0
+    try:
+        conn.settimeout(poll)
+        while True:
+            try:
+                data = conn.recv(4096)
+            except TimeoutError:
+                if os.getppid() != target:  # our node's vLLM has gone
+                    break
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(target, signal.SIGTERM)
+                break
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
 
 
 def _send(conn: socket.socket, data: dict) -> None:
@@ -82,8 +137,9 @@ def _missing(nodes: int, joined: dict) -> str:
     return ", ".join(str(r) for r in range(1, nodes) if r not in joined)
 
 
-def lead(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> None:
-    """Node 0: wait for nodes 1..N-1 on ``master_port``, then tell them all to go."""
+def lead(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> list[socket.socket]:
+    """Node 0: wait for nodes 1..N-1 on ``master_port``, then tell them all to go; returns
+    the open connections."""
     joined: dict[int, socket.socket] = {}
     try:
         server = socket.create_server(("", m.master_port), reuse_port=False)
@@ -95,6 +151,7 @@ def lead(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> None:
     start = time.monotonic()
     deadline = start + timeout
     remind = start
+    done = False
     try:
         with server:
             while len(joined) < m.nodes - 1:
@@ -120,14 +177,14 @@ def lead(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> None:
                 _welcome(m, conn, peer, joined, deadline, say)
             for conn in joined.values():
                 _send(conn, {"go": True})
-            # Let every follower close first, so the port's TIME_WAIT stays on their side.
-            for conn in joined.values():
-                _read_line(conn, time.monotonic() + 5.0)
             say(f"node 0: all {m.nodes} nodes joined; starting vLLM")
+            done = True
+            return list(joined.values())
     finally:
-        for conn in joined.values():
-            with contextlib.suppress(OSError):
-                conn.close()
+        if not done:
+            for conn in joined.values():
+                with contextlib.suppress(OSError):
+                    conn.close()
 
 
 def _welcome(m: Meeting, conn, peer, joined: dict, deadline: float, say) -> None:
@@ -156,8 +213,9 @@ def _welcome(m: Meeting, conn, peer, joined: dict, deadline: float, say) -> None
     say(f"node 0: node {rank} joined from {peer[0]}")
 
 
-def follow(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> None:
-    """Node N>0: reach node 0 (retrying while it is not up), join, wait for ``go``."""
+def follow(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> socket.socket:
+    """Node N>0: reach node 0 (retrying while it is not up), join, wait for ``go``; returns
+    the open connection."""
     start = time.monotonic()
     deadline = start + timeout
     remind = start
@@ -183,17 +241,17 @@ def follow(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> None:
                 remind = now + REMIND_EVERY
             time.sleep(RETRY_EVERY)
             continue
-        with conn:
-            try:
-                _send(conn, hello)
-            except OSError:
-                time.sleep(RETRY_EVERY)
-                continue
+        try:
+            _send(conn, hello)
             say(f"node {m.node_rank}: joined node 0 at {m.where}; waiting for the other nodes")
             reply = _read_line(conn, deadline)
+        except OSError:
+            reply = None
         if reply and reply.get("go"):
             say(f"node {m.node_rank}: all nodes joined; starting vLLM")
-            return
+            conn.settimeout(None)
+            return conn
+        conn.close()
         if reply and "refused" in reply:
             raise EnvironmentProblem(f"node 0 refused node {m.node_rank}: {reply['refused']}")
         # Node 0 went away or this was not node 0's launcher (vLLM already up): retry.

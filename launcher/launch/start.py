@@ -14,9 +14,9 @@ from pathlib import Path
 
 from launcher import atomic
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
+from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
 from launcher.launch.preflight import GpuFacts, check_argv, check_gpus, require_vllm, visible
-from launcher.launch import rendezvous
 from launcher.launch.vllm_args import (
     CACHE_DIRS,
     FLAG_KEYS,
@@ -100,7 +100,7 @@ def launch(
 ) -> None:
     """Prepare, meet the other nodes (multi-node mp), then replace this process with vLLM."""
     prepared = prepare(planned, force=force, run_dir=run_dir)
-    meet_nodes(prepared.planned, timeout=join_timeout)
+    meet_nodes(prepared.planned, timeout=join_timeout)  # hands its connections on to vLLM
     kv = prepared.planned.plan.kv
     print(
         f"b12x-launch: plan {prepared.planned.fingerprint}: {kv.tokens:,} KV tokens "
@@ -116,7 +116,8 @@ def launch(
 
 
 def meet_nodes(planned: Planned, *, timeout: float) -> None:
-    """Every node of a multi-node mp profile joins node 0 before any of them starts vLLM."""
+    """Every node of a multi-node mp profile joins node 0 before any of them starts vLLM;
+    node 0's exit then stops the others (``rendezvous.hand_on``)."""
     p = planned.loaded.profile
     if not spans_nodes(p):
         return
@@ -127,7 +128,8 @@ def meet_nodes(planned: Planned, *, timeout: float) -> None:
         master_port=p.runtime.master_port,
         fingerprint=planned.fingerprint,
     )
-    rendezvous.meet(meeting, timeout=timeout, say=_say)
+    conns = rendezvous.meet(meeting, timeout=timeout, say=_say)
+    rendezvous.hand_on(meeting, conns)
 
 
 def _say(line: str) -> None:
