@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher import atomic
 from launcher.errors import ProfileError
-from launcher.profile import LoadedProfile
+
+if TYPE_CHECKING:
+    from launcher.profile import LoadedProfile
 
 DEFAULT_IMAGE = "b12x-launch:latest"
 CACHE_MOUNT = "/cache"

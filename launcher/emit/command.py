@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher.emit import Target, check_target, plan_env, write_all
 from launcher.errors import EnvironmentProblem
-from launcher.pipeline import Planned
+
+if TYPE_CHECKING:
+    from launcher.pipeline import Planned
 
 
 def emit(
