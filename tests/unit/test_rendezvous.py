@@ -134,3 +134,34 @@ def test_a_follower_stops_when_node_0_goes(tmp_path):
         conn.close()  # node 0 exits
         assert proc.wait(timeout=20) == -signal.SIGTERM
         assert time.monotonic() - start < 10
+
+
+def test_a_leader_alone_exits_1_with_one_line_and_starts_nothing(monkeypatch, tmp_path):
+    """Through the CLI: the checks pass, nobody joins, --join-timeout ends it (exit 1)."""
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+    from launcher.launch import start
+    from tests.conftest import PROFILES
+
+    def prepared(planned, **kwargs):
+        return start.Prepared(planned, tmp_path, ["true"], {})
+
+    def never(*args):
+        raise AssertionError("vLLM was started")
+
+    monkeypatch.setattr(start, "prepare", prepared)
+    monkeypatch.setattr(start.os, "execvpe", never)
+    sets = [
+        "hardware.nodes=2",
+        "parallel.tensor=2",
+        "runtime.master_addr=127.0.0.1",
+        f"runtime.master_port={_port()}",
+    ]
+    args = [str(PROFILES / "tiny-cpu.yaml"), "--join-timeout", "1"]
+    for s in sets:
+        args += ["--set", s]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 1, out.output
+    assert "error: node(s) 1 of 2 never joined node 0" in out.output
+    assert "Traceback" not in out.output
