@@ -37,6 +37,8 @@ from launcher.errors import EnvironmentProblem
 DEFAULT_TIMEOUT = 600.0
 REMIND_EVERY = 30.0
 RETRY_EVERY = 1.0
+ACK_WITHIN = 15.0
+"""Node 0's launcher answers a hello at once; silence means something else holds the port."""
 
 _HELD: list[socket.socket] = []
 """Node 0's connections, kept referenced until the exec (a collected socket closes)."""
@@ -113,21 +115,31 @@ def _send(conn: socket.socket, data: dict) -> None:
     conn.sendall((json.dumps(data) + "\n").encode())
 
 
-def _read_line(conn: socket.socket, deadline: float) -> dict | None:
-    buf = b""
-    while not buf.endswith(b"\n"):
+CLOSED: dict = {"closed": True}
+"""What ``_read_line`` returns when the other end closed (``None``: silence or not JSON)."""
+
+
+def _read_line(conn: socket.socket, deadline: float, buf: bytearray | None = None) -> dict | None:
+    """The next JSON line from ``conn`` (``buf`` keeps what arrived past it for the next
+    call: node 0's ``joined`` and ``go`` can come in one segment)."""
+    buf = bytearray() if buf is None else buf
+    while b"\n" not in buf:
         conn.settimeout(max(0.05, deadline - time.monotonic()))
         try:
             chunk = conn.recv(4096)
-        except (TimeoutError, OSError):
+        except TimeoutError:
             return None
+        except OSError:  # reset: the other end went away
+            return CLOSED
         if not chunk:
-            return None
+            return CLOSED
         buf += chunk
         if len(buf) > 65536:
             return None
+    line, _, rest = bytes(buf).partition(b"\n")
+    buf[:] = rest
     try:
-        data = json.loads(buf)
+        data = json.loads(line)
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -209,6 +221,11 @@ def _welcome(m: Meeting, conn, peer, joined: dict, deadline: float, say) -> None
             raise EnvironmentProblem(problem + ". Nothing was started.")
         say(f"node 0: ignored: {problem}")
         return
+    try:
+        _send(conn, {"joined": True})
+    except OSError:
+        conn.close()
+        return
     joined[rank] = conn
     say(f"node 0: node {rank} joined from {peer[0]}")
 
@@ -241,12 +258,23 @@ def follow(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> socket.
                 remind = now + REMIND_EVERY
             time.sleep(RETRY_EVERY)
             continue
+        pending = bytearray()
         try:
             _send(conn, hello)
-            say(f"node {m.node_rank}: joined node 0 at {m.where}; waiting for the other nodes")
-            reply = _read_line(conn, deadline)
+            ack = _read_line(conn, min(deadline, time.monotonic() + ACK_WITHIN), pending)
         except OSError:
-            reply = None
+            ack = None
+        reply = ack
+        if ack is None:  # silence, or bytes that are not ours
+            conn.close()
+            raise EnvironmentProblem(
+                f"node {m.node_rank}: something other than node 0's launcher answers at "
+                f"{m.where} (node 0's vLLM already running?). The nodes of a deployment start "
+                "together: restart node 0's launcher, then this one."
+            )
+        if ack.get("joined"):
+            say(f"node {m.node_rank}: joined node 0 at {m.where}; waiting for the other nodes")
+            reply = _read_line(conn, deadline, pending)
         if reply and reply.get("go"):
             say(f"node {m.node_rank}: all nodes joined; starting vLLM")
             conn.settimeout(None)

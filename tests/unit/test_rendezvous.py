@@ -165,3 +165,28 @@ def test_a_leader_alone_exits_1_with_one_line_and_starts_nothing(monkeypatch, tm
     assert out.exit_code == 1, out.output
     assert "error: node(s) 1 of 2 never joined node 0" in out.output
     assert "Traceback" not in out.output
+
+
+def test_a_follower_that_finds_something_else_on_the_port_says_so(monkeypatch):
+    """Node 0's vLLM already up (its store holds the port): no silent wait to the timeout."""
+    monkeypatch.setattr(rendezvous, "ACK_WITHIN", 0.5)
+    with socket.create_server(("127.0.0.1", 0)) as other:  # accepts, never answers
+        port = other.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(EnvironmentProblem, match="something other than node 0's launcher"):
+            follow(_meeting(port, 1), timeout=30, say=lambda s: None)
+        assert time.monotonic() - start < 10
+
+
+def test_a_follower_retries_when_node_0_closes_on_it():
+    """A leader that restarts (closes the connection) is retried, not reported."""
+    port = _port()
+    server = socket.create_server(("127.0.0.1", port))
+    t, out = _run(follow, _meeting(port, 1), timeout=20, say=lambda s: None)
+    conn, _ = server.accept()
+    conn.close()
+    server.close()
+    time.sleep(0.2)
+    lead(_meeting(port, 0), timeout=20, say=lambda s: None)
+    t.join(10)
+    assert out == {"ok": True}
