@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import time
@@ -166,7 +167,10 @@ def lead(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> list[sock
     done = False
     try:
         with server:
-            while len(joined) < m.nodes - 1:
+            while True:
+                _drop_departed(joined, say)
+                if len(joined) >= m.nodes - 1 and _go(joined, say):
+                    break
                 now = time.monotonic()
                 if now >= deadline:
                     raise EnvironmentProblem(
@@ -187,8 +191,6 @@ def lead(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> list[sock
                 except TimeoutError:
                     continue
                 _welcome(m, conn, peer, joined, deadline, say)
-            for conn in joined.values():
-                _send(conn, {"go": True})
             say(f"node 0: all {m.nodes} nodes joined; starting vLLM")
             done = True
             return list(joined.values())
@@ -197,6 +199,41 @@ def lead(m: Meeting, *, timeout: float, say: Callable[[str], None]) -> list[sock
             for conn in joined.values():
                 with contextlib.suppress(OSError):
                     conn.close()
+
+
+def _drop_departed(joined: dict[int, socket.socket], say: Callable[[str], None]) -> None:
+    """Forget followers that left while node 0 waited (they send nothing after their hello:
+    a readable connection is a closed one)."""
+    if not joined:
+        return
+    readable, _, _ = select.select(list(joined.values()), [], [], 0)
+    for rank, conn in list(joined.items()):
+        if conn not in readable:
+            continue
+        try:
+            gone = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            gone = False
+        except OSError:
+            gone = True
+        if gone:
+            conn.close()
+            del joined[rank]
+            say(f"node 0: node {rank} left before all nodes joined; waiting for it again")
+
+
+def _go(joined: dict[int, socket.socket], say: Callable[[str], None]) -> bool:
+    """Tell every follower to start; False (and the failed ones forgotten) if one is gone."""
+    ok = True
+    for rank, conn in list(joined.items()):
+        try:
+            _send(conn, {"go": True})
+        except OSError:
+            conn.close()
+            del joined[rank]
+            say(f"node 0: node {rank} left before it could start; waiting for it again")
+            ok = False
+    return ok
 
 
 def _welcome(m: Meeting, conn, peer, joined: dict, deadline: float, say) -> None:

@@ -190,3 +190,22 @@ def test_a_follower_retries_when_node_0_closes_on_it():
     lead(_meeting(port, 0), timeout=20, say=lambda s: None)
     t.join(10)
     assert out == {"ok": True}
+
+
+def test_a_follower_that_leaves_before_the_others_is_waited_for_again():
+    port = _port()
+    said: list[str] = []
+    t, out = _run(lead, _meeting(port, 0, 3), timeout=20, say=said.append)
+    time.sleep(0.3)
+    quitter = socket.create_connection(("127.0.0.1", port))
+    rendezvous._send(quitter, {"node_rank": 1, "nodes": 3, "fingerprint": "abc"})
+    assert rendezvous._read_line(quitter, time.monotonic() + 5) == {"joined": True}
+    quitter.close()  # node 1 gives up (Ctrl-C) while node 2 is not there yet
+    time.sleep(1.5)
+    assert any("node 1 left" in s for s in said), said
+    followers = [_run(follow, _meeting(port, r, 3), timeout=20, say=lambda s: None) for r in (1, 2)]
+    for ft, fout in followers:
+        ft.join(10)
+        assert fout == {"ok": True}
+    t.join(10)
+    assert out == {"ok": True}
