@@ -9,8 +9,8 @@ worker, node 0 serves a completion, and a SIGTERM to node 0 stops both nodes (no
 rendezvous watcher; vLLM's own headless follower would wait on node 0 for good).
 
 Node 1 starts first, so the follower's wait for node 0 is part of the run. On 2 CPU cores
-it took 230-234 s (ready 199-206 s after node 1 started, both stopped 16 s after the
-SIGTERM): two vLLM processes compile the tiny model side by side from empty caches.
+it took 204-234 s (ready 179-206 s after node 1 started, both stopped 15-16 s after
+the SIGTERM): two vLLM processes compile the tiny model side by side from empty caches.
 """
 
 from __future__ import annotations
