@@ -176,6 +176,13 @@ def _plot_option(what: str):
     help="This node's rank in a multi-node profile (sets runtime.node_rank).",
 )
 @click.option(
+    "--join-timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="Multi-node: how long a node waits for the others to join before it stops (default 600).",
+)
+@click.option(
     "--run-dir",
     type=click.Path(file_okay=False),
     default=None,
@@ -193,6 +200,7 @@ def launch(
     force: bool,
     strict_jit: bool,
     node_rank: int | None,
+    join_timeout: float | None,
     run_dir: str | None,
     plot_file: str | None,
 ) -> None:
@@ -225,7 +233,7 @@ def launch(
         if not planned.plan.fits:
             sys.exit(EXIT_DOES_NOT_FIT)
         return
-    pipeline.launch(planned, force=force, run_dir=run_dir)
+    pipeline.launch(planned, force=force, run_dir=run_dir, join_timeout=join_timeout)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -382,6 +390,50 @@ def qualify(
         record = run_qualify(loaded, run_dir=run_dir, verify=verify, force=force, progress=progress)
     kv = record["kv"]
     click.echo(f"qualified: {kv['blocks']} blocks, {kv['tokens']} tokens, {kv['bytes']} bytes")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("profile", type=click.Path(dir_okay=False))
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@_set_option
+@click.option(
+    "--target",
+    "targets",
+    type=click.Choice(["k8s", "compose"]),
+    multiple=True,
+    help="What to write: k8s (a LeaderWorkerSet) or compose (one file per node). "
+    "Repeatable; default both.",
+)
+@click.option("--image", default="b12x-launch:latest", show_default=True, help="Image to run.")
+@click.option(
+    "--profile-ref",
+    default=None,
+    metavar="PATH",
+    help="The profile as the container finds it (default: profiles/<file name>).",
+)
+def emit(
+    profile: str,
+    out_dir: str,
+    overrides: tuple[str, ...],
+    targets: tuple[str, ...],
+    image: str,
+    profile_ref: str | None,
+) -> None:
+    """Write PROFILE's deployment for other targets into OUT_DIR: a Kubernetes
+    LeaderWorkerSet (leaderworkerset.yaml) and docker compose files (compose.node<N>.yaml).
+    The plan must fit (exit 3 otherwise); no GPU is needed."""
+    from pathlib import Path
+
+    from launcher import pipeline
+    from launcher.emit.command import emit as write
+
+    planned = pipeline.make_plan(pipeline.load(profile, overrides))
+    if not planned.plan.fits:
+        click.echo(f"error: the plan does not fit: {'; '.join(planned.plan.reasons)}", err=True)
+        sys.exit(EXIT_DOES_NOT_FIT)
+    ref = profile_ref or f"profiles/{Path(profile).name}"
+    for path in write(planned, Path(out_dir), targets or ("k8s", "compose"), image, ref, overrides):
+        click.echo(f"wrote {path}")
 
 
 def main() -> None:

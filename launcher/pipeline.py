@@ -175,7 +175,12 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
     return shell_line(command), note
 
 
-def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
+def launch(
+    planned: Planned, *, force: bool, run_dir: str | None, join_timeout: float | None = None
+) -> None:
     from launcher.launch.start import launch as start
 
-    start(planned, force=force, run_dir=run_dir)
+    if join_timeout is None:
+        start(planned, force=force, run_dir=run_dir)
+    else:
+        start(planned, force=force, run_dir=run_dir, join_timeout=join_timeout)

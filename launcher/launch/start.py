@@ -15,6 +15,7 @@ from pathlib import Path
 from launcher import atomic
 from launcher.deployment import resolve
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
+from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
 from launcher.launch.preflight import (
     GpuFacts,
@@ -30,6 +31,8 @@ from launcher.launch.vllm_args import (
     RUN_FILE_VERSION,
     VllmCommand,
     build_command,
+    entry_command,
+    spans_nodes,
 )
 from launcher.pipeline import Planned, on_runtime, replan
 from launcher.profile.vllm_runtime import probe_installed
@@ -144,9 +147,16 @@ def profile_record(profile) -> dict:
     return data
 
 
-def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
-    """Prepare, then replace this process with vLLM."""
+def launch(
+    planned: Planned,
+    *,
+    force: bool,
+    run_dir: str | None,
+    join_timeout: float = rendezvous.DEFAULT_TIMEOUT,
+) -> None:
+    """Prepare, meet the other nodes (multi-node mp), then replace this process with vLLM."""
     prepared = prepare(planned, force=force, run_dir=run_dir)
+    meet_nodes(prepared.planned, timeout=join_timeout)  # hands its connections on to vLLM
     kv = prepared.planned.plan.kv
     print(
         f"b12x-launch: plan {prepared.planned.fingerprint}: {kv.tokens:,} KV tokens "
@@ -159,6 +169,27 @@ def launch(planned: Planned, *, force: bool, run_dir: str | None) -> None:
         os.execvpe(prepared.argv[0], prepared.argv, prepared.env)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot start {prepared.argv[0]!r}: {exc}") from None
+
+
+def meet_nodes(planned: Planned, *, timeout: float) -> None:
+    """Every node of a multi-node mp profile joins node 0 before any of them starts vLLM;
+    node 0's exit then stops the others (``rendezvous.hand_on``)."""
+    p = planned.loaded.profile
+    if not spans_nodes(p):
+        return
+    meeting = rendezvous.Meeting(
+        nodes=p.hardware.nodes,
+        node_rank=p.runtime.node_rank,
+        master_addr=str(p.runtime.master_addr),
+        master_port=p.runtime.master_port,
+        fingerprint=planned.fingerprint,
+    )
+    conns = rendezvous.meet(meeting, timeout=timeout, say=_say)
+    rendezvous.hand_on(meeting, conns)
+
+
+def _say(line: str) -> None:
+    print(f"b12x-launch: {line}", file=sys.stderr, flush=True)
 
 
 def against_cards(planned: Planned, *, force: bool, gpus=None) -> tuple[Planned, tuple[str, ...]]:
@@ -197,7 +228,7 @@ def parser_flags(planned: Planned) -> list[str]:
     """The argv after the command and model path, as ``--model PATH ...`` for the parser."""
     p = planned.loaded.profile
     argv = planned.command.argv
-    start = len(p.vllm.command)
+    start = len(entry_command(p))
     return ["--model", argv[start], *argv[start + 1 :]]
 
 

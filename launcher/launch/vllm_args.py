@@ -29,6 +29,9 @@ instead of sizing the KV cache as plain vLLM does (a command run by hand without
 # `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 
+# The module every node of a multi-node mp profile starts (see launcher/vllm_serve.py).
+SERVE_MODULE = "launcher.vllm_serve"
+
 GPU_WORKER = "launcher.worker.PlannedWorker"
 CPU_WORKER = "launcher.worker.PlannedCPUWorker"
 
@@ -159,6 +162,23 @@ def interpreter(command: list[str]) -> list[str]:
     return list(command)
 
 
+def spans_nodes(profile: Profile) -> bool:
+    """One model over several nodes with vLLM's multiprocess launch (not Ray)."""
+    return profile.hardware.nodes > 1 and profile.runtime.multinode == "mp"
+
+
+def entry_command(profile: Profile) -> list[str]:
+    """What starts vLLM, before the model path.
+
+    A multi-node mp profile runs vLLM's own ``serve`` through ``launcher.vllm_serve`` on
+    every node, whatever ``vllm.command`` says: the API server module ignores
+    ``--headless`` and the ``vllm`` script fails on builds not named ``vllm``.
+    """
+    if spans_nodes(profile):
+        return [sys.executable, "-m", SERVE_MODULE]
+    return interpreter(profile.vllm.command)
+
+
 def build_command(
     profile: Profile,
     plan: MemoryPlan,
@@ -171,7 +191,7 @@ def build_command(
     p = profile
     s = p.serving
     d = deployment or resolve(p)
-    argv = [*interpreter(p.vllm.command), p.model.path]
+    argv = [*entry_command(p), p.model.path]
     argv += ["--host", s.host, "--port", str(s.port)]
     if p.model.served_name:
         argv += ["--served-model-name", p.model.served_name]

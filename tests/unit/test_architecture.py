@@ -22,6 +22,7 @@ ORDER = (
     "runtime",  # inside vLLM: planned worker, prewarm providers, measurement, JIT watchdog
     "pipeline",  # load -> plan -> render -> launch, step by step, for the commands
     "qualify",  # boots the planned deployment and drives its worst case
+    "emit",  # the planned deployment as other targets' files (LeaderWorkerSet, compose)
     "cli",  # the command line and the container's entry point
 )
 """Rooms in the order data flows; a room may import itself and any room before it."""
@@ -33,6 +34,7 @@ ROOM_OF_TOP_MODULE = {
     "secrets": "base",
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
+    "vllm_serve": "runtime",  # vLLM's serve entry, run as vLLM's process on every node
     "pipeline": "pipeline",
     "cli": "cli",
     "__main__": "cli",

