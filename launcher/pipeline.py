@@ -153,17 +153,10 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
     Raises:
         DoesNotFit: the plan does not fit (nothing is written).
     """
-    from launcher.errors import DoesNotFit
-    from launcher.launch.start import write_run
-    from launcher.report.render import fix_hint, shell_line
+    from launcher.launch.start import require_fit, write_run
+    from launcher.report.render import shell_line
 
-    if not planned.plan.fits:
-        raise DoesNotFit(
-            "the plan does not fit: "
-            + "; ".join(planned.plan.reasons)
-            + ". "
-            + fix_hint(planned.plan)
-        )
+    require_fit(planned)
     run, command = write_run(planned, run_dir)
     note = (
         f"wrote the plan to {run / 'plan.json'} (card memory from the "

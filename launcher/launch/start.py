@@ -57,13 +57,7 @@ def prepare(
     notes: tuple[str, ...] = ()
     if profile.hardware.gpu != "cpu":
         planned, notes = against_cards(planned, force=force, gpus=gpus)
-    if not planned.plan.fits:
-        raise DoesNotFit(
-            "the plan does not fit: "
-            + "; ".join(planned.plan.reasons)
-            + ". "
-            + fix_hint(planned.plan)
-        )
+    require_fit(planned)
     if check_vllm:
         require_vllm()
         planned, runtime_notes = on_installed_runtime(planned)
@@ -106,6 +100,17 @@ def on_installed_runtime(planned: Planned) -> tuple[Planned, tuple[str, ...]]:
         f"run inferred {inferred.name} from vllm.attention_backend. Set vllm.runtime: "
         f"{installed.name} so that dry runs plan the same",
     )
+
+
+def require_fit(planned: Planned) -> None:
+    """Raise ``DoesNotFit`` (exit 3, with what would fit) when the plan does not fit."""
+    if not planned.plan.fits:
+        raise DoesNotFit(
+            "the plan does not fit: "
+            + "; ".join(planned.plan.reasons)
+            + ". "
+            + fix_hint(planned.plan)
+        )
 
 
 def write_run(
