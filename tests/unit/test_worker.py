@@ -201,3 +201,24 @@ def test_the_plan_keeps_small_sizes_in_bytes(tmp_path, monkeypatch):
 
     run = RunPlan.from_env({"BLAUNCH_PLAN": prepared.env["BLAUNCH_PLAN"]})
     assert run.profile.memory.safety_margin == 256 * 1024
+
+
+def test_what_the_plan_had_learned_stays_in_the_record(run, tmp_path, monkeypatch):
+    """A boot that replayed the census compiles nothing late; its record still carries what
+    was learned, so the next plan replays it again instead of forgetting it."""
+    from launcher.plan import census
+    from launcher.runtime.worker import runplan
+
+    entry = census.entry("triton", "vllm.k.mask_empty_context_kernel", "[B=8]", specialization="{}")
+    real = runplan.RunPlan.rank
+
+    def rank_with_learned(self, rank):
+        return {**real(self, rank), "learned": [entry]}
+
+    monkeypatch.setattr(runplan.RunPlan, "rank", rank_with_learned)
+    argv = run.argv
+    Worker(
+        available=int(argv[argv.index("--kv-cache-memory-bytes") + 1])
+    ).determine_available_memory()
+    record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
+    assert record["late_compiles"] == [] and record["learned"] == [entry]

@@ -92,6 +92,10 @@ class PlannedMixin:
                 **budget.reserved,
             },
             "late_compiles": [],
+            # What earlier boots learned stays learned: a boot that replayed it compiles
+            # nothing late, and without this the next plan would forget it (seen on the H200:
+            # the boot after a clean one compiled the replayed kernel late again).
+            "learned": list(run.rank(rank).get("learned") or []),
         }
         self._save()
         return budget.bytes
