@@ -12,9 +12,7 @@ import math
 from dataclasses import dataclass
 
 from launcher.plan.model import ModelFacts
-from launcher.profile.vllm_runtime import Runtime
-
-FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
+from launcher.profile.vllm_runtime import FP8_DTYPES, Runtime
 
 
 class KvDtypeError(ValueError):

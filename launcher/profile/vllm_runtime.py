@@ -22,6 +22,8 @@ GLM_DSA_MODEL_TYPES = ("glm_moe_dsa", "deepseek_mtp")
 """Model types whose nvfp4 record the fork lines size specially (GLM-5.2 and its draft)."""
 
 
+FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
+"""``--kv-cache-dtype`` values that store one byte per element."""
 DS_MLA_FP8_BACKENDS = ("FLASHMLA_SPARSE", None)
 """Backends that store an fp8 KV cache of a DSA model as the 656-byte V3.2 record: vLLM's
 FlashMLA sparse backend turns any quantized ``--kv-cache-dtype`` into ``fp8_ds_mla``
@@ -32,8 +34,12 @@ DSA model on Hopper and Blackwell-datacenter cards."""
 def stored_kv_dtype(facts: ModelFacts, kv_dtype: str, backend: str | None) -> str:
     """The KV dtype vLLM really stores: ``fp8`` becomes ``fp8_ds_mla`` on a sparse-MLA (DSA)
     model under FlashMLA's sparse backend, as vLLM 0.26 does it."""
-    fp8 = kv_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2")
-    if fp8 and facts.is_mla and facts.has_indexer and backend in DS_MLA_FP8_BACKENDS:
+    if (
+        kv_dtype in FP8_DTYPES
+        and facts.is_mla
+        and facts.has_indexer
+        and backend in DS_MLA_FP8_BACKENDS
+    ):
         return "fp8_ds_mla"
     return kv_dtype
 

@@ -120,6 +120,20 @@ class Lab:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
 
+    def argv(self, spec: BootSpec, port: int, run_dir: Path, *more: str) -> list[str]:
+        """``python3 -m launcher PROFILE --force --run-dir RUN`` with the lab's settings."""
+        return [
+            sys.executable,
+            "-m",
+            "launcher",
+            str(PROFILES / spec.profile),
+            "--force",
+            "--run-dir",
+            str(run_dir),
+            *self.sets(spec, port),
+            *more,
+        ]
+
     def sets(self, spec: BootSpec, port: int) -> list[str]:
         model = models.write(spec.model, self.models / spec.model)
         plain = ["vllm.worker_cls=vllm.v1.worker.gpu_worker.Worker", "prewarm.enabled=false"]
@@ -205,17 +219,7 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
     result = BootResult(spec, work / "run", work / "server.log", devices, ballast=lab.ballast)
     result.idle_used_before = nvml.wait_idle(devices, IDLE_USED if not lab.ballast else 1 << 60)
     port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "launcher",
-        str(PROFILES / spec.profile),
-        "--force",
-        "--run-dir",
-        str(result.run_dir),
-        *lab.sets(spec, port),
-        *(["--strict-jit"] if spec.strict_jit else []),
-    ]
+    argv = lab.argv(spec, port, result.run_dir, *(["--strict-jit"] if spec.strict_jit else []))
     (work / "argv.json").write_text(json.dumps(argv))
     with result.log_path.open("w") as log:
         proc = subprocess.Popen(

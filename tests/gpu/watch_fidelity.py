@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from tests.gpu import models
-from tests.gpu.boot import PROFILES, BootSpec, Lab, _stop, _wait_healthy
+from tests.gpu.boot import BootSpec, Lab, _stop, _wait_healthy
 from tests.gpu.stress import Workload, prompt
 from tests.integration.server import free_port
 
@@ -54,18 +54,7 @@ def _boot(lab: Lab, variant: str, root: Path) -> dict:
         env["CUDA_LAUNCH_BLOCKING"] = "1"
     spec = BootSpec(variant, "glm-dsa-h200.yaml", "glm_dsa", sets=("prewarm.providers=[triton]",))
     port = free_port()
-    sets = lab.sets(spec, port)
-    sets += ["--set", f"env.TRITON_CACHE_DIR={work / 'triton'}"]
-    argv = [
-        sys.executable,
-        "-m",
-        "launcher",
-        str(PROFILES / spec.profile),
-        "--force",
-        "--run-dir",
-        str(work / "run"),
-        *sets,
-    ]
+    argv = lab.argv(spec, port, work / "run", "--set", f"env.TRITON_CACHE_DIR={work / 'triton'}")
     log_path = work / "server.log"
     started = time.monotonic()
     with log_path.open("w") as log:

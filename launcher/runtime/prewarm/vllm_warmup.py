@@ -473,12 +473,12 @@ class VllmWarmupProvider:
             # vLLM 0.26's GLM-DSA model (index out of bounds, seen on the H200).
             covered = [e for e in early if e.name == "moe_token_buckets"]
             for e in covered:
-                _report(result, notes, e.name, "skipped", "covered by serving_batches")
+                _report(result, e.name, "skipped", "covered by serving_batches")
             early = [e for e in early if e not in covered]
-        _run_points(early, ctx, result, notes)
+        _run_points(early, ctx, result)
         if why:
             for e in late:
-                _report(result, notes, e.name, "skipped", f"no scratch KV cache: {why}")
+                _report(result, e.name, "skipped", f"no scratch KV cache: {why}")
         elif late:
             shape = shape_of(ctx.worker)
             blocks = blocks_needed(shape, waves(shape))
@@ -487,12 +487,12 @@ class VllmWarmupProvider:
                 scratch = stage.__enter__()
             except Exception as exc:  # the runtime could not build it: nothing to release
                 for e in late:
-                    _report(result, notes, e.name, "failed", f"scratch KV cache: {exc!r}")
+                    _report(result, e.name, "failed", f"scratch KV cache: {exc!r}")
                 scratch = None
             if scratch is not None:
                 ctx.scratch = scratch
                 try:
-                    _run_points(late, ctx, result, notes)
+                    _run_points(late, ctx, result)
                 finally:
                     ctx.scratch = None
                     stage.__exit__(None, None, None)  # ScratchNotRestored stops the boot
@@ -514,7 +514,6 @@ class VllmWarmupProvider:
 
 def _report(
     result: PrewarmResult,
-    notes: list[str],
     name: str,
     status: str,
     detail: str,
@@ -523,14 +522,10 @@ def _report(
     entry = {"name": name, "status": status, "detail": detail}
     if kernels is not None:
         entry["kernels"] = kernels
-    result.entry_points.append(entry)
-    if status not in ("called",):
-        notes.append(f"{name}: {status}: {detail}")
+    result.entry_points.append(entry)  # the one account (the worker logs it): not in notes
 
 
-def _run_points(
-    points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmResult, notes: list[str]
-) -> None:
+def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmResult) -> None:
     """Call each entry point's thunks; count the Triton kernels each brought in."""
     from launcher.runtime import jit_watch
 
@@ -538,11 +533,11 @@ def _run_points(
         try:
             found = ep.find(ctx)
         except Exception as exc:  # the runtime lacks what the finder reads
-            _report(result, notes, ep.name, "failed", f"{type(exc).__name__}: {exc}")
+            _report(result, ep.name, "failed", f"{type(exc).__name__}: {exc}")
             continue
         if isinstance(found, str):
             status, _, detail = found.partition(": ")
-            _report(result, notes, ep.name, status, detail or found)
+            _report(result, ep.name, status, detail or found)
             continue
         for label, thunk in found:
             before = jit_watch.loaded()
@@ -552,7 +547,6 @@ def _run_points(
             except Exception as exc:  # reported; vLLM's own warmup runs it again after sizing
                 _report(
                     result,
-                    notes,
                     label,
                     "failed",
                     f"{type(exc).__name__}: {exc}",
@@ -569,7 +563,6 @@ def _run_points(
                 result.specializations.append(f"{label}: {names}")
                 _report(
                     result,
-                    notes,
                     label,
                     "called",
                     f"{kernels} Triton kernels in {took}: {names}",
@@ -578,7 +571,6 @@ def _run_points(
             else:
                 _report(
                     result,
-                    notes,
                     label,
                     "no-op",
                     f"brought in 0 Triton kernels in {took} (other kernels are not counted)",

@@ -247,10 +247,9 @@ class PlannedMixin:
             out["weights"] = before["torch_allocated"]
             engine = launch_free - after["free"]
             out["cuda_context"] = max(0, engine - before["torch_allocated"] - retained)
-        if getattr(self, "_activation_peak", None) is not None:
-            out["activation_peak"] = self._peak_activation()  # measured, 0 included
-        elif self._peak_activation():
-            out["activation_peak"] = self._peak_activation()
+        peak = self._peak_activation()
+        if peak or getattr(self, "_activation_peak", None) is not None:  # measured: 0 counts
+            out["activation_peak"] = peak
         return out
 
     @contextlib.contextmanager
