@@ -87,12 +87,20 @@ def replan(
 
 def on_runtime(planned: Planned, runtime: str) -> Planned:
     """The same deployment planned for vLLM line ``runtime`` (``vllm.runtime`` set to it),
-    from the facts already gathered."""
+    from the facts already gathered, with that plan's own calibration records (its
+    fingerprint differs, and the records a boot writes are kept under it)."""
     p = planned.loaded.profile
     profile = p.model_copy(update={"vllm": p.vllm.model_copy(update={"runtime": runtime})})
     loaded = replace(planned.loaded, profile=profile)
     fingerprint = profile_fingerprint(profile)
-    return _planned(loaded, planned.inputs, fingerprint, planned.calibrate, planned.use_qualified)
+    inputs = replace(
+        planned.inputs,
+        measured=_measured(loaded, fingerprint, planned.calibrate, driver=None),
+        qualified=_qualified(loaded, fingerprint, True, driver=None)
+        if planned.calibrate and planned.use_qualified
+        else planned.inputs.qualified,
+    )
+    return _planned(loaded, inputs, fingerprint, planned.calibrate, planned.use_qualified)
 
 
 def pinned_at(planned: Planned, qualified: Qualified) -> Planned:

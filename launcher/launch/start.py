@@ -55,13 +55,15 @@ def prepare(
     loaded = planned.loaded
     profile = loaded.profile
     notes: tuple[str, ...] = ()
-    if profile.hardware.gpu != "cpu":
-        planned, notes = against_cards(planned, force=force, gpus=gpus)
+    cards = _gpu_facts(planned, force=force, gpus=gpus) if profile.hardware.gpu != "cpu" else None
+    if check_vllm:
+        # The line before the replan: it is part of the fingerprint that picks the records.
+        require_vllm()
+        planned, notes = on_installed_runtime(planned)
+    if cards is not None:
+        planned, notes = _replan(planned, cards), (*cards.notes, *notes)
     require_fit(planned)
     if check_vllm:
-        require_vllm()
-        planned, runtime_notes = on_installed_runtime(planned)
-        notes = (*notes, *runtime_notes)
         flags = parser_flags(planned)
         try:
             check_argv(flags, FLAG_KEYS)

@@ -364,8 +364,37 @@ def test_the_probe_tells_the_lines_apart(tmp_path, monkeypatch):
         tmp_path / "b", monkeypatch, "utils/b12x.py", "v1/worker/b12x_startup.py"
     )
     assert runtime.name == "b12x-fork"
-    gg = "model_executor/warmup/sparse_mla_triton_warmup.py"
+    gg = "v1/attention/backends/mla/b12x_mla_sparse.py"
     assert fake_vllm(tmp_path / "c", monkeypatch, gg)[0].name == "gilded-gnosis"
+    # stock 0.26 ships the sparse-MLA Triton warmup (the H200 kit): still upstream
+    stock = "model_executor/warmup/sparse_mla_triton_warmup.py"
+    assert fake_vllm(tmp_path / "d", monkeypatch, stock)[0].name == "upstream"
+
+
+def test_a_launch_on_another_line_reads_that_lines_calibration(write, tmp_path, vllm_checks):
+    """The records a boot writes are kept under the launched plan's fingerprint, which names
+    the installed line: the next launch must read them there (on the H200, a stock vLLM
+    taken for a fork line made every boot start uncalibrated)."""
+    from launcher.plan.calibration import save_record, stack_versions
+    from launcher.plan.measured import MEASURABLE
+
+    vllm_checks("gilded-gnosis")
+    p = planned(write, tmp_path, "vllm.attention_backend=FLASHMLA_SPARSE")
+    first = prepare_checked(p, tmp_path)
+    assert first.planned.fingerprint != p.fingerprint
+    comps = first.planned.plan.ranks[0].components
+    record = {
+        "fingerprint": first.planned.fingerprint,
+        "rank": 0,
+        "when": "2026-12-01T05:10:51",
+        "environment": {"gpu_kind": "rtx-pro-6000", **stack_versions()},
+        "measured": {c.name: c.bytes + 1 for c in comps if c.name in MEASURABLE},
+    }
+    for rank in range(4):
+        save_record({**record, "rank": rank}, None, first.planned.loaded.profile)
+    again = prepare_checked(p, tmp_path / "again")
+    sources = {c.name: c.source for c in again.planned.plan.ranks[0].components}
+    assert {sources[n] for n in record["measured"]} == {"measured"}, sources
 
 
 @pytest.mark.parametrize(

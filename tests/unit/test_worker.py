@@ -185,6 +185,48 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
     assert "profile_run" not in vars(worker.model_runner)  # the class's method again
 
 
+def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeypatch):
+    """The warmup runs the largest batch again and its activations stay in torch's default
+    pool, inside the measured cudagraph_pool: the record keeps the peak less that cache, and
+    a calibrated boot reserves the recorded figure, not this boot's raw peak."""
+    from launcher.runtime.worker import planned as planned_mod
+
+    segments = [
+        {"device": 0, "segment_pool_id": (0, 0), "total_size": 900, "allocated_size": 200},
+        {"device": 0, "segment_pool_id": (0, 7), "total_size": 500, "allocated_size": 0},
+        {"device": 1, "segment_pool_id": (0, 0), "total_size": 800, "allocated_size": 0},
+    ]
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: segments)
+    assert planned_mod._default_pool_cached(0) == 700  # not a graph's pool, not device 1
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+        rank = 0
+
+        def _device_index(self):
+            return 0
+
+    worker = GpuWorker()
+    worker._record = {"measured": {"activation_peak": 1000}}
+    worker._net_activation()
+    assert worker._record["measured"]["activation_peak"] == 300
+    assert worker._record["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
+
+    class Run:
+        def __init__(self, source):
+            self.source = source
+
+        def rank(self, rank):
+            comp = {"bytes": 300, "source": self.source}
+            return {"components": {"activation_peak": comp}}
+
+    worker._activation_peak = 1000
+    assert worker._activation_reserve(Run("measured")) == 300
+    assert worker._activation_reserve(Run("estimate")) == 1000
+
+
 def test_the_plan_keeps_small_sizes_in_bytes(tmp_path, monkeypatch):
     """A profile writes ``256KiB``; the plan stores 262144 bytes, which the worker reads back
     (a bare number under 1 MiB is refused in a profile, not in the plan)."""
