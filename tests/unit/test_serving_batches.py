@@ -66,8 +66,12 @@ def test_the_scratch_cache_holds_the_largest_wave_in_logical_blocks():
 
 def test_a_continuing_chunk_shares_a_step_with_a_fresh_prompt():
     """The case vLLM's merge of attention states masks an empty context for."""
-    wave = next(w for w in sb.waves(TIER) if "second chunk" in w.name)
-    first, second = wave.arrivals
     chunk = TIER.max_num_batched_tokens
-    assert first.step == 0 and chunk < first.prompt < 2 * chunk
-    assert second.step == 1 and (first.prompt - chunk) + second.prompt <= chunk
+    together = set()
+    for wave in (w for w in sb.waves(TIER) if "second chunk" in w.name):
+        first, second = wave.arrivals
+        assert first.step == 0 and chunk < first.prompt < 2 * chunk
+        assert second.step == 1 and (first.prompt - chunk) + second.prompt <= chunk
+        together.add(((first.prompt - chunk) + second.prompt) % 16 == 0)
+    # the merge's LSE head stride is the step's prefill tokens: Triton specializes on % 16
+    assert together == {True, False}

@@ -102,14 +102,18 @@ def waves(s: Shape) -> list[Wave]:
     )
     if seqs >= 2:
         # A prompt's next chunk (it has context) beside a fresh prompt (none) in one step:
-        # vLLM then merges attention states and masks the empty context (a kernel of its own).
-        rest = max(1, min(500, room - chunk - 4))
-        out.append(
-            Wave(
-                "a prompt's second chunk beside a new prompt",
-                (Arrival(0, min(room - 4, chunk + rest), 3), Arrival(1, min(room, 300), 3)),
+        # vLLM then merges attention states and masks the empty context (a kernel of its own,
+        # whose LSE head stride is the step's prefill tokens: both sides of 16, as served;
+        # the H200 compiled the odd one late when only 800 was here).
+        fresh = min(room, 300)
+        for rest in (500, 501):
+            rest = max(1, min(rest, room - chunk - 4))
+            out.append(
+                Wave(
+                    f"a prompt's second chunk beside a new prompt, {rest + fresh} tokens",
+                    (Arrival(0, min(room - 4, chunk + rest), 3), Arrival(1, fresh, 3)),
+                )
             )
-        )
     rows = max(1, min(3, seqs - 3))
     mixed = [Arrival(0, min(room, 40 + i), 12 * width) for i in range(rows)]
     if seqs > rows:
