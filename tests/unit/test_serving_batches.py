@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from launcher.runtime.prewarm import serving_batches as sb
@@ -14,8 +16,9 @@ GLM52 = sb.Shape(
     block_size=64,
     dcp=4,
     capture_sizes=(4, 8, 16, 32),
+    index_topk=2048,
 )
-TIER = sb.Shape(20480, 2048, 8, 2, 64, 1, (3, 6, 12, 24))
+TIER = sb.Shape(20480, 2048, 8, 2, 64, 1, (3, 6, 12, 24), index_topk=256)
 
 
 @pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
@@ -75,3 +78,24 @@ def test_a_continuing_chunk_shares_a_step_with_a_fresh_prompt():
         together.add(((first.prompt - chunk) + second.prompt) % 16 == 0)
     # the merge's LSE head stride is the step's prefill tokens: Triton specializes on % 16
     assert together == {True, False}
+
+
+@pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
+def test_short_prompts_meet_the_dense_prefill_under_the_indexers_top_k(shape):
+    """Sparse MLA runs dense MHA for a step whose prompts are all within top-k; there a
+    short prompt's next chunk beside a new one masks the empty context (the H200 compiled
+    mask_empty_context_kernel late: every other wave's prompts were longer than top-k)."""
+    dense = [w for w in sb.waves(shape) if "dense prefill" in w.name]
+    chunk, top = shape.max_num_batched_tokens, shape.index_topk
+    together = set()
+    for wave in dense:
+        filler, first, fresh = wave.arrivals
+        head = chunk - filler.prompt  # what step 0's budget leaves of the short prompt
+        assert filler.step == first.step == 0 and fresh.step == 1
+        assert 0 < head < first.prompt <= top and fresh.prompt <= top
+        together.add((first.prompt - head + fresh.prompt) % 16 == 0)
+    assert together == {True, False}
+
+
+def test_no_dense_prefill_waves_without_an_indexer():
+    assert not [w for w in sb.waves(replace(TIER, index_topk=0)) if "dense" in w.name]

@@ -44,6 +44,9 @@ class Shape:
     dcp: int = 1
     capture_sizes: tuple[int, ...] = ()
     vocab: int = 32000
+    index_topk: int = 0
+    """The DSA indexer's top-k (0 without one): sparse MLA prefills with dense MHA when every
+    prompt of the step is no longer than it."""
     sampling: bool = True
     """Include a request sampled at temperature > 0 (vLLM's CPU backend cannot: its
     sampler fails with "CPU Generator does not use offset")."""
@@ -114,6 +117,7 @@ def waves(s: Shape) -> list[Wave]:
                     (Arrival(0, min(room - 4, chunk + rest), 3), Arrival(1, fresh, 3)),
                 )
             )
+    out += _dense_prefill_waves(s, room)
     rows = max(1, min(3, seqs - 3))
     mixed = [Arrival(0, min(room, 40 + i), 12 * width) for i in range(rows)]
     if seqs > rows:
@@ -124,6 +128,35 @@ def waves(s: Shape) -> list[Wave]:
             Arrival(4, min(room, 701), 3, sampled=s.sampling),
         ]
     out.append(Wave(f"prefills behind {rows} decode row(s), two prompts in one step", tuple(mixed)))
+    return out
+
+
+def _dense_prefill_waves(s: Shape, room: int) -> list[Wave]:
+    """Under the DSA indexer, a step whose prompts are all within its top-k runs vLLM's dense
+    MLA prefill: a short prompt's next chunk beside a new short prompt then masks the empty
+    context (the kernel the H200 compiled late: the waves above are all longer than top-k).
+    A filler prompt takes all of step 0's token budget but ``head`` tokens of the short one
+    and ends there (one output token), so step 1 holds only the two short prompts."""
+    chunk = s.max_num_batched_tokens
+    top = min(s.index_topk, room, chunk)
+    first = min(top, 200)
+    head = max(1, first // 4)
+    filler = chunk - head
+    if s.index_topk <= 0 or s.max_num_seqs < 3 or first <= head or not 1 <= filler <= room:
+        return []
+    rest = first - head
+    out = []
+    for odd in (0, 1):  # the LSE head stride is the step's prefill tokens: both sides of 16
+        fresh = min(top, 120)
+        fresh -= (rest + fresh) % 16
+        fresh = max(1, fresh + odd if fresh + odd <= top else fresh - odd)
+        out.append(
+            Wave(
+                f"a short prompt's next chunk beside a new one (dense prefill under top-k "
+                f"{s.index_topk}), {rest + fresh} tokens",
+                (Arrival(0, filler, 1), Arrival(0, first, 3), Arrival(1, fresh, 3)),
+            )
+        )
     return out
 
 
@@ -150,6 +183,7 @@ def shape_of(worker: Any) -> Shape:
         dcp=int(config.parallel_config.decode_context_parallel_size),
         capture_sizes=tuple(config.compilation_config.cudagraph_capture_sizes or ()),
         vocab=int(config.model_config.get_vocab_size()),
+        index_topk=int(getattr(config.model_config.hf_config, "index_topk", 0) or 0),
         sampling=str(getattr(config.device_config, "device_type", "cuda")) != "cpu",
     )
 

@@ -423,6 +423,7 @@ def profile_shape(ctx: PrewarmContext):
         block_size=d.block_size,
         dcp=p.parallel.decode_context,
         capture_sizes=d.capture_sizes,
+        index_topk=ctx.facts.index_topk,
     )
 
 
