@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from launcher.plan.inputs import gather
 from launcher.profile import load_profile
-from launcher.runtime.prewarm import PrewarmContext, load
+from launcher.runtime.prewarm import PrewarmContext, load, run_after_forward
 from launcher.runtime.prewarm import triton_kernels as tk
 from tests.conftest import PROFILES, ROOT
 
@@ -373,7 +373,8 @@ def test_b12x_fork_finds_moe_units_in_the_runtime_dicts(exl3, dcp, interleave):
     assert provider.units.total == 2
     assert lines == [
         "b12x prewarm: fused_moe: 2 unit(s): 0 PreparedExperts attribute(s), runtime dicts: "
-        "_RANK_SLICED_RUNTIMES 1, _MIXED_TRELLIS_RUNTIMES 1"
+        "_RANK_SLICED_RUNTIMES 1, _MIXED_TRELLIS_RUNTIMES 1; 2 compiled by the runtime's own "
+        "forward at the token counts it ran (b12x plans only PreparedExperts)"
     ]
 
 
@@ -387,13 +388,18 @@ def test_b12x_fork_finds_prepared_experts_attributes(exl3):
     assert len(provider.units.experts) == 1 and provider.units.total == 1
 
 
-def test_zero_moe_units_is_a_loud_warning(exl3, caplog):
+def test_zero_moe_units_after_the_first_forward_is_a_loud_warning(exl3, caplog):
     pytest.importorskip("b12x")
     live = runner(4, 1, 0)
     live.model = _model(SimpleNamespace())
+    ctx = context("b12x-fork", runner=live)
     with caplog.at_level(logging.WARNING, logger="launcher.runtime.prewarm.b12x"):
-        result = load("b12x").run(context("b12x-fork", runner=live))
-    assert result.skipped.startswith("fused_moe: 0 units found for an EXL3 MoE deployment")
+        result = load("b12x").run(ctx)
+        assert result.skipped == "fused_moe: looked up after the model's first forward"
+        run_after_forward(ctx)  # the worker's: no scratch forward ran
+    assert result.skipped.startswith(
+        "fused_moe: 0 units found after the model's first forward for an EXL3 MoE deployment"
+    )
     assert "_RANK_SLICED_RUNTIMES" in result.skipped and "_MIXED_TRELLIS_RUNTIMES" in result.skipped
     assert any("0 units found" in r.getMessage() for r in caplog.records)
 
@@ -525,3 +531,38 @@ def test_a_launcher_without_dcp_arguments_is_noted(fork, monkeypatch):
         "(this vLLM's launcher takes no cp_kv_cache_interleave_size, dcp_rank, dcp_world_size)"
     )
     assert len(fork.of(ALL_KERNELS[1])) == 3 * len(tk.PREFILL_ROW_OFFSETS)
+
+
+class _TensorExperts:
+    """Stands in for b12x 1.5.1's B12XFP4ExpertWeights (tensor-API prepare_weights)."""
+
+    num_experts, hidden_size, intermediate_size = 256, 6144, 512
+
+
+def test_moe_units_the_first_forward_creates_are_found_after_it(exl3, monkeypatch):
+    """The fork fills its EXL3 MoE units on a layer's first forward: before the scratch
+    stage's waves there are none, after them the provider finds and reports them."""
+    pytest.importorskip("b12x")
+    from launcher.runtime.prewarm import moe_units
+
+    monkeypatch.setattr(moe_units, "_tensor_experts_type", lambda: _TensorExperts)
+    layer = SimpleNamespace()
+    live = runner(4, 1, 0)
+    live.model = _model(layer)
+    lines: list[str] = []
+    ctx = context("b12x-fork", runner=live)
+    ctx.log = lines.append
+    provider = load("b12x")
+    result = provider.run(ctx)
+    assert provider.units is None and len(ctx.after_forward) == 1
+    layer.exl3_weights = _TensorExperts()  # the serving waves' forward
+    exl3._RANK_SLICED_RUNTIMES[("target", 0)] = {"trellis_plan": "p"}
+    run_after_forward(ctx)
+    assert result.skipped == "" and ctx.after_forward == []
+    assert provider.units.total == 2 and len(provider.units.tensor_experts) == 1
+    assert lines == [
+        "b12x prewarm: fused_moe after the model's first forward: 2 unit(s): 0 "
+        "PreparedExperts attribute(s), 1 B12XFP4ExpertWeights attribute(s), runtime dicts: "
+        "_RANK_SLICED_RUNTIMES 1; 2 compiled by the runtime's own forward at the token "
+        "counts it ran (b12x plans only PreparedExperts)"
+    ]

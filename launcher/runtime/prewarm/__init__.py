@@ -46,6 +46,11 @@ class PrewarmContext:
     """Late compiles earlier boots recorded for this rank (``launcher.plan.census`` entries)."""
     scratch: Any = None
     """The scratch KV cache while the runtime provider's stage holds one (``scratch_kv``)."""
+    after_forward: list[Any] = field(default_factory=list)
+    """Work a provider leaves for after the model's first forward (callables taking no
+    argument): the runtime provider runs them after its serving waves, on the scratch KV
+    cache; the worker runs what is left after the last provider. The fork lines create
+    their EXL3 MoE units on each layer's first forward."""
 
     @cached_property
     def deployment(self) -> Deployment:
@@ -109,3 +114,9 @@ def load(name: str) -> Provider:
         raise UnknownProvider(f"unknown prewarm provider {name!r}; known: {', '.join(available())}")
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)()
+
+
+def run_after_forward(ctx: PrewarmContext) -> None:
+    """Run (once) what providers left for after the model's first forward."""
+    while ctx.after_forward:
+        ctx.after_forward.pop(0)()

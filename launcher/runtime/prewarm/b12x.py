@@ -103,18 +103,58 @@ class B12xProvider:
             result.skipped = reason
             return result
         try:
-            from b12x import PreparationSession
+            import b12x  # noqa: F401
         except Exception as exc:
             result.skipped = f"b12x is not importable: {exc}"
             return result
         log = _logger(ctx)
-        problems = []
-        moe_problems = []
+        groups = self.build_requests(ctx)
+        moe = groups.pop("fused_moe", [])
+        problems = self._prepare(ctx, groups, result, log)
         if sizing.uses_b12x_moe(ctx.profile, ctx.facts):
-            moe_problems = self._find_moe_units(ctx, log)
+            if ctx.model_runner is not None and not find_moe_units(ctx.model_runner).total:
+                # The fork creates its EXL3 MoE units on each layer's first forward: look
+                # again after the runtime provider's serving waves (or after the last one).
+                ctx.after_forward.append(lambda: self._moe_after_forward(ctx, result, log))
+                problems.append("fused_moe: looked up after the model's first forward")
+            else:
+                problems += self._find_moe_units(ctx, log)
+                problems += self._prepare(ctx, {"fused_moe": self._moe(ctx)}, result, log)
+        elif moe:
+            problems += self._prepare(ctx, {"fused_moe": moe}, result, log)
+        result.skipped = "; ".join(problems)
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _moe(self, ctx: PrewarmContext) -> list[Any]:
+        return self.build_requests(ctx).get("fused_moe", [])
+
+    def _moe_after_forward(
+        self, ctx: PrewarmContext, result: PrewarmResult, log: Callable[[str], None]
+    ) -> None:
+        """The MoE group, once a forward has filled the model's units; ``result`` (already
+        reported) says what was found and prepared."""
+        started = time.monotonic()
+        problems = self._find_moe_units(ctx, log, after_forward=True)
+        problems += self._prepare(ctx, {"fused_moe": self._moe(ctx)}, result, log)
+        waited = "fused_moe: looked up after the model's first forward"
+        notes = [n for n in result.skipped.split("; ") if n and n != waited]
+        result.skipped = "; ".join(notes + problems)
+        result.seconds += time.monotonic() - started
+
+    def _prepare(
+        self,
+        ctx: PrewarmContext,
+        groups: dict[str, list[Any]],
+        result: PrewarmResult,
+        log: Callable[[str], None],
+    ) -> list[str]:
+        """Prepare each group in a session of its own (a group that fails is closed alone)."""
+        from b12x import PreparationSession
+
         p = ctx.profile.prewarm
-        # One session per group: a group that fails to prepare is closed alone.
-        for group, requests in self.build_requests(ctx).items():
+        problems = []
+        for group, requests in groups.items():
             if not requests:
                 continue
             session = PreparationSession(
@@ -132,20 +172,30 @@ class B12xProvider:
             summary = done.compilation
             if summary is not None:
                 result.compiled += summary.cute_compilations + summary.triton_compilations
-        result.skipped = "; ".join(problems + moe_problems)
-        result.seconds = time.monotonic() - started
-        return result
+        return problems
 
-    def _find_moe_units(self, ctx: PrewarmContext, log: Callable[[str], None]) -> list[str]:
+    def _find_moe_units(
+        self, ctx: PrewarmContext, log: Callable[[str], None], after_forward: bool = False
+    ) -> list[str]:
         """Look up the model's EXL3 MoE units; problems to report (loud when none)."""
         if ctx.model_runner is None:
             return ["fused_moe: needs the worker's model (prepared only from its own experts)"]
         self.units = find_moe_units(ctx.model_runner)
+        when = " after the model's first forward" if after_forward else ""
         if not self.units.total:
-            text = f"fused_moe: 0 units found for an EXL3 MoE deployment ({self.units.where})"
+            text = f"fused_moe: 0 units found{when} for an EXL3 MoE deployment ({self.units.where})"
             logger.warning("b12x prewarm: %s", text)
             return [text]
-        log(f"b12x prewarm: fused_moe: {self.units.describe()}")
+        ran = len(self.units.tensor_experts) + sum(map(len, self.units.runtimes.values()))
+        log(
+            f"b12x prewarm: fused_moe{when}: {self.units.describe()}"
+            + (
+                f"; {ran} compiled by the runtime's own forward at the token counts it ran "
+                "(b12x plans only PreparedExperts)"
+                if ran
+                else ""
+            )
+        )
         return []
 
     def freeze(self, ctx: PrewarmContext, on_late_compile: Callable[[str, str], None]) -> None:

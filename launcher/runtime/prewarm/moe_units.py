@@ -25,6 +25,10 @@ RUNTIME_DICTS = ("_RANK_SLICED_RUNTIMES", "_EXACT_RANK_SLICED_RUNTIMES", "_MIXED
 class MoeUnits:
     experts: list[Any] = field(default_factory=list)
     """Distinct ``PreparedExperts`` (by experts x hidden x intermediate)."""
+    tensor_experts: list[Any] = field(default_factory=list)
+    """Distinct ``B12XFP4ExpertWeights``: what b12x 1.5.1's tensor-API ``prepare_weights``
+    returns (the fork's EXL3 MoE). Its canonical planner takes only ``PreparedExperts``, so
+    these are compiled by the runtime's own forward, at the token counts it runs."""
     runtimes: dict[str, list[Any]] = field(default_factory=dict)
     """Dict name -> the planned runtimes found in it."""
     looked: list[str] = field(default_factory=list)
@@ -32,7 +36,11 @@ class MoeUnits:
 
     @property
     def total(self) -> int:
-        return len(self.experts) + sum(len(v) for v in self.runtimes.values())
+        return (
+            len(self.experts)
+            + len(self.tensor_experts)
+            + sum(len(v) for v in self.runtimes.values())
+        )
 
     @property
     def where(self) -> str:
@@ -40,8 +48,11 @@ class MoeUnits:
 
     def describe(self) -> str:
         found = ", ".join(f"{name} {len(v)}" for name, v in self.runtimes.items() if v)
-        return f"{self.total} unit(s): {len(self.experts)} PreparedExperts attribute(s)" + (
-            f", runtime dicts: {found}" if found else ""
+        tensor = len(self.tensor_experts)
+        return (
+            f"{self.total} unit(s): {len(self.experts)} PreparedExperts attribute(s)"
+            + (f", {tensor} B12XFP4ExpertWeights attribute(s)" if tensor else "")
+            + (f", runtime dicts: {found}" if found else "")
         )
 
 
@@ -50,8 +61,8 @@ def find_moe_units(model_runner: Any) -> MoeUnits:
     units = MoeUnits()
     models = [getattr(model_runner, "model", None)]
     models.append(getattr(getattr(model_runner, "drafter", None), "model", None))
-    prepared = _prepared_experts_type()
-    seen: dict[tuple[int, int, int], Any] = {}
+    kinds = [k for k in (_prepared_experts_type(), _tensor_experts_type()) if k is not None]
+    seen: dict[type, dict[tuple[int, int, int], Any]] = {k: {} for k in kinds}
     modules = 0
     for model in models:
         if model is None or not hasattr(model, "modules"):
@@ -59,11 +70,14 @@ def find_moe_units(model_runner: Any) -> MoeUnits:
         for module in model.modules():
             modules += 1
             for value in vars(module).values():
-                if prepared is not None and isinstance(value, prepared):
-                    key = (value.num_experts, value.hidden_size, value.intermediate_size)
-                    seen.setdefault(key, value)
-    units.experts = list(seen.values())
-    units.looked.append(f"PreparedExperts attributes of {modules} module(s)")
+                for kind in kinds:
+                    if isinstance(value, kind):
+                        key = (value.num_experts, value.hidden_size, value.intermediate_size)
+                        seen[kind].setdefault(key, value)
+    prepared, tensor = _prepared_experts_type(), _tensor_experts_type()
+    units.experts = list(seen.get(prepared, {}).values()) if prepared else []
+    units.tensor_experts = list(seen.get(tensor, {}).values()) if tensor else []
+    units.looked.append(f"expert attributes of {modules} module(s)")
     for name in EXL3_MODULES:
         module = sys.modules.get(name) or _import(name)
         if module is None:
@@ -83,6 +97,14 @@ def _prepared_experts_type() -> type | None:
     except Exception:  # no b12x: no PreparedExperts can exist in this process
         return None
     return fused_moe.PreparedExperts
+
+
+def _tensor_experts_type() -> type | None:
+    try:
+        from b12x.moe.fused_moe._impl import B12XFP4ExpertWeights
+    except Exception:  # no b12x, or a release without the tensor API
+        return None
+    return B12XFP4ExpertWeights
 
 
 def _import(name: str) -> Any:

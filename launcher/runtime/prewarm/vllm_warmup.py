@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, run_after_forward
 
 Thunk = Callable[[], Any]
 
@@ -494,6 +494,7 @@ class VllmWarmupProvider:
                 ctx.scratch = scratch
                 try:
                     _run_points(late, ctx, result)
+                    run_after_forward(ctx)  # the waves ran the model: its MoE units exist
                 finally:
                     ctx.scratch = None
                     stage.__exit__(None, None, None)  # ScratchNotRestored stops the boot

@@ -20,7 +20,7 @@ from launcher.plan import census
 from launcher.plan.calibration import save_record, stack_versions
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
-from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load, run_after_forward
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.units import format_size
 
@@ -186,6 +186,7 @@ class PlannedMixin:
                     + (f"; entry points: {points}" if points else "")
                     + (f"; {result.skipped}" if result.skipped else "")
                 )
+            run_after_forward(ctx)  # no scratch forward ran: what waited for one runs now
 
         if device is None:
             run_all()
