@@ -87,3 +87,67 @@ def test_without_the_row_offsets_a_prefill_behind_decode_rows_would_compile_late
     prewarmed, served = provider_keys(keys), serving_keys(keys)
     missing = served - prewarmed
     assert missing and all("('*i32', '')" in key for key in missing)
+
+
+def _recording(monkeypatch, kernel) -> list[str]:
+    """Triton's binder in place of ``kernel``'s launch: each call records its key."""
+    binder = create_function_from_signature(kernel.signature, kernel.params, BaseBackend)
+    seen: list[str] = []
+
+    def run(*args, grid, warmup, **kwargs):
+        _, specialization, _ = binder(*args, **kwargs)
+        seen.append(str(specialization))
+
+    monkeypatch.setattr(kernel, "run", run)
+    return seen
+
+
+def test_the_all_to_all_combine_keys_serving_launches_are_compiled_before_sizing(monkeypatch):
+    """``--dcp-comm-backend a2a``: vLLM's own pack and unpack kernels (the installed vLLM's
+    ``dcp_a2a_lse_reduce`` call sites replayed without the exchange) for decode batches of
+    every size up to max_num_seqs, masked (per request) and not."""
+    import triton
+
+    from tests.conftest import need_module
+
+    dcp_ops = need_module("unit", "vllm.v1.attention.ops.dcp", "vLLM's DCP ops")
+    # vLLM on a CPU keeps its kernels as plain functions (no Triton backend): the real
+    # decorator gives them Triton's parameters back, to bind (nothing compiles).
+    monkeypatch.setattr(dcp_ops, "triton", triton)
+    kernels = {}
+    for name in ("_dcp_a2a_pack_send_kernel", "_dcp_a2a_unpack_combine_kernel"):
+        fn = getattr(dcp_ops, name)
+        kernels[name] = fn if hasattr(fn, "params") else triton.jit(fn)
+        monkeypatch.setattr(dcp_ops, name, kernels[name])
+    pack = _recording(monkeypatch, kernels["_dcp_a2a_pack_send_kernel"])
+    unpack = _recording(monkeypatch, kernels["_dcp_a2a_unpack_combine_kernel"])
+    p = load_profile(PROFILES / "glm52.yaml", ("parallel.dcp_comm_backend=a2a",)).profile
+    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), rank=1, device="cpu")
+    found = [k for k in tk.kernels(ctx) if "a2a" in k.name]
+    assert [k.name for k in found] == [
+        "_dcp_a2a_pack_send_kernel",
+        "_dcp_a2a_unpack_combine_kernel",
+    ]
+    assert not [k for k in tk.kernels(ctx) if k.name == "correct_attn_out"]  # a2a merges itself
+    for kernel in found:
+        fn, _ = tk.find_launcher(kernel)
+        kernel.launch(fn, "cpu")
+    prewarmed = {"pack": set(pack), "unpack": set(unpack)}
+    pack.clear()
+    unpack.clear()
+    heads, dim = 64, 512  # 16 per TP rank, all-gathered over DCP 4; the latent
+    for b in range(1, p.serving.max_num_seqs + 1):
+        out = torch.zeros(b, heads, dim, dtype=torch.bfloat16)
+        lse = torch.zeros(b, heads)
+        send = torch.empty(4, b, heads // 4, dim + 2, dtype=torch.bfloat16)
+        masked = {
+            "seq_lens": torch.ones(b, dtype=torch.int32),
+            "query_start_loc": torch.arange(b + 1, dtype=torch.int32),
+        }
+        for extra in ({}, masked):
+            dcp_ops._dcp_a2a_pack_send(out, lse, send, 4, heads // 4, dim, 2, **extra)
+        dcp_ops._dcp_a2a_unpack_combine(send, dim, 2, False, True)
+    served = {"pack": set(pack), "unpack": set(unpack)}
+    for name in served:
+        assert served[name], f"the replay launched no {name}"
+        assert served[name] <= prewarmed[name], (name, sorted(served[name] - prewarmed[name]))

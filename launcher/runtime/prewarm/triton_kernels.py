@@ -316,8 +316,9 @@ def _filter_dcp_index(ctx: PrewarmContext, dcp: Dcp, force: bool = False) -> Ite
 
 
 def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
-    """The DCP LSE merge, with the LSE base the backend returns (natural for B12X)."""
-    if dcp.size <= 1:
+    """The DCP LSE merge, with the LSE base the backend returns (natural for B12X); the
+    all-to-all combine merges in its own kernel instead."""
+    if dcp.size <= 1 or ctx.profile.parallel.dcp_comm_backend == "a2a":
         return
     p, f = ctx.profile, ctx.facts
     heads = max(1, f.heads // p.parallel.tensor) * dcp.size  # all-gathered over DCP
@@ -348,6 +349,94 @@ def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
                 "vllm.attention.ops.common:correct_attn_out",
             ),
             launch,
+        )
+
+
+A2A_ENV = "VLLM_USE_B12X_DCP_A2A"
+"""The fork's switch for its b12x all-to-all combine (b12x's own pool, not Triton)."""
+DCP_OPS = "vllm.v1.attention.ops.dcp"
+
+
+def uses_a2a(ctx: PrewarmContext) -> bool:
+    p = ctx.profile
+    return p.parallel.dcp_comm_backend == "a2a" or p.env.get(A2A_ENV) == "1"
+
+
+def _a2a_combine(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """The all-to-all DCP combine (``--dcp-comm-backend a2a``): vLLM packs each rank's
+    partial output and LSE into one buffer, exchanges it, then unpacks and merges. The
+    pack and unpack kernels compile here on local buffers (no exchange); the pack's masked
+    variant is keyed by the batch's request count rounded up to a power of 2."""
+    if dcp.size <= 1 or not uses_a2a(ctx):
+        return
+    p, f = ctx.profile, ctx.facts
+    heads = max(1, f.heads // p.parallel.tensor) * dcp.size
+    per_rank = heads // dcp.size
+    # The masked pack's key: the request count (an int: 1, a multiple of 16 or neither)
+    # and its power of 2; every count up to max_num_seqs covers them (launches are cheap).
+    rows = list(range(1, p.serving.max_num_seqs + 1))
+    pow2 = sorted({1 << max(0, (n - 1).bit_length()) for n in rows})
+    bases = (True,) if _runtime(ctx).lse_scale == "natural" else (True, False)
+    pack_dim = 2  # fp32 LSE in two bf16 slots
+
+    for dim in merge_head_dims(ctx):
+
+        def pack(fn: Callable[..., Any], device: str, dim: int = dim) -> None:
+            import torch
+
+            for b in rows:
+                out = torch.zeros(b, heads, dim, device=device, dtype=torch.bfloat16)
+                lse = torch.zeros(b, heads, device=device, dtype=torch.float32)
+                send = torch.empty(
+                    dcp.size, b, per_rank, dim + pack_dim, device=device, dtype=out.dtype
+                )
+                seq_lens = torch.ones(b, dtype=torch.int32, device=device)
+                starts = torch.arange(b + 1, dtype=torch.int32, device=device)
+                args = (out, lse, send, dcp.size, per_rank, dim, pack_dim)
+                fn(*args)
+                fn(*args, seq_lens=seq_lens, query_start_loc=starts)
+
+        def unpack(fn: Callable[..., Any], device: str, dim: int = dim) -> None:
+            import torch
+
+            for b in sorted({1, rows[-1]}):  # B only scales strides that stay % 16
+                recv = torch.zeros(
+                    dcp.size, b, per_rank, dim + pack_dim, device=device, dtype=torch.bfloat16
+                )
+                for base_e in bases:
+                    fn(recv, dim, pack_dim, False, base_e)
+
+        yield Kernel(
+            "_dcp_a2a_pack_send_kernel",
+            (
+                ("N", dcp.size),
+                ("HEAD_DIM", dim),
+                ("H_PER_RANK", per_rank),
+                ("LSE_PACK_DIM", pack_dim),
+                ("HAS_MASK", "False,True"),
+                ("NUM_SEQS_POW2", ",".join(map(str, pow2))),
+            ),
+            f"out [B, {heads}, {dim}] B in 1..{rows[-1]}",
+            (f"{DCP_OPS}:_dcp_a2a_pack_send",),
+            pack,
+        )
+        yield Kernel(
+            "_dcp_a2a_unpack_combine_kernel",
+            (
+                ("N", dcp.size),
+                ("HEAD_DIM", dim),
+                ("IS_BASE_E", ",".join(map(str, bases))),
+                ("RETURN_LSE", False),
+                ("LSE_PACK_DIM", pack_dim),
+            ),
+            f"recv [{dcp.size}, B, {per_rank}, {dim + pack_dim}] B in 1..{rows[-1]}"
+            + (
+                f"; with {A2A_ENV}=1 the fork's b12x pool is left to the census"
+                if p.env.get(A2A_ENV) == "1"
+                else ""
+            ),
+            (f"{DCP_OPS}:_dcp_a2a_unpack_combine",),
+            unpack,
         )
 
 
@@ -385,6 +474,7 @@ TARGETS: tuple[Callable[[PrewarmContext, Dcp], Iterator[Kernel]], ...] = (
     _filter_dcp_index,
     _draft_at_dcp1,
     _correct_attn_out,
+    _a2a_combine,
 )
 
 
