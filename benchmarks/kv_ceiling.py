@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 from launcher import pipeline  # noqa: E402
 from launcher.atomic import write_json  # noqa: E402
 from launcher.errors import LauncherError  # noqa: E402
-from launcher.launch.start import against_cards  # noqa: E402
+from launcher.launch.start import read_cards  # noqa: E402
+from launcher.pipeline import on_cards  # noqa: E402
 from launcher.plan.planner import Qualified  # noqa: E402
 from launcher.qualify.boot import boot  # noqa: E402
 from launcher.qualify.command import qualify  # noqa: E402
@@ -165,7 +166,7 @@ def bisect(
     # Against what the cards have free now (the ballast in place), as the launch plans.
     planned = pipeline.make_plan(loaded, use_qualified=False)
     if loaded.profile.hardware.gpu != "cpu":
-        planned, _ = against_cards(planned, force=force)
+        planned = on_cards(planned, read_cards(planned, force=force))
     rank = planned.plan.ranks[planned.plan.kv.bounding_rank]
     page = planned.plan.kv.layout.page_bytes
     held = sum(

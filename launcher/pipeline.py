@@ -6,13 +6,18 @@ Each step is a named function; ``cli.py`` only parses and prints.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from launcher.deployment import Deployment, resolve
 from launcher.launch.vllm_args import VllmCommand, build_command
 from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import gather
-from launcher.plan.planner import MemoryPlan, PlanInputs, Qualified, plan
+from launcher.plan.planner import MemoryPlan, PlanInputs, Qualified, deployment_for, plan
 from launcher.profile import LoadedProfile, load_profile
+
+if TYPE_CHECKING:
+    from launcher.launch.preflight import GpuFacts
+    from launcher.launch.start import Prepared
 
 
 @dataclass(frozen=True)
@@ -28,9 +33,12 @@ class Planned:
     use_qualified: bool = True
     """Pin the KV cache to a qualified size from the calibration store (qualify's own first
     boot does not: it measures from the planned size)."""
-    deployment: Deployment | None = None
-    """The profile's derived values, resolved once here; the run file carries them to the
-    workers."""
+
+    @property
+    def deployment(self) -> Deployment:
+        """The profile's derived values, resolved once (``make_plan``); the run file
+        carries them to the workers."""
+        return deployment_for(self.loaded.profile, self.inputs)
 
 
 def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
@@ -60,7 +68,8 @@ def make_plan(
 ) -> Planned:
     fingerprint = profile_fingerprint(loaded.profile)
     measured = _measured(loaded, fingerprint, calibrate, driver=None)
-    inputs = gather(loaded, b12x_sizing=b12x_sizing, measured=measured)
+    deployment = resolve(loaded.profile)  # the one resolve of a dry run or a launch
+    inputs = gather(loaded, deployment=deployment, b12x_sizing=b12x_sizing, measured=measured)
     inputs = replace(
         inputs, qualified=_qualified(loaded, fingerprint, calibrate and use_qualified, None)
     )
@@ -75,6 +84,8 @@ def replan(
     fingerprint = profile_fingerprint(loaded.profile)
     inputs = replace(
         planned.inputs,
+        # The cards change what others hold, none of the derived values.
+        deployment=replace(planned.deployment, profile=loaded.profile),
         gpu_memory=gpu_memory[0],
         gpu_memory_source=gpu_memory[1],
         measured=_measured(loaded, fingerprint, planned.calibrate, driver=driver),
@@ -95,6 +106,7 @@ def on_runtime(planned: Planned, runtime: str) -> Planned:
     fingerprint = profile_fingerprint(profile)
     inputs = replace(
         planned.inputs,
+        deployment=resolve(profile),  # another line: other derived values
         measured=_measured(loaded, fingerprint, planned.calibrate, driver=None),
         qualified=_qualified(loaded, fingerprint, True, driver=None)
         if planned.calibrate and planned.use_qualified
@@ -120,7 +132,7 @@ def _measured(loaded: LoadedProfile, fingerprint: str, calibrate: bool, driver: 
 def _qualified(loaded: LoadedProfile, fingerprint: str, use: bool, driver: str | None):
     if not use:
         return None
-    from launcher.qualify.record import load_qualified
+    from launcher.plan.qualified import load_qualified
 
     return load_qualified(loaded.profile, fingerprint, driver=driver)
 
@@ -132,14 +144,13 @@ def _planned(
     calibrate: bool,
     use_qualified: bool = True,
 ):
-    deployment = resolve(loaded.profile)
+    deployment = deployment_for(loaded.profile, inputs)
+    inputs = replace(inputs, deployment=deployment)
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(
         loaded.profile, memory_plan, fingerprint=fingerprint, deployment=deployment
     )
-    return Planned(
-        loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified, deployment
-    )
+    return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified)
 
 
 def render(
@@ -176,12 +187,44 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
     return shell_line(command), note
 
 
+def prepare(
+    planned: Planned, *, force: bool, run_dir: str | None, check_vllm: bool = True, gpus=None
+) -> Prepared:
+    """Everything up to the exec: the cards, the installed vLLM's line, the plan again on
+    both, its checks, the run directory. No process started."""
+    from launcher.launch import start
+
+    cards = start.read_cards(planned, force=force, gpus=gpus)
+    notes: tuple[str, ...] = ()
+    if check_vllm:
+        line, notes = start.installed_line(planned)
+        if line is not None:  # before the cards: the line is part of the records' key
+            planned = on_runtime(planned, line)
+    if cards is not None:
+        planned = on_cards(planned, cards)
+        notes = (*cards.notes, *notes)
+    return start.finish(planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm)
+
+
+def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
+    """Plan again with the memory the cards really have (and what others already hold)."""
+    p = planned.loaded.profile
+    hardware = p.hardware.model_copy(
+        update={"reserved_by_others": max(p.hardware.reserved_by_others, cards.reserved_by_others)}
+    )
+    loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
+    return replan(
+        planned, loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver or None
+    )
+
+
 def launch(
     planned: Planned, *, force: bool, run_dir: str | None, join_timeout: float | None = None
 ) -> None:
-    from launcher.launch.start import launch as start
+    from launcher.launch import start
 
+    prepared = prepare(planned, force=force, run_dir=run_dir)
     if join_timeout is None:
-        start(planned, force=force, run_dir=run_dir)
+        start.launch(prepared)
     else:
-        start(planned, force=force, run_dir=run_dir, join_timeout=join_timeout)
+        start.launch(prepared, join_timeout=join_timeout)

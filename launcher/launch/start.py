@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher import atomic
-from launcher.deployment import resolve
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
@@ -34,10 +34,12 @@ from launcher.launch.vllm_args import (
     entry_command,
     spans_nodes,
 )
-from launcher.pipeline import Planned, on_runtime, replan
 from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
+
+if TYPE_CHECKING:  # the launch stage runs what the pipeline planned
+    from launcher.pipeline import Planned
 
 
 @dataclass(frozen=True)
@@ -48,20 +50,57 @@ class Prepared:
     env: dict[str, str]
 
 
-def prepare(
-    planned: Planned, *, force: bool, run_dir: str | None, check_vllm: bool = True, gpus=None
-) -> Prepared:
-    """Everything up to the exec: checks, final plan, run directory. No process started."""
+def read_cards(planned: Planned, *, force: bool, gpus=None) -> GpuFacts | None:
+    """What the visible GPUs hold (``gpus``: the list, default read from the driver); None
+    for a CPU profile. Wrong or missing cards end here, before anything else is checked."""
+    if planned.loaded.profile.hardware.gpu == "cpu":
+        return None
+    if gpus is None:
+        try:
+            gpus = visible(query_gpus())
+        except NoGpuInfo as exc:
+            hw = planned.loaded.profile.hardware
+            raise EnvironmentProblem(
+                f"{exc}; the profile needs {hw.count}x {hw.gpu}. "
+                "Use --dry-run to plan without GPUs."
+            ) from None
+    return check_gpus(planned.loaded.profile, gpus, force=force)
+
+
+def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:
+    """Probe the installed vLLM's line (its files, no import) and refuse what it cannot
+    serve, before any weight loads: the line to plan for when it is not the one planned
+    (``vllm.runtime: auto``: the dry run could only infer one from the backend), and a note.
+
+    Raises:
+        EnvironmentProblem: no vLLM, or one outside the supported range.
+        ProfileError: a key the installed vLLM cannot serve, located, with the fix.
+    """
+    require_vllm()
+    probed = probe_installed()
+    if probed is None:
+        return None, ()
+    installed, how = probed
     loaded = planned.loaded
-    profile = loaded.profile
-    notes: tuple[str, ...] = ()
-    cards = _gpu_facts(planned, force=force, gpus=gpus) if profile.hardware.gpu != "cpu" else None
-    if check_vllm:
-        # The line before the replan: it is part of the fingerprint that picks the records.
-        require_vllm()
-        planned, notes = on_installed_runtime(planned)
-    if cards is not None:
-        planned, notes = _replan(planned, cards), (*cards.notes, *notes)
+    issues = runtime_issues(loaded.profile, installed, how)
+    if issues:
+        raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
+    inferred = planned.deployment.runtime
+    if inferred.name == installed.name:
+        return None, ()
+    return installed.name, (
+        f"vllm.runtime auto: planned for the installed vLLM, {installed.name} ({how}); the dry "
+        f"run inferred {inferred.name} from vllm.attention_backend. Set vllm.runtime: "
+        f"{installed.name} so that dry runs plan the same",
+    )
+
+
+def finish(
+    planned: Planned, *, run_dir: str | None, notes: tuple[str, ...] = (), check_vllm: bool = True
+) -> Prepared:
+    """The final plan's checks and files: refuse what does not fit or what vLLM's parser
+    rejects, make the cache directories, write the run. No process started."""
+    loaded = planned.loaded
     require_fit(planned)
     if check_vllm:
         flags = parser_flags(planned)
@@ -75,33 +114,6 @@ def prepare(
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
-
-
-def on_installed_runtime(planned: Planned) -> tuple[Planned, tuple[str, ...]]:
-    """Probe the installed vLLM's line (its files, no import); refuse what it cannot serve,
-    before any weight loads. With ``vllm.runtime: auto`` the plan is made for the line found
-    (the dry run could only infer one from the backend).
-
-    Raises:
-        ProfileError: a key the installed vLLM cannot serve, located, with the fix.
-    """
-    probed = probe_installed()
-    if probed is None:
-        return planned, ()
-    installed, how = probed
-    loaded = planned.loaded
-    issues = runtime_issues(loaded.profile, installed, how)
-    if issues:
-        raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
-    inferred = resolve(loaded.profile).runtime
-    if inferred.name == installed.name:
-        return planned, ()
-    planned = on_runtime(planned, installed.name)
-    return planned, (
-        f"vllm.runtime auto: planned for the installed vLLM, {installed.name} ({how}); the dry "
-        f"run inferred {inferred.name} from vllm.attention_backend. Set vllm.runtime: "
-        f"{installed.name} so that dry runs plan the same",
-    )
 
 
 def require_fit(planned: Planned) -> None:
@@ -136,7 +148,7 @@ def write_run(
     record["profile_file"] = loaded.path
     # What the worker needs, resolved here once: it reads these instead of deriving them.
     record["run_file"] = RUN_FILE_VERSION
-    record["deployment"] = (planned.deployment or resolve(loaded.profile)).record()
+    record["deployment"] = planned.deployment.record()
     record["model_facts"] = planned.inputs.facts.record()
     record["notes"] = [*record["notes"], *notes]
     try:
@@ -154,15 +166,8 @@ def profile_record(profile) -> dict:
     return data
 
 
-def launch(
-    planned: Planned,
-    *,
-    force: bool,
-    run_dir: str | None,
-    join_timeout: float = rendezvous.DEFAULT_TIMEOUT,
-) -> None:
-    """Prepare, meet the other nodes (multi-node mp), then replace this process with vLLM."""
-    prepared = prepare(planned, force=force, run_dir=run_dir)
+def launch(prepared: Prepared, *, join_timeout: float = rendezvous.DEFAULT_TIMEOUT) -> None:
+    """Meet the other nodes (multi-node mp), then replace this process with vLLM."""
     meet_nodes(prepared.planned, timeout=join_timeout)  # hands its connections on to vLLM
     kv = prepared.planned.plan.kv
     print(
@@ -197,38 +202,6 @@ def meet_nodes(planned: Planned, *, timeout: float) -> None:
 
 def _say(line: str) -> None:
     print(f"b12x-launch: {line}", file=sys.stderr, flush=True)
-
-
-def against_cards(planned: Planned, *, force: bool, gpus=None) -> tuple[Planned, tuple[str, ...]]:
-    """The plan again with the memory the visible GPUs have free now, and the notes on them
-    (``gpus``: the GPU list, default read from the driver)."""
-    facts = _gpu_facts(planned, force=force, gpus=gpus)
-    return _replan(planned, facts), facts.notes
-
-
-def _gpu_facts(planned: Planned, *, force: bool, gpus) -> GpuFacts:
-    if gpus is None:
-        try:
-            gpus = visible(query_gpus())
-        except NoGpuInfo as exc:
-            hw = planned.loaded.profile.hardware
-            raise EnvironmentProblem(
-                f"{exc}; the profile needs {hw.count}x {hw.gpu}. "
-                "Use --dry-run to plan without GPUs."
-            ) from None
-    return check_gpus(planned.loaded.profile, gpus, force=force)
-
-
-def _replan(planned: Planned, facts: GpuFacts) -> Planned:
-    """Plan again with the memory the cards really have (and what others already hold)."""
-    p = planned.loaded.profile
-    hardware = p.hardware.model_copy(
-        update={"reserved_by_others": max(p.hardware.reserved_by_others, facts.reserved_by_others)}
-    )
-    loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
-    return replan(
-        planned, loaded, gpu_memory=(facts.memory, "measured"), driver=facts.driver or None
-    )
 
 
 def parser_flags(planned: Planned) -> list[str]:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from launcher.deployment import resolve
+from launcher.deployment import Deployment
 from launcher.errors import EnvironmentProblem, LauncherError
 from launcher.plan import estimates
 from launcher.plan.planner import Component
@@ -91,18 +91,19 @@ class Specs:
     moe: MoeSpec | None = None
 
 
-def uses_b12x_attention(p: Profile, f: ModelFacts) -> bool:
+def uses_b12x_attention(d: Deployment, f: ModelFacts) -> bool:
     """The fork's B12X sparse-MLA backend serves attention (either fork line)."""
-    return f.is_mla and resolve(p).backend_family == "sparse-mla-b12x"
+    return f.is_mla and d.backend_family == "sparse-mla-b12x"
 
 
-def ckv_gather(p: Profile) -> bool:
+def ckv_gather(d: Deployment) -> bool:
     """Whether DCP prefill gathers the full compressed KV (Gilded Gnosis with
     ``VLLM_B12X_MLA_CKV_GATHER=1`` and DCP > 1). It adds an extend plan over the rank's
     own heads and the DCP top-k remap kernels. The b12x-package line gathers only for
     GLM5Next models, which no profile here describes."""
+    p = d.profile
     return (
-        resolve(p).runtime.name == "gilded-gnosis"
+        d.runtime.name == "gilded-gnosis"
         and p.parallel.decode_context > 1
         and p.env.get(CKV_GATHER_ENV) == "1"
     )
@@ -112,16 +113,16 @@ def uses_b12x_moe(p: Profile, f: ModelFacts) -> bool:
     return f.is_moe and p.model.quantization == "exl3"
 
 
-def specs(p: Profile, f: ModelFacts) -> Specs:
-    """The b12x plans the profile implies; pure Python (no torch, no b12x)."""
+def specs(d: Deployment, f: ModelFacts) -> Specs:
+    """The b12x plans the deployment implies; pure Python (no torch, no b12x)."""
+    p = d.profile
     if p.hardware.gpu == "cpu":
         return Specs()
     tp, dcp = p.parallel.tensor, p.parallel.decode_context
     rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
     t = p.serving.max_num_batched_tokens
     out = Specs()
-    d = resolve(p)
-    if uses_b12x_attention(p, f):
+    if uses_b12x_attention(d, f):
         runtime = d.runtime
         width = f.index_topk or 2048
         mla = MlaSpec(
@@ -146,7 +147,7 @@ def specs(p: Profile, f: ModelFacts) -> Specs:
             mla_decode=tuple(_with(mla, rows=r) for r in d.decode_rows),
             mla_extend=extend,
             # The gathered cache holds every token: each rank attends with its own heads.
-            mla_ckv_extend=_with(extend, heads=max(1, f.heads // tp)) if ckv_gather(p) else None,
+            mla_ckv_extend=_with(extend, heads=max(1, f.heads // tp)) if ckv_gather(d) else None,
         )
         if f.has_indexer:
             idx = IndexerSpec(
@@ -363,7 +364,7 @@ def sizing_device(profile_gpu: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------- sizing
 
 
-def size_workspaces(profile: Profile, facts: ModelFacts) -> tuple[Component, ...]:
+def size_workspaces(d: Deployment, facts: ModelFacts) -> tuple[Component, ...]:
     """Workspace parts from b12x's own plans, plus the formula parts b12x does not serve.
 
     Scratch parts are ``shared`` (b12x's sequential ops reuse one scratch: the planner
@@ -378,7 +379,8 @@ def size_workspaces(profile: Profile, facts: ModelFacts) -> tuple[Component, ...
         import torch  # noqa: F401
     except Exception as exc:
         raise EnvironmentProblem(f"{INSTALL_HINT} ({exc})") from None
-    s = specs(profile, facts)
+    profile = d.profile
+    s = specs(d, facts)
     device, note = sizing_device(profile.hardware.gpu)
     try:
         parts = _b12x_parts(s, device, note)

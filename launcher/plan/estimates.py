@@ -6,7 +6,6 @@ plan can check it. A measured calibration record replaces every one of these.
 
 from __future__ import annotations
 
-from launcher.deployment import resolve
 from launcher.plan.catalog import GpuKind
 from launcher.plan.model import ModelFacts
 from launcher.profile.schema import Profile
@@ -165,13 +164,15 @@ def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, 
     return parts
 
 
-def cudagraph_pool(p: Profile, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
+def cudagraph_pool(
+    p: Profile, f: ModelFacts, gpu: GpuKind, captures: tuple[int, ...]
+) -> tuple[int, str]:
     """Memory CUDA-graph capture takes: the pool's first segment, the largest graph's
     intermediates, and per captured graph and layer the graph's own device memory (kernel
     nodes and their pieces' outputs). The per-layer figure is fitted to the one published
     capture: 0.74 GiB per rank for GLM-5.2 3.42 bpw, 79 layers with the draft,
     FULL_AND_PIECEWISE, graphs up to 48 tokens (FIELD-NOTES; docs/benchmarks.md)."""
-    sizes = [] if is_cpu(gpu) else resolve(p).capture_sizes
+    sizes = [] if is_cpu(gpu) else captures
     if not sizes:
         return 0, "no CUDA graphs"
     top = max(sizes)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher.deployment import Deployment, resolve
 from launcher.errors import ProfileError
 from launcher.plan import exl3_layout
 from launcher.plan.catalog import CatalogMiss, architecture_config, checkpoint, gpu
@@ -66,6 +67,7 @@ WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 def gather(
     loaded: LoadedProfile,
     *,
+    deployment: Deployment | None = None,
     b12x_sizing: bool = False,
     measured: dict[int, Measured] | None = None,
     gpu_memory: tuple[int, str] | None = None,
@@ -73,6 +75,7 @@ def gather(
     """Read the facts ``plan()`` needs for ``loaded``.
 
     Args:
+        deployment: the profile's derived values, when the caller resolved them already.
         b12x_sizing: size workspaces with b12x's own plan functions (imports b12x and torch).
         measured: calibration records by rank.
         gpu_memory: (bytes, source) per GPU when a device query knows it.
@@ -81,6 +84,7 @@ def gather(
         ProfileError: located at the key whose value could not be used.
     """
     p = loaded.profile
+    d = deployment if deployment is not None else resolve(p)
     try:
         kind = gpu(p.hardware.gpu)
     except CatalogMiss as exc:
@@ -93,7 +97,7 @@ def gather(
     if b12x_sizing:
         from launcher.plan.b12x_sizing import size_workspaces
 
-        workspaces = size_workspaces(p, facts)
+        workspaces = size_workspaces(d, facts)
     memory, memory_source = gpu_memory if gpu_memory else (None, "catalog")
     return PlanInputs(
         facts=facts,
@@ -106,6 +110,7 @@ def gather(
         gpu_memory=memory,
         gpu_memory_source=memory_source,
         notes=model.notes,
+        deployment=d,
     )
 
 

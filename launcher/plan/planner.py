@@ -73,6 +73,8 @@ class PlanInputs:
     """The qualified KV size; a pin in the profile takes precedence."""
     notes: tuple[str, ...] = ()
     """Lines about how the facts were gathered (a Hub that did not answer)."""
+    deployment: Deployment | None = None
+    """The profile's derived values, resolved once by the caller (``pipeline``)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,13 @@ def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
     return _plan(profile, inputs, suggest=True)
 
 
+def deployment_for(profile: Profile, inputs: PlanInputs) -> Deployment:
+    """The deployment the caller resolved for ``profile``; resolved here only for another
+    profile (a sweep's combination, a test's variant) the inputs were not gathered for."""
+    d = inputs.deployment
+    return d if d is not None and d.profile == profile else resolve(profile)
+
+
 def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     f, gpu = inputs.facts, inputs.gpu
     shapes = rank_shapes(
@@ -142,9 +151,9 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     )
     total = profile.hardware.memory or inputs.gpu_memory or gpu.memory
     total_source = "profile" if profile.hardware.memory else inputs.gpu_memory_source
-    d = resolve(profile)
+    d = deployment_for(profile, inputs)
     layouts = [_layout(d, f, s) for s in shapes]
-    ranks = [_rank_plan(profile, inputs, s, total, layouts[s.rank]) for s in shapes]
+    ranks = [_rank_plan(profile, inputs, s, total, layouts[s.rank], d) for s in shapes]
     bounding = min(ranks, key=lambda r: (r.kv_blocks, r.rank))
     layout = layouts[bounding.rank]
     blocks = bounding.kv_blocks
@@ -217,7 +226,7 @@ def _layout(d: Deployment, f: ModelFacts, s: RankShape) -> KvLayout:
 
 
 def _rank_plan(
-    p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout: KvLayout
+    p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout: KvLayout, d: Deployment
 ) -> RankPlan:
     f, gpu = inputs.facts, inputs.gpu
     measured = inputs.measured.get(s.rank)
@@ -244,7 +253,9 @@ def _rank_plan(
         )
     comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f))))
     comps.append(_workspaces(p, inputs))
-    comps.append(Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu))))
+    comps.append(
+        Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu, d.capture_sizes)))
+    )
     headroom = p.memory.jit_headroom
     if headroom == "measure":
         workspaces = next(c.bytes for c in comps if c.name == "workspaces")

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import EnvironmentProblem
-from launcher.launch.start import prepare
-from launcher.pipeline import Planned
+from launcher.pipeline import Planned, prepare
 from launcher.qualify.ceiling import RankObservation
 from launcher.qualify.client import Outcome, WorkloadResult, health, run_workload
 from launcher.qualify.progress import Progress

@@ -25,7 +25,7 @@ from launcher.qualify.boot import Boot, boot, observations
 from launcher.qualify.ceiling import NoKvLeft, qualified_kv
 from launcher.qualify.client import WorkloadResult
 from launcher.qualify.progress import Progress
-from launcher.qualify.record import NAME, SCHEMA, save_qualified
+from launcher.plan.qualified import NAME, SCHEMA, save_qualified
 from launcher.qualify.workload import Workload, worst_case
 from launcher.units import format_size
 

@@ -41,17 +41,8 @@ ROOM_OF_TOP_MODULE = {
     "entrypoint": "cli",
 }
 
-EXCEPTIONS = {
-    ("launcher.launch.start", "launcher.pipeline"): (
-        "a launch re-plans against the GPUs preflight found (pipeline.replan), lazily; "
-        "goes when the resolved deployment carries what a re-plan needs"
-    ),
-    ("launcher.pipeline", "launcher.qualify.record"): (
-        "the plan pins the KV cache to the size qualify recorded: the record is a plan input "
-        "kept beside the command that writes it"
-    ),
-}
-"""(importer, imported) pairs allowed against the order, each with why."""
+EXCEPTIONS: dict[tuple[str, str], str] = {}
+"""(importer, imported) pairs allowed against the order, each with why (none today)."""
 
 
 def _module_name(path: Path) -> str:
@@ -222,3 +213,60 @@ def test_the_worker_neither_plans_nor_resolves_again():
         or (module == "launcher.plan.model" and name == "load_facts")
     }
     assert not found, sorted(found)
+
+
+def _count_resolves(monkeypatch) -> list[str]:
+    """Every ``resolve`` runs ``runtime_of`` once: count those calls, by profile name."""
+    import launcher.deployment as deployment
+
+    calls: list[str] = []
+    real = deployment.runtime_of
+
+    def counted(p):
+        calls.append(p.name)
+        return real(p)
+
+    monkeypatch.setattr(deployment, "runtime_of", counted)
+    return calls
+
+
+def test_a_dry_run_resolves_the_deployment_once(monkeypatch):
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+    from tests.conftest import PROFILES
+
+    calls = _count_resolves(monkeypatch)
+    out = CliRunner().invoke(cli, [str(PROFILES / "glm52.yaml"), "--dry-run", "--json"])
+    assert out.exit_code == 0, out.output
+    assert len(calls) == 1, calls
+
+
+def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp_path):
+    """Up to the exec, on four cards: the plan again on the cards reuses the deployment; an
+    installed vLLM of another line than the dry run inferred is another deployment."""
+    from launcher import pipeline
+    from launcher.launch import start
+    from launcher.launch.hardware import Gpu
+    from launcher.profile.vllm_runtime import RUNTIMES
+    from launcher.units import GiB, MiB
+    from tests.conftest import MINIMAL
+
+    total = int(95.59 * GiB)
+    name = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    gpus = [Gpu(i, name, total, 300 * MiB, total - 300 * MiB) for i in range(4)]
+    monkeypatch.setattr(start, "require_vllm", lambda: None)
+    monkeypatch.setattr(start, "check_argv", lambda flags, keys: None)
+    monkeypatch.setattr(start, "probe_installed", lambda: (RUNTIMES["gilded-gnosis"], "test"))
+    profile = tmp_path / "p.yaml"
+    profile.write_text(MINIMAL)
+    calls = _count_resolves(monkeypatch)
+    cache = f"runtime.cache_root={tmp_path / 'cache'}"
+    # B12X_MLA_SPARSE: the dry run infers the installed line; FLASHMLA_SPARSE: upstream
+    for backend, more in (("B12X_MLA_SPARSE", 0), ("FLASHMLA_SPARSE", 1)):
+        sets = (cache, f"vllm.attention_backend={backend}")
+        planned = pipeline.make_plan(pipeline.load(str(profile), sets))
+        calls.clear()
+        done = pipeline.prepare(planned, force=False, run_dir=str(tmp_path / backend), gpus=gpus)
+        assert done.planned.deployment.runtime.name == "gilded-gnosis"
+        assert len(calls) == more, (backend, calls)

@@ -109,15 +109,15 @@ def test_caps_follow_the_runtime_not_the_env():
     from launcher.plan.b12x_sizing import specs, uses_b12x_attention
 
     off = ("env.KV_FP8_ROPE=0",)
-    on_fork = specs(context("glm52", *B12X_FORK, *off).profile, fork("glm52").facts)
+    on_fork = specs(context("glm52", *B12X_FORK, *off).deployment, fork("glm52").facts)
     assert on_fork.mla_decode[0].fp8_rope and on_fork.mla_decode[0].lse_scale == "natural"
     gg = context("glm52", *off)
-    assert not specs(gg.profile, gg.facts).mla_decode[0].fp8_rope
-    assert specs(gg.profile, gg.facts).mla_decode[0].lse_scale == "natural"
-    assert uses_b12x_attention(gg.profile, gg.facts)  # both fork backends are b12x's
-    assert uses_b12x_attention(fork("glm52").profile, gg.facts)
+    assert not specs(gg.deployment, gg.facts).mla_decode[0].fp8_rope
+    assert specs(gg.deployment, gg.facts).mla_decode[0].lse_scale == "natural"
+    assert uses_b12x_attention(gg.deployment, gg.facts)  # both fork backends are b12x's
+    assert uses_b12x_attention(fork("glm52").deployment, gg.facts)
     up = context("deepseek-v32", "vllm.attention_backend=FLASHMLA_SPARSE")
-    assert not uses_b12x_attention(up.profile, up.facts)
+    assert not uses_b12x_attention(up.deployment, up.facts)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_full_ckv_local_head_extend_plan(overrides, heads):
     from launcher.plan.b12x_sizing import describe, specs
 
     ctx = context("glm52", *overrides)
-    s = specs(ctx.profile, ctx.facts)
+    s = specs(ctx.deployment, ctx.facts)
     assert (s.mla_ckv_extend.heads if s.mla_ckv_extend else None) == heads
     if heads:
         assert (s.mla_ckv_extend.rows, s.mla_ckv_extend.mode) == (3072, "extend")
@@ -214,13 +214,13 @@ def test_provider_builds_plans_and_sizing_is_b12x(b12x, name):
     ctx = fork(name)
     before = keyed_env()
     groups = load("b12x").build_requests(ctx)
-    s = specs(ctx.profile, ctx.facts)
+    s = specs(ctx.deployment, ctx.facts)
     assert len(groups["sparse_mla"]) == len(s.mla_decode) + 1
     assert len(groups["dsa_indexer"]) == len(s.indexer_decode) + 1
     assert groups["fused_moe"] == []  # needs the model's prepared experts
     for request in groups["sparse_mla"] + groups["dsa_indexer"]:
         assert request.plan.memory_requirements().scratch_nbytes > 0
-    parts = size_workspaces(ctx.profile, ctx.facts)
+    parts = size_workspaces(ctx.deployment, ctx.facts)
     b12x_parts = [c for c in parts if c.source == "b12x"]
     names = {c.name for c in b12x_parts}
     assert {"b12x_sparse_mla_decode", "b12x_sparse_mla_extend"} <= names
@@ -238,13 +238,13 @@ def test_sparse_mla_matches_the_formula_for_glm52_tp4_dcp4(b12x):
     from launcher.plan.estimates import sparse_mla_scratch
 
     ctx = fork("glm52")
-    s = specs(ctx.profile, ctx.facts)
+    s = specs(ctx.deployment, ctx.facts)
     assert (s.mla_extend.heads, s.mla_extend.rows, s.mla_extend.chunks) == (64, 3072, 32)
     extend = mla_plan(s.mla_extend, "cpu").memory_requirements().scratch_nbytes
     assert extend == sparse_mla_scratch(3072, 64, 512, 32, decode=False) == 202_114_048
     decode = mla_plan(s.mla_decode[-1], "cpu").memory_requirements().scratch_nbytes
     assert decode == sparse_mla_scratch(32, 64, 512, 32, decode=True) == 67_382_272
-    parts = {c.name: c for c in size_workspaces(ctx.profile, ctx.facts)}
+    parts = {c.name: c for c in size_workspaces(ctx.deployment, ctx.facts)}
     assert parts["b12x_sparse_mla_extend"].bytes == extend
     assert (
         "sparse_mla.plan(mode=extend, T=3072, heads 64)" in parts["b12x_sparse_mla_extend"].detail
@@ -296,7 +296,7 @@ def test_prepare_calls_bind_against_b12x_layouts(b12x):
     from launcher.runtime.prewarm.b12x import _index_call, _mla_call
 
     ctx = fork("glm52")
-    s = specs(ctx.profile, ctx.facts)
+    s = specs(ctx.deployment, ctx.facts)
     device = SimpleNamespace(identity=SimpleNamespace(sm_count=188), ordinal=None)
     for m in (s.mla_decode[2], s.mla_extend):
         state = _Recording(mla_plan(m, "cpu")._materialize(None, device))

@@ -102,7 +102,7 @@ def test_the_backend_family_is_decided_once_as_the_planner_and_sizing_did():
             assert (d.backend_family == "sparse-mla-b12x") == b12x
             assert d.block_size == (64 if d.sparse_mla else 16)
             assert d.why["backend_family"].startswith(f"vllm.attention_backend {backend}")
-            assert uses_b12x_attention(p, facts) == b12x
+            assert uses_b12x_attention(d, facts) == b12x
     assert families[("gilded-gnosis", "B12X_MLA_SPARSE")] == "sparse-mla-b12x"
     assert families[("b12x-fork", "B12X")] == "sparse-mla-b12x"
     assert families[("auto", "B12X")] == "sparse-mla-b12x"

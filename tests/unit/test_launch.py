@@ -28,7 +28,7 @@ def planned(write, tmp_path, *overrides):
 
 
 def prepare(p, tmp_path, gpus, **kw):
-    return launch_mod.prepare(
+    return pipeline.prepare(
         p,
         force=kw.pop("force", False),
         run_dir=str(tmp_path / "run"),
@@ -129,7 +129,7 @@ def test_unwritable_run_dir(write, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(EnvironmentProblem, match=r"run directory .* is not writable"):
-        launch_mod.prepare(
+        pipeline.prepare(
             planned(write, tmp_path),
             force=False,
             run_dir=str(blocker / "run"),
@@ -211,7 +211,7 @@ def test_exec_replaces_the_process_with_vllm(write, tmp_path, monkeypatch):
     p = planned(write, tmp_path)
     monkeypatch.setattr(launch_mod, "query_gpus", lambda: [rtx(i) for i in range(4)])
     with pytest.raises(SystemExit):
-        launch_mod.launch(p, force=False, run_dir=str(tmp_path / "run"))
+        pipeline.launch(p, force=False, run_dir=str(tmp_path / "run"))
     assert seen["file"] == "vllm" and "--worker-cls" in seen["argv"]
     assert seen["env"]["BLAUNCH_FINGERPRINT"] == p.fingerprint
 
@@ -273,7 +273,7 @@ def vllm_checks(monkeypatch):
 
 def prepare_checked(p, tmp_path):
     gpus = [rtx(i) for i in range(4)]
-    return launch_mod.prepare(p, force=False, run_dir=str(tmp_path / "run"), gpus=gpus)
+    return pipeline.prepare(p, force=False, run_dir=str(tmp_path / "run"), gpus=gpus)
 
 
 def test_a_profile_the_installed_vllm_cannot_serve_is_refused_before_it_starts(

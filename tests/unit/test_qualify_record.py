@@ -7,9 +7,8 @@ from click.testing import CliRunner
 
 from launcher import pipeline
 from launcher.cli import cli
-from launcher.launch import start as launch_mod
 from launcher.plan.fingerprint import profile_fingerprint
-from launcher.qualify.record import SCHEMA, load_qualified, save_qualified
+from launcher.plan.qualified import SCHEMA, load_qualified, save_qualified
 from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.units import GiB, MiB
@@ -118,7 +117,7 @@ def test_a_qualified_cpu_run_gets_exactly_the_pinned_size(tmp_path, monkeypatch)
     )
     planned = pipeline.make_plan(loaded)
     assert planned.plan.kv.pinned == "qualified"
-    prepared = launch_mod.prepare(
+    prepared = pipeline.prepare(
         planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
     )
     for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):

@@ -140,6 +140,7 @@ def test_a_leader_alone_exits_1_with_one_line_and_starts_nothing(monkeypatch, tm
     """Through the CLI: the checks pass, nobody joins, --join-timeout ends it (exit 1)."""
     from click.testing import CliRunner
 
+    from launcher import pipeline
     from launcher.cli import cli
     from launcher.launch import start
     from tests.conftest import PROFILES
@@ -150,7 +151,7 @@ def test_a_leader_alone_exits_1_with_one_line_and_starts_nothing(monkeypatch, tm
     def never(*args):
         raise AssertionError("vLLM was started")
 
-    monkeypatch.setattr(start, "prepare", prepared)
+    monkeypatch.setattr(pipeline, "prepare", prepared)
     monkeypatch.setattr(start.os, "execvpe", never)
     sets = [
         "hardware.nodes=2",

@@ -7,7 +7,6 @@ from typing import ClassVar
 import pytest
 
 from launcher import pipeline
-from launcher.launch import start as launch_mod
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.runplan import PlanMissing
 from tests.conftest import PROFILES
@@ -40,7 +39,7 @@ class Worker(PlannedMixin, FakeCPUWorker):
 def run(tmp_path, monkeypatch):
     sets = (f"runtime.cache_root={tmp_path / 'cache'}", "prewarm.providers=[]")
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
-    prepared = launch_mod.prepare(
+    prepared = pipeline.prepare(
         planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
     )
     for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
@@ -132,7 +131,7 @@ def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
         "prewarm.providers=['tests.unit.test_worker:ConfigProbe']",
     )
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
-    prepared = launch_mod.prepare(
+    prepared = pipeline.prepare(
         planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
     )
     for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
@@ -239,7 +238,7 @@ def test_the_plan_keeps_small_sizes_in_bytes(tmp_path, monkeypatch):
         "memory.safety_margin=256KiB",
     )
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
-    prepared = launch_mod.prepare(
+    prepared = pipeline.prepare(
         planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
     )
     from launcher.runtime.worker.runplan import RunPlan

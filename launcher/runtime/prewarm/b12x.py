@@ -64,19 +64,19 @@ class B12xProvider:
                 f"runtime {runtime.name} runs {runtime.kernel_package}; its plans are "
                 "prewarmed through the runtime provider"
             )
-        if not (sizing.uses_b12x_attention(p, f) or sizing.uses_b12x_moe(p, f)):
+        if not (sizing.uses_b12x_attention(ctx.deployment, f) or sizing.uses_b12x_moe(p, f)):
             return "no b12x kernels in this deployment"
         return ""
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
-        out = sizing.describe(sizing.specs(ctx.profile, ctx.facts))
+        out = sizing.describe(sizing.specs(ctx.deployment, ctx.facts))
         if out and sizing.uses_b12x_moe(ctx.profile, ctx.facts) and ctx.model_runner is None:
             out[-1] += " (sized; prepared only from the model's own experts)"
         return out
 
     def build_requests(self, ctx: PrewarmContext) -> dict[str, list[Any]]:
         """b12x requests by group (sparse_mla, dsa_indexer, fused_moe); imports b12x."""
-        s = sizing.specs(ctx.profile, ctx.facts)
+        s = sizing.specs(ctx.deployment, ctx.facts)
         dev = ctx.device
         mla = [*s.mla_decode, *([s.mla_extend] if s.mla_extend else [])]
         idx = [*s.indexer_decode, *([s.indexer_prefill] if s.indexer_prefill else [])]

@@ -137,7 +137,7 @@ def _package_candidates(runtime: Runtime, function: str) -> tuple[str, ...]:
 
 def _map_global_topk(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
     """Full-CKV gather: global top-k ids -> slots of the all-gathered cache (prefill)."""
-    if dcp.size <= 1 or not _b12x_sparse_mla(ctx) or not ckv_gather(ctx.profile):
+    if dcp.size <= 1 or not _b12x_sparse_mla(ctx) or not ckv_gather(ctx.deployment):
         return
     width = ctx.facts.index_topk or 2048
     seqs = ctx.profile.serving.max_num_seqs
