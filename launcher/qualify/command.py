@@ -20,12 +20,12 @@ from launcher import atomic
 from launcher.errors import EnvironmentProblem, LauncherError
 from launcher.pipeline import make_plan
 from launcher.plan.calibration import stack_versions, store_dir
+from launcher.plan.qualified import NAME, SCHEMA, save_qualified
 from launcher.profile import LoadedProfile
 from launcher.qualify.boot import Boot, boot, observations
 from launcher.qualify.ceiling import NoKvLeft, qualified_kv
 from launcher.qualify.client import WorkloadResult
 from launcher.qualify.progress import Progress
-from launcher.plan.qualified import NAME, SCHEMA, save_qualified
 from launcher.qualify.workload import Workload, worst_case
 from launcher.units import format_size
 
