@@ -146,7 +146,9 @@ def plot_run(plan: dict[str, Any], records: list[dict[str, Any]], name: str, pat
 
 
 def plot_sweep(sweep: Sweep, path: str) -> Path:
-    """KV tokens against the first varied key; a line per value of the other keys."""
+    """What changes with the first varied key, against it: the requests of ``max_model_len``
+    that fit at once when that is the key (the KV tokens barely move with it), else the KV
+    tokens; a line per value of the other keys, the y axis from 0."""
     figure = _figure_class()
     fig = figure(figsize=(9, 5.5), layout="constrained")
     ax = fig.add_subplot()
@@ -162,7 +164,7 @@ def plot_sweep(sweep: Sweep, path: str) -> Path:
         lines.setdefault(label, []).append(row)
     for label, rows in lines.items():
         xs = [position[r.settings[0][1]] for r in rows]
-        ys = [r.plan.kv.tokens for r in rows if r.plan]
+        ys = [_sweep_y(key, r.plan) for r in rows if r.plan]
         # Categories (dtypes, backends) have no order: points only, no line between them.
         style = "-" if numeric else "none"
         (line,) = ax.plot(xs, ys, linestyle=style)
@@ -178,15 +180,27 @@ def plot_sweep(sweep: Sweep, path: str) -> Path:
                 markersize=7,
             )
     ax.set_xticks([position[x] for x in xs_raw], xs_raw)
+    what = SWEEP_Y.get(key, "KV cache tokens")
     ax.set_xlabel(key)
-    ax.set_ylabel("KV cache tokens")
+    ax.set_ylabel(what)
+    ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(_thousands())
     ax.grid(alpha=0.3)
-    ax.set_title(f"Sweep of {sweep.profile}: KV tokens (o fits, x does not fit)")
+    ax.set_title(f"Sweep of {sweep.profile}: {what} (o fits, x does not fit)")
     if sweep.keys[1:]:
         ax.legend(fontsize=8)
-    names = ["KV cache tokens", key, *sweep.keys[1:]]
+    names = [what, key, *sweep.keys[1:]]
     return _save(fig, path, names)
+
+
+SWEEP_Y = {"serving.max_model_len": "requests of max_model_len at once"}
+"""A varied key whose effect the KV tokens do not show, and what does."""
+
+
+def _sweep_y(key: str, plan: MemoryPlan) -> float:
+    if key == "serving.max_model_len":
+        return plan.kv.max_concurrency
+    return plan.kv.tokens
 
 
 def _cards(bars: list[Bar], title: str, path: str) -> Path:

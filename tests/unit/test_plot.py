@@ -105,6 +105,27 @@ def test_sweep_plot_draws_kv_tokens_against_the_varied_key(tmp_path):
     assert "max_num_seqs=8" in text and "max_num_seqs=16" in text
 
 
+def test_a_max_model_len_sweep_draws_the_requests_that_fit_from_zero(tmp_path):
+    """The KV tokens hardly move with max_model_len; how many such requests fit does."""
+    from launcher.report.plot import SWEEP_Y
+
+    path = tmp_path / "sweep.svg"
+    out = invoke(
+        "sweep", GLM, "--vary", "serving.max_model_len=65536,262144,1048576", "--plot", str(path)
+    )
+    assert out.exit_code == 0, out.output
+    text = svg_text(path)
+    assert SWEEP_Y["serving.max_model_len"] in text and "KV cache tokens" not in text
+    ticks = [float(t.replace(",", "")) for t in re.findall(r"(?<![\w.])[\d,]+(?:\.\d+)?", text)]
+    assert 0 in ticks  # the y axis starts at 0
+
+
+def test_plots_and_plans_are_readable_by_the_group(tmp_path):
+    path = tmp_path / "plan.svg"
+    assert invoke(GLM, "--plot", str(path)).exit_code == 0
+    assert path.stat().st_mode & 0o044 == 0o044  # not mkstemp's 0600
+
+
 def test_report_plot_shows_plan_beside_measured(tmp_path, write):
     run, _ = make_run(tmp_path, write)
     path = tmp_path / "run.svg"
