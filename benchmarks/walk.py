@@ -18,6 +18,7 @@ import argparse
 import collections
 import contextlib
 import io
+import itertools
 import sys
 from pathlib import Path
 
@@ -74,11 +75,11 @@ def report(calls: list[tuple[str, str]]) -> str:
         r = room(module)
         if not trip or trip[-1] != r:
             trip.append(r)
-    back = sum(1 for a, b in zip(trip, trip[1:], strict=False) if rank[b] < rank[a])
+    back = sum(1 for a, b in itertools.pairwise(trip) if rank[b] < rank[a])
     resolves = sum(1 for m, f in calls if m == "launcher.deployment" and f == "resolve")
     argv = sum(1 for m, f in calls if m.endswith("vllm_args") and f == "build_command")
     entries = collections.Counter(
-        m for (m, _), (prev, _) in zip(calls, [("", "")] + calls, strict=False) if m != prev
+        m for (prev, _), (m, _) in itertools.pairwise([("", ""), *calls]) if m != prev
     )
     lines = [
         f"launcher calls: {len(calls)}",

@@ -25,6 +25,10 @@ class DefaultGroup(click.Group):
     default_command = "launch"
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # --debug wherever it is typed (before a literal --): the group's flag
+        cut = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:cut]:
+            args = ["--debug", *(a for a in args[:cut] if a != "--debug"), *args[cut:]]
         i = 0
         while i < len(args) and args[i] in ("--debug",):
             i += 1

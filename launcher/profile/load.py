@@ -196,37 +196,40 @@ def deep_merge(base: Any, over: Any) -> Any:
 
 
 def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
+    """Apply each ``KEY=VALUE`` or ``~KEY``; an item may be ``(text, flag)`` to name the flag
+    the user typed in its errors (``--vary``), ``--set`` otherwise."""
     data = copy.deepcopy(data)
-    for raw in overrides:
+    for item in overrides:
+        raw, flag = item if isinstance(item, tuple) else (item, "--set")
         delete = raw.startswith("~")
         key, sep, value = raw[1:].partition("=") if delete else raw.partition("=")
         key = key.strip()
         if not key or (not delete and not sep) or (delete and sep):
-            raise ProfileError([Issue(f"--set takes KEY=VALUE or ~KEY, got {raw!r}", file="--set")])
+            raise ProfileError([Issue(f"{flag} takes KEY=VALUE or ~KEY, got {raw!r}", file=flag)])
         path = _split(key)
         if delete:
             parent = _dig(data, path[:-1], create=False)
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
-            _relocate(source, path)
+            _relocate(source, path, flag)
             continue
         try:
             parsed = yaml.safe_load(value) if value.strip() else ""
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
-            raise ProfileError([Issue(f"value is not YAML: {exc}", key, "--set")]) from None
+            raise ProfileError([Issue(f"value is not YAML: {exc}", key, flag)]) from None
         parent = _dig(data, path[:-1], create=True)
         if not isinstance(parent, dict):
-            raise ProfileError([Issue(f"{dotted(path[:-1])} is not a mapping", key, "--set")])
+            raise ProfileError([Issue(f"{dotted(path[:-1])} is not a mapping", key, flag)])
         parent[path[-1]] = parsed
-        _relocate(source, path)
+        _relocate(source, path, flag)
     return data
 
 
-def _relocate(source: SourceMap, path: KeyPath) -> None:
-    """``path`` and everything under it now comes from ``--set``."""
+def _relocate(source: SourceMap, path: KeyPath, flag: str = "--set") -> None:
+    """``path`` and everything under it now comes from ``flag`` (``--set``, ``--vary``)."""
     for key in [k for k in source.locations if k[: len(path)] == path]:
         del source.locations[key]
-    source.locations[path] = Location("--set")
+    source.locations[path] = Location(flag)
 
 
 def _dig(data: Any, path: KeyPath, create: bool) -> Any:

@@ -130,7 +130,7 @@ def run_sweep(
     facts = _Facts(calibrate)
     rows = []
     for combo in combinations(vary):
-        sets = (*overrides, *(f"{k}={v}" for k, v in combo))
+        sets = (*overrides, *((f"{k}={v}", "--vary") for k, v in combo))
         try:
             loaded = document.load(sets)
             inputs = facts.inputs(loaded)

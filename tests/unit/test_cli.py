@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
@@ -287,3 +288,29 @@ def test_a_profile_named_like_a_command_still_loads(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "prewram").write_text((PROFILES / "glm52.yaml").read_text())
     assert CliRunner().invoke(cli, ["prewram", "--dry-run"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--debug", "GLM", "--dry-run", "--set", "serving.max_model_len=abc"],
+        ["GLM", "--dry-run", "--debug", "--set", "serving.max_model_len=abc"],
+        ["sweep", "GLM", "--debug", "--vary", "serving.max_model_len=abc"],
+    ],
+    ids=["before-the-profile", "after-the-profile", "after-a-subcommand"],
+)
+def test_debug_shows_the_traceback_wherever_it_is_typed(args):
+    from launcher.errors import ProfileError
+
+    args = [str(PROFILES / "glm52.yaml") if a == "GLM" else a for a in args]
+    out = CliRunner().invoke(cli, args)
+    assert isinstance(out.exception, ProfileError), out.output
+
+
+def test_a_sweep_error_names_the_flag_that_was_typed():
+    out = CliRunner().invoke(
+        cli, ["sweep", str(PROFILES / "glm52.yaml"), "--vary", "serving.max_model_ln=1,2"]
+    )
+    assert out.exit_code == 1
+    assert "error: --vary serving.max_model_ln: unknown key; did you mean" in out.stderr
+    assert "--set" not in out.stderr
