@@ -127,6 +127,18 @@ def _part(comp: Component, j: int, fmt) -> str:
     return fmt(comp.parts[j].bytes) if j < len(comp.parts) else "-"
 
 
+def output_width() -> int:
+    """The terminal's width when the output is one (``COLUMNS`` first), else 120 columns:
+    files and pipes get the same text on every machine."""
+    import os
+    import shutil
+    import sys
+
+    if "COLUMNS" in os.environ or sys.stdout.isatty():
+        return max(60, shutil.get_terminal_size((120, 24)).columns)
+    return 120
+
+
 def render_table(
     plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "", color: bool = False
 ) -> str:
@@ -144,7 +156,7 @@ def render_table(
         file=buf,
         force_terminal=color,
         no_color=not color,
-        width=120,
+        width=output_width(),
         highlight=False,
         emoji=False,
         markup=False,
@@ -202,7 +214,7 @@ def render_table(
         f"{kv.max_concurrency:.2f} requests of {kv.max_model_len:,} tokens "
         f"(bounded by rank {kv.bounding_rank})",
     )
-    for line in rank_bars(plan, identical=identical):
+    for line in rank_bars(plan, identical=identical, width=console.width):
         console.print(line, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}")
@@ -255,8 +267,9 @@ def bar_cells(sizes: list[int], width: int = BAR_WIDTH) -> list[int]:
     return cells
 
 
-def rank_bars(plan: MemoryPlan, identical: bool = False) -> list[str]:
-    """One text bar per rank (one for all when the ranks are identical), and its legend."""
+def rank_bars(plan: MemoryPlan, identical: bool = False, width: int | None = None) -> list[str]:
+    """One text bar per rank (one for all when the ranks are identical), and its legend
+    (wrapped to ``width`` columns, if given)."""
     ranks = plan.ranks[:1] if identical else plan.ranks
     lines = []
     for r in ranks:
@@ -273,5 +286,10 @@ def rank_bars(plan: MemoryPlan, identical: bool = False) -> list[str]:
         lines.append(f"{who:>10} |{bar}|")
     used = {c.name for r in ranks for c in r.components if c.bytes > 0} | {"kv_cache"}
     legend = " ".join(f"{ch}={name}" for name, ch in BAR_CHARS.items() if name in used)
-    lines.append(f"{'':>10}  {legend}")
+    if width is None:
+        lines.append(f"{'':>10}  {legend}")
+    else:
+        import textwrap
+
+        lines += textwrap.wrap(legend, width, initial_indent=" " * 12, subsequent_indent=" " * 12)
     return lines

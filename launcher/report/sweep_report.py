@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from launcher.report.render import fix_hint, kv_source
+from launcher.report.render import fix_hint, kv_source, output_width
 from launcher.report.sweep import Row, Sweep
 
 SCHEMA_VERSION = 1
@@ -80,7 +80,12 @@ def render_table(sweep: Sweep, color: bool = False) -> str:
 
     buf = StringIO()
     console = Console(
-        file=buf, force_terminal=color, no_color=not color, width=120, highlight=False, markup=False
+        file=buf,
+        force_terminal=color,
+        no_color=not color,
+        width=output_width(),
+        highlight=False,
+        markup=False,
     )
     table = Table(
         title=f"Sweep: {sweep.profile} ({len(sweep.rows)} combinations)",

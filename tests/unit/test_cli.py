@@ -314,3 +314,12 @@ def test_a_sweep_error_names_the_flag_that_was_typed():
     assert out.exit_code == 1
     assert "error: --vary serving.max_model_ln: unknown key; did you mean" in out.stderr
     assert "--set" not in out.stderr
+
+
+def test_the_table_fits_the_terminal_width():
+    out = CliRunner(env={"COLUMNS": "80"}).invoke(cli, [GLM, "--dry-run"])
+    assert out.exit_code == 0, out.output
+    table = out.stdout.split("vllm serve")[0].splitlines()[:-1]  # the command is one line
+    assert table and max(len(line) for line in table) <= 80
+    wide = CliRunner().invoke(cli, [GLM, "--dry-run"]).stdout  # a pipe: 120, the same anywhere
+    assert max(len(line) for line in wide.split("vllm serve")[0].splitlines()[:-1]) > 80
