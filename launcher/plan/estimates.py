@@ -56,6 +56,12 @@ def cuda_context(p: Profile, gpu: GpuKind) -> tuple[int, str]:
     return total, " + ".join(parts)
 
 
+FIELD_FIRST_PREFILL = {"glm_moe_dsa": 2088 * MiB}
+"""What a first 64K prefill took above idle in the field, by model type (GLM-5.2 3.42 bpw,
+TP4/DCP4, docs/benchmarks.md "Dry run vs the field"): a plan whose estimated reserve for it
+is smaller says so and names qualify, which measures the worst case before serving."""
+
+
 def activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
     """Peak of vLLM's profile run above the weights, at max_num_batched_tokens."""
     t = p.serving.max_num_batched_tokens

@@ -18,6 +18,7 @@ from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_runtime import stored_kv_dtype
+from launcher.units import GiB, MiB
 
 ORDER = (
     "other_processes",
@@ -126,6 +127,8 @@ class MemoryPlan:
     suggestions: tuple[str, ...] = ()
     """``key=value`` overrides that would fit."""
     notes: tuple[str, ...] = ()
+    total_detail: str = ""
+    """How the card total was read (the table's HOW; not in the JSON contract)."""
 
 
 def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
@@ -135,6 +138,20 @@ def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
     names the rank that bounds it. A plan that does not fit says what would.
     """
     return _plan(profile, inputs, suggest=True)
+
+
+def _total_detail(source: str, gpu: GpuKind) -> str:
+    if source == "profile":
+        return "hardware.memory"
+    if source == "measured":
+        return "the card's total as the driver reports it now"
+    sold = ""
+    if gpu.sold_as:
+        # A card's GB are binary (DRAM comes in powers of two): 96 GB is 96 GiB, of which
+        # the driver and firmware keep some before CUDA counts a byte.
+        kept = float(gpu.sold_as.removesuffix("GB")) - gpu.memory / GiB
+        sold = f"; sold as {gpu.sold_as}, of which the driver and firmware keep {kept:.2f} GiB"
+    return f"what CUDA reports as the {gpu.name}'s total{sold}"
 
 
 def deployment_for(profile: Profile, inputs: PlanInputs) -> Deployment:
@@ -197,9 +214,15 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         ranks=tuple(ranks),
         kv=kv,
         total_source=total_source,
+        total_detail=_total_detail(total_source, gpu),
         reasons=tuple(reasons),
         suggestions=tuple(_suggest(profile, inputs, kv) if reasons and suggest else ()),
-        notes=(*inputs.notes, *_notes(d), *_qualified_note(pinned, bounding, blocks)),
+        notes=(
+            *inputs.notes,
+            *_notes(d),
+            *_qualified_note(pinned, bounding, blocks),
+            *_field_note(f, bounding, pinned),
+        ),
     )
 
 
@@ -407,6 +430,25 @@ def _notes(d: Deployment) -> list[str]:
     if p.mtp_tokens and p.parallel.decode_context > 1 and not d.sparse_mla:
         out.append("MTP with DCP is tested with the MLA sparse backends only")
     return out
+
+
+def _field_note(f: ModelFacts, bounding: RankPlan, pinned: str | None) -> list[str]:
+    """An estimated first-prefill reserve below what the field measured for this model."""
+    field = estimates.FIELD_FIRST_PREFILL.get(f.model_type)
+    parts = {c.name: c for c in bounding.components}
+    reserve = [parts[n] for n in ("activation_peak", "jit_headroom") if n in parts]
+    if not field or pinned == "qualified" or any(c.source == "measured" for c in reserve):
+        return []
+    have = sum(c.bytes for c in reserve)
+    if have >= field:
+        return []
+    return [
+        f"the reserve for a first long prefill (activation_peak + jit_headroom, "
+        f"{have / MiB:,.0f} MiB, estimated) is below the {field / MiB:,.0f} MiB the field "
+        f"measured for a first 64K prefill of this model type (docs/benchmarks.md); run "
+        "`b12x-launch qualify PROFILE` before serving: it measures the worst case and pins "
+        "the KV cache so that it survives it"
+    ]
 
 
 def _qualified_note(pinned: str | None, bounding: RankPlan, blocks: int) -> list[str]:

@@ -127,6 +127,18 @@ def _part(comp: Component, j: int, fmt) -> str:
     return fmt(comp.parts[j].bytes) if j < len(comp.parts) else "-"
 
 
+def _total_how(plan: MemoryPlan, command: VllmCommand | None) -> str:
+    how = plan.total_detail
+    argv = command.argv if command is not None else []
+    if "--gpu-memory-utilization" in argv:
+        value = argv[argv.index("--gpu-memory-utilization") + 1]
+        how += (
+            f"; vLLM is passed --gpu-memory-utilization {value} for its start-up check only "
+            "(the planned worker sizes the KV cache from this plan)"
+        )
+    return how
+
+
 def output_width() -> int:
     """The terminal's width when the output is one (``COLUMNS`` first), else 120 columns:
     files and pipes get the same text on every machine."""
@@ -185,7 +197,12 @@ def render_table(
         table.add_column(head, justify="right")
     table.add_column("SOURCE")
     table.add_column("HOW")
-    table.add_row("card total", *[fmt(r.total_bytes) for r in shown], plan.total_source, "")
+    table.add_row(
+        "card total",
+        *[fmt(r.total_bytes) for r in shown],
+        plan.total_source,
+        _total_how(plan, command),
+    )
     for i, comp in enumerate(shown[0].components):
         cells = [fmt(r.components[i].bytes) for r in shown]
         table.add_row(comp.name, *cells, comp.source, comp.detail)

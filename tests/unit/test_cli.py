@@ -323,3 +323,22 @@ def test_the_table_fits_the_terminal_width():
     assert table and max(len(line) for line in table) <= 80
     wide = CliRunner().invoke(cli, [GLM, "--dry-run"]).stdout  # a pipe: 120, the same anywhere
     assert max(len(line) for line in wide.split("vllm serve")[0].splitlines()[:-1]) > 80
+
+
+def test_the_card_total_says_where_it_comes_from_and_what_utilization_is_for():
+    out = CliRunner().invoke(cli, [GLM, "--dry-run"])
+    rows = [line.split("│") for line in out.stdout.splitlines() if line.startswith("│")]
+    text = " ".join(cells[4].strip() for cells in rows[:4])  # the card total's HOW cell
+    assert "sold as 96GB, of which the driver and firmware keep 0.99 GiB" in text
+    assert "--gpu-memory-utilization 0.974 for its start-up check only" in text
+
+
+def test_a_first_prefill_reserve_below_the_field_names_qualify():
+    """glm52's estimated reserve for a first long prefill is under what the field measured
+    (2,088 MiB); a calibrated or qualified plan has settled it and says nothing."""
+    plan = json.loads(CliRunner().invoke(cli, [GLM, "--json", "--no-calibration"]).stdout)
+    (note,) = [n for n in plan["notes"] if "first long prefill" in n]
+    assert "below the 2,088 MiB the field measured" in note and "b12x-launch qualify" in note
+    bigger = ("--set", "memory.jit_headroom=2GiB")
+    plan = json.loads(CliRunner().invoke(cli, [GLM, "--json", "--no-calibration", *bigger]).stdout)
+    assert not [n for n in plan["notes"] if "first long prefill" in n]

@@ -28,6 +28,9 @@ class GpuKind:
     nvlink: bool
     match: tuple[str, ...]
     unified_memory: bool = False
+    sold_as: str = ""
+    """The marketing figure (``96GB``, binary: 96 GiB of memory), for the plan to explain
+    its total (what the driver keeps is the difference)."""
 
 
 @cache
@@ -53,6 +56,7 @@ def gpu(key: str) -> GpuKind:
         nvlink=entry["nvlink"],
         match=tuple(entry.get("match", ())),
         unified_memory=entry.get("unified_memory", False),
+        sold_as=str(entry.get("sold_as", "")),
     )
 
 
