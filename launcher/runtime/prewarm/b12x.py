@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.plan import b12x_sizing as sizing
-from launcher.profile.vllm_runtime import Runtime
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 from launcher.runtime.prewarm.moe_units import MoeUnits, find_moe_units
 
@@ -58,7 +57,7 @@ class B12xProvider:
         p, f = ctx.profile, ctx.facts
         if p.hardware.gpu == "cpu":
             return "no b12x kernels on a cpu deployment"
-        runtime = _runtime(ctx)
+        runtime = ctx.deployment.runtime
         if runtime.kernel_package not in (None, "b12x"):
             return (
                 f"runtime {runtime.name} runs {runtime.kernel_package}; its plans are "
@@ -292,11 +291,6 @@ def _logger(ctx: PrewarmContext) -> Callable[[str], None]:
     if ctx.log is not None:
         return ctx.log
     return logger.info
-
-
-def _runtime(ctx: PrewarmContext) -> Runtime:
-    found = getattr(ctx, "runtime", None)  # a launch may record the probed runtime
-    return found if isinstance(found, Runtime) else ctx.deployment.runtime
 
 
 # ------------------------------------------------------ prepare calls (run on the GPU)
