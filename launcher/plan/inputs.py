@@ -321,7 +321,13 @@ def _weights(loaded: LoadedProfile, model: ModelSource) -> tuple[list[int], str,
             assumed = model.entry.get("assumed")
             head = f"catalog {model.entry['id']}: "
             if assumed:
-                return weights, "estimate", head + what + f" (assumed: {assumed})" + extra
+                band = _layout_band(f, shapes[0], p, recipe, with_mtp, layout)
+                return (
+                    weights,
+                    "estimate",
+                    head + what + f" (assumed: {assumed}; {band}; b12x-launch qualify measures "
+                    "what loads)" + extra,
+                )
             return weights, "catalog", head + what + extra
         source = "estimate" if model.random_weights else "config.json"
         return weights, source, f"config.json hybrid_tr3_tail: {what}" + extra
@@ -331,3 +337,15 @@ def _weights(loaded: LoadedProfile, model: ModelSource) -> tuple[list[int], str,
         else f"quantization {p.model.quantization or 'none'}"
     )
     return weights, "estimate", f"from {f.source} architecture: {what}" + extra
+
+
+def _layout_band(f, shape, p, recipe, with_mtp: bool, layout: Exl3Layout) -> str:
+    """How far the other expert-vector layout moves rank 0's weights: the band an assumed
+    layout carries."""
+    from dataclasses import replace as swap
+
+    other = "shared_h_v1" if layout.rotation == "per_expert_v1" else "per_expert_v1"
+    kw = {"ep": p.parallel.expert, "recipe": recipe, "with_mtp": with_mtp}
+    here = estimate_rank_weights(f, shape, layout=layout, **kw)
+    there = estimate_rank_weights(f, shape, layout=swap(layout, rotation=other), **kw)
+    return f"{other} would give {(there - here) / 2**30:+.2f} GiB per rank"

@@ -342,3 +342,11 @@ def test_a_first_prefill_reserve_below_the_field_names_qualify():
     bigger = ("--set", "memory.jit_headroom=2GiB")
     plan = json.loads(CliRunner().invoke(cli, [GLM, "--json", "--no-calibration", *bigger]).stdout)
     assert not [n for n in plan["notes"] if "first long prefill" in n]
+
+
+def test_an_assumed_catalog_layout_shows_its_band_and_what_settles_it():
+    args = [GLM, "--json", "--set", "model.checkpoint=willfalco/GLM-5.2-EXL3-TR3-3.25bpw"]
+    weights = json.loads(CliRunner().invoke(cli, args).stdout)["ranks"][0]["components"]["weights"]
+    assert weights["source"] == "estimate"
+    assert "shared_h_v1 would give -0.67 GiB per rank" in weights["detail"]
+    assert "b12x-launch qualify measures what loads" in weights["detail"]
