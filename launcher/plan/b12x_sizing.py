@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from launcher.profile.schema import Profile
 
 INSTALL_HINT = (
-    "--b12x-sizing needs b12x and torch: pip install 'b12x-launch[serve]' "
+    "--b12x-sizing needs b12x and torch: pip install '.[serve]' in the b12x-launch checkout "
     "(or pip install b12x torch triton), or drop --b12x-sizing to use the formulas"
 )
 CPU_NOTE = "cpu device: SM-count-dependent routes may undercount"

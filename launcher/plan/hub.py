@@ -1,10 +1,10 @@
 """Checkpoints by Hub repo id: their safetensors headers, read by HTTP range requests.
 
-``huggingface_hub`` (optional: ``pip install b12x-launch[hub]``) reads each shard's header
-with ``get_safetensors_metadata`` (a ranged GET of the first bytes of every file), plus
-``config.json`` and a mixed checkpoint's tier bitmap; no weight is downloaded. The result is
-cached under ``runtime.cache_root`` so the next dry run needs no network. It is imported only
-when a profile's ``model.path`` is a repo id that is not a local directory.
+``huggingface_hub`` (optional: ``pip install '.[hub]'`` in the b12x-launch checkout) reads each
+shard's header with ``get_safetensors_metadata`` (a ranged GET of the first bytes of every
+file), plus ``config.json`` and a mixed checkpoint's tier bitmap; no weight is downloaded.
+The result is cached under ``runtime.cache_root`` so the next dry run needs no network. It is
+imported only when a profile's ``model.path`` is a repo id that is not a local directory.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def read_checkpoint(repo_id: str, cache_root: str) -> HubCheckpoint:
         from huggingface_hub import HfApi
     except ImportError:
         raise HubUnavailable(
-            "huggingface_hub is not installed (pip install b12x-launch[hub])"
+            "huggingface_hub is not installed (pip install '.[hub]' in the b12x-launch checkout)"
         ) from None
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
     try:

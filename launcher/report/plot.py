@@ -281,7 +281,8 @@ def _figure_class():
         import matplotlib
     except ImportError:
         raise EnvironmentProblem(
-            "--plot needs matplotlib: pip install 'b12x-launch[plot]' (or matplotlib>=3.8)"
+            "--plot needs matplotlib: pip install '.[plot]' in the b12x-launch checkout (or "
+            "pip install 'matplotlib>=3.8')"
         ) from None
     matplotlib.use("Agg")
     from matplotlib.figure import Figure

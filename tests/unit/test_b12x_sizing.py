@@ -167,7 +167,7 @@ def test_b12x_sizing_without_b12x_exits_1_with_the_fix():
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 1, out.stderr
-    assert "--b12x-sizing needs b12x and torch: pip install 'b12x-launch[serve]'" in out.stderr
+    assert "--b12x-sizing needs b12x and torch: pip install '.[serve]' in the" in out.stderr
     assert "Traceback" not in out.stderr
 
 

@@ -68,7 +68,8 @@ def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> N
         import torch
     except ImportError:
         raise EnvironmentProblem(
-            "prewarm needs torch and the serving GPU stack: pip install 'b12x-launch[serve]'"
+            "prewarm needs torch and the serving GPU stack: pip install '.[serve]' in the "
+            "b12x-launch checkout"
         ) from None
     if not torch.cuda.is_available():
         raise EnvironmentProblem(
