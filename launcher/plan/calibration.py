@@ -45,6 +45,22 @@ def stack_versions() -> dict[str, str | None]:
     return out
 
 
+def machine_stack(
+    versions: dict[str, str | None] | None = None, driver: str | None = None
+) -> dict[str, str | None]:
+    """What this machine can tell about its stack: the packages (``versions``, default the
+    installed ones) and the driver, when a GPU is visible."""
+    out = dict(stack_versions() if versions is None else versions)
+    if driver:
+        out["driver"] = driver
+    return out
+
+
+def stale_in(env: dict[str, Any], stack: dict[str, str | None]) -> list[str]:
+    """The parts of ``stack`` a record's ``environment`` was made under another value of."""
+    return [k for k, v in stack.items() if v and env.get(k) and v != env[k]]
+
+
 def _warn(message: str) -> None:
     print(f"b12x-launch: warning: {message}", file=sys.stderr)
 
@@ -86,9 +102,7 @@ def load_measured(
     folder = store_dir(profile, fingerprint)
     if not folder.is_dir():
         return {}
-    versions = dict(stack_versions() if versions is None else versions)
-    if driver:
-        versions["driver"] = driver
+    stack = machine_stack(versions, driver)
     out: dict[int, Measured] = {}
     for path in sorted(folder.glob("rank*.json")):
         data = read_record(path, warn)
@@ -97,7 +111,7 @@ def load_measured(
         env = data.get("environment", {})
         if env.get("gpu_kind") not in (None, profile.hardware.gpu):
             continue
-        stale = [k for k, v in versions.items() if v and env.get(k) and v != env[k]]
+        stale = stale_in(env, stack)
         if stale:
             warn(f"ignoring {path}: measured with other versions of {', '.join(stale)}")
             continue

@@ -20,16 +20,7 @@ from launcher.profile.schema import Profile
 from launcher.profile.vllm_runtime import stored_kv_dtype
 from launcher.units import GiB, MiB
 
-ORDER = (
-    "other_processes",
-    "cuda_context",
-    "weights",
-    "activation_peak",
-    "workspaces",
-    "cudagraph_pool",
-    "jit_headroom",
-    "safety_margin",
-)
+ORDER = ("other_processes", *MEASURABLE, "safety_margin")
 
 
 @dataclass(frozen=True)

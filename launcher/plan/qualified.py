@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.plan.calibration import stack_versions, store_dir
+from launcher.plan.calibration import machine_stack, stale_in, store_dir
 from launcher.plan.planner import Qualified
 from launcher.profile.schema import Profile
 
@@ -73,10 +73,7 @@ def load_qualified(
     env = data.get("environment", {})
     if env.get("gpu_kind") not in (None, profile.hardware.gpu):
         return None
-    versions = dict(stack_versions() if versions is None else versions)
-    if driver:
-        versions["driver"] = driver
-    stale = [k for k, v in versions.items() if v and env.get(k) and v != env[k]]
+    stale = stale_in(env, machine_stack(versions, driver))
     if stale:
         warn(f"ignoring {path}: qualified with other versions of {', '.join(stale)}")
         return None

@@ -151,20 +151,13 @@ def output_width() -> int:
     return 120
 
 
-def render_table(
-    plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "", color: bool = False
-) -> str:
-    """The plan as text: per-rank components, the KV geometry, the command."""
-    from io import StringIO
-
+def text_console(buf, color: bool):
+    """A rich console writing plain data into ``buf`` at ``output_width()``. emoji=False: no
+    ``:name:`` here is an emoji, and rich then skips loading its emoji table (a third of its
+    import time on the dry run); markup=False: rich would drop a "[abc123]" it took for a tag."""
     from rich.console import Console
-    from rich.table import Table
 
-    buf = StringIO()
-    # emoji=False: no ``:name:`` in a plan is an emoji, and rich then skips loading its
-    # emoji table (a third of its import time on the dry run).
-    # markup=False: every text is data; rich would drop a "[abc123]" it took for a tag.
-    console = Console(
+    return Console(
         file=buf,
         force_terminal=color,
         no_color=not color,
@@ -173,6 +166,18 @@ def render_table(
         emoji=False,
         markup=False,
     )
+
+
+def render_table(
+    plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "", color: bool = False
+) -> str:
+    """The plan as text: per-rank components, the KV geometry, the command."""
+    from io import StringIO
+
+    from rich.table import Table
+
+    buf = StringIO()
+    console = text_console(buf, color)
     ranks = plan.ranks
     identical = all(
         [(c.name, c.bytes) for c in r.components]

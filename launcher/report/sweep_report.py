@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from launcher.report.render import fix_hint, kv_source, output_width
+from launcher.report.render import fix_hint, kv_source, text_console
 from launcher.report.sweep import Row, Sweep
 
 SCHEMA_VERSION = 1
@@ -75,18 +75,10 @@ def _headers(keys: tuple[str, ...]) -> list[str]:
 def render_table(sweep: Sweep, color: bool = False) -> str:
     from io import StringIO
 
-    from rich.console import Console
     from rich.table import Table
 
     buf = StringIO()
-    console = Console(
-        file=buf,
-        force_terminal=color,
-        no_color=not color,
-        width=output_width(),
-        highlight=False,
-        markup=False,
-    )
+    console = text_console(buf, color)
     table = Table(
         title=f"Sweep: {sweep.profile} ({len(sweep.rows)} combinations)",
         title_justify="left",

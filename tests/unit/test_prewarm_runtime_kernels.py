@@ -353,6 +353,7 @@ def exl3(monkeypatch):
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(moe_units, "_prepared_experts_type", lambda: _Experts)
     monkeypatch.setattr(b12x.B12xProvider, "build_requests", lambda self, ctx: {})
+    monkeypatch.setattr(b12x.B12xProvider, "moe_requests", lambda self, ctx: [])
     return module
 
 

@@ -31,16 +31,7 @@ from tests.gpu import dcp_standins as ds  # noqa: E402
 @pytest.fixture
 def keys(monkeypatch) -> list[str]:
     """Replace the stand-in kernel's launch by Triton's binder: each call records its key."""
-    kernel = ds._build_prefill_chunk_metadata_kernel
-    binder = create_function_from_signature(kernel.signature, kernel.params, BaseBackend)
-    seen: list[str] = []
-
-    def run(*args, grid, warmup, **kwargs):
-        _, specialization, _ = binder(*args, **kwargs)
-        seen.append(str(specialization))
-
-    monkeypatch.setattr(kernel, "run", run)
-    return seen
+    return _recording(monkeypatch, ds._build_prefill_chunk_metadata_kernel)
 
 
 def provider_keys(keys: list[str]) -> set[str]:

@@ -216,13 +216,11 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
     worker._net_activation()  # the warmup's cache holds the whole peak: counted there
     assert worker._record["measured"]["activation_peak"] == 0
 
-    class Run:
-        def __init__(self, source):
-            self.source = source
+    def Run(source):
+        from launcher.runtime.worker.runplan import RunPlan
 
-        def rank(self, rank):
-            comp = {"bytes": 300, "source": self.source}
-            return {"components": {"activation_peak": comp}}
+        comp = {"bytes": 300, "source": source}
+        return RunPlan({"ranks": [{"components": {"activation_peak": comp}}]}, None, None, "")
 
     worker._activation_peak = 1000
     assert worker._activation_reserve(Run("measured")) == 300

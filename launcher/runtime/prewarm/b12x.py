@@ -35,6 +35,8 @@ from launcher.plan import b12x_sizing as sizing
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 from launcher.runtime.prewarm.moe_units import MoeUnits, find_moe_units
 
+WAITING = "fused_moe: looked up after the model's first forward"
+"""The MoE group's note while it waits for a forward (replaced by what it then found)."""
 LATE_MARK = "was not prepared before its first use"
 """b12x.preparation logs this (once per declaration) before a first-use compile."""
 logger = logging.getLogger("launcher.runtime.prewarm.b12x")
@@ -74,7 +76,8 @@ class B12xProvider:
         return out
 
     def build_requests(self, ctx: PrewarmContext) -> dict[str, list[Any]]:
-        """b12x requests by group (sparse_mla, dsa_indexer, fused_moe); imports b12x."""
+        """b12x requests by group (sparse_mla, dsa_indexer, fused_moe); imports b12x. The
+        fused MoE needs the model's own experts: empty until ``run`` has looked them up."""
         s = sizing.specs(ctx.deployment, ctx.facts)
         dev = ctx.device
         mla = [*s.mla_decode, *([s.mla_extend] if s.mla_extend else [])]
@@ -92,7 +95,7 @@ class B12xProvider:
                 )
                 for i in idx
             ],
-            "fused_moe": _moe_requests(s.moe, self.units.experts) if self.units else [],
+            "fused_moe": self.moe_requests(ctx),
         }
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
@@ -107,26 +110,38 @@ class B12xProvider:
             result.skipped = f"b12x is not importable: {exc}"
             return result
         log = _logger(ctx)
-        groups = self.build_requests(ctx)
-        moe = groups.pop("fused_moe", [])
-        problems = self._prepare(ctx, groups, result, log)
+        # fused_moe is empty here (no units looked up yet): _moe_group prepares it
+        problems = self._prepare(ctx, self.build_requests(ctx), result, log)
         if sizing.uses_b12x_moe(ctx.profile, ctx.facts):
-            if ctx.model_runner is not None and not find_moe_units(ctx.model_runner).total:
+            found = find_moe_units(ctx.model_runner) if ctx.model_runner is not None else None
+            if found is not None and not found.total:
                 # The fork creates its EXL3 MoE units on each layer's first forward: look
                 # again after the runtime provider's serving waves (or after the last one).
                 ctx.after_forward.append(lambda: self._moe_after_forward(ctx, result, log))
-                problems.append("fused_moe: looked up after the model's first forward")
+                problems.append(WAITING)
             else:
-                problems += self._find_moe_units(ctx, log)
-                problems += self._prepare(ctx, {"fused_moe": self._moe(ctx)}, result, log)
-        elif moe:
-            problems += self._prepare(ctx, {"fused_moe": moe}, result, log)
+                self.units = found
+                problems += self._moe_group(ctx, result, log)
         result.skipped = "; ".join(problems)
         result.seconds = time.monotonic() - started
         return result
 
-    def _moe(self, ctx: PrewarmContext) -> list[Any]:
-        return self.build_requests(ctx).get("fused_moe", [])
+    def moe_requests(self, ctx: PrewarmContext) -> list[Any]:
+        """Requests for the PreparedExperts among the units looked up (imports b12x)."""
+        if not self.units or not self.units.experts:
+            return []
+        return _moe_requests(sizing.specs(ctx.deployment, ctx.facts).moe, self.units.experts)
+
+    def _moe_group(
+        self,
+        ctx: PrewarmContext,
+        result: PrewarmResult,
+        log: Callable[[str], None],
+        after_forward: bool = False,
+    ) -> list[str]:
+        """Report the units looked up, prepare the PreparedExperts among them; problems."""
+        problems = self._report_moe_units(ctx, log, after_forward)
+        return problems + self._prepare(ctx, {"fused_moe": self.moe_requests(ctx)}, result, log)
 
     def _moe_after_forward(
         self, ctx: PrewarmContext, result: PrewarmResult, log: Callable[[str], None]
@@ -134,10 +149,9 @@ class B12xProvider:
         """The MoE group, once a forward has filled the model's units; ``result`` (already
         reported) says what was found and prepared."""
         started = time.monotonic()
-        problems = self._find_moe_units(ctx, log, after_forward=True)
-        problems += self._prepare(ctx, {"fused_moe": self._moe(ctx)}, result, log)
-        waited = "fused_moe: looked up after the model's first forward"
-        notes = [n for n in result.skipped.split("; ") if n and n != waited]
+        self.units = find_moe_units(ctx.model_runner)
+        problems = self._moe_group(ctx, result, log, after_forward=True)
+        notes = [n for n in result.skipped.split("; ") if n and n != WAITING]
         result.skipped = "; ".join(notes + problems)
         result.seconds += time.monotonic() - started
 
@@ -173,13 +187,12 @@ class B12xProvider:
                 result.compiled += summary.cute_compilations + summary.triton_compilations
         return problems
 
-    def _find_moe_units(
+    def _report_moe_units(
         self, ctx: PrewarmContext, log: Callable[[str], None], after_forward: bool = False
     ) -> list[str]:
-        """Look up the model's EXL3 MoE units; problems to report (loud when none)."""
-        if ctx.model_runner is None:
+        """Report the EXL3 MoE units looked up; problems to report (loud when none)."""
+        if ctx.model_runner is None or self.units is None:
             return ["fused_moe: needs the worker's model (prepared only from its own experts)"]
-        self.units = find_moe_units(ctx.model_runner)
         when = " after the model's first forward" if after_forward else ""
         if not self.units.total:
             text = f"fused_moe: 0 units found{when} for an EXL3 MoE deployment ({self.units.where})"

@@ -320,12 +320,10 @@ def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
     all-to-all combine merges in its own kernel instead."""
     if dcp.size <= 1 or ctx.profile.parallel.dcp_comm_backend == "a2a":
         return
-    p, f = ctx.profile, ctx.facts
-    heads = max(1, f.heads // p.parallel.tensor) * dcp.size  # all-gathered over DCP
+    p = ctx.profile
+    heads = _merged_heads(ctx, dcp)
     rows = sorted({*ctx.deployment.capture_sizes, p.serving.max_num_seqs})
-    runtime = _runtime(ctx)
-    bases = (True,) if runtime.lse_scale == "natural" else (True, False)
-    for dim, base_e in ((d, b) for d in merge_head_dims(ctx) for b in bases):
+    for dim, base_e in ((d, b) for d in merge_head_dims(ctx) for b in _lse_bases(ctx)):
 
         def launch(
             fn: Callable[..., Any], device: str, base_e: bool = base_e, dim: int = dim
@@ -369,14 +367,14 @@ def _a2a_combine(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
     variant is keyed by the batch's request count rounded up to a power of 2."""
     if dcp.size <= 1 or not uses_a2a(ctx):
         return
-    p, f = ctx.profile, ctx.facts
-    heads = max(1, f.heads // p.parallel.tensor) * dcp.size
+    p = ctx.profile
+    heads = _merged_heads(ctx, dcp)
     per_rank = heads // dcp.size
     # The masked pack's key: the request count (an int: 1, a multiple of 16 or neither)
     # and its power of 2; every count up to max_num_seqs covers them (launches are cheap).
     rows = list(range(1, p.serving.max_num_seqs + 1))
     pow2 = sorted({1 << max(0, (n - 1).bit_length()) for n in rows})
-    bases = (True,) if _runtime(ctx).lse_scale == "natural" else (True, False)
+    bases = _lse_bases(ctx)
     pack_dim = 2  # fp32 LSE in two bf16 slots
 
     for dim in merge_head_dims(ctx):
@@ -438,6 +436,16 @@ def _a2a_combine(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
             (f"{DCP_OPS}:_dcp_a2a_unpack_combine",),
             unpack,
         )
+
+
+def _merged_heads(ctx: PrewarmContext, dcp: Dcp) -> int:
+    """Heads a DCP merge sees: the rank's TP heads, all-gathered over the DCP group."""
+    return max(1, ctx.facts.heads // ctx.profile.parallel.tensor) * dcp.size
+
+
+def _lse_bases(ctx: PrewarmContext) -> tuple[bool, ...]:
+    """``is_lse_base_on_e`` values the backend passes: natural only for the B12X lines."""
+    return (True,) if _runtime(ctx).lse_scale == "natural" else (True, False)
 
 
 def merge_head_dims(ctx: PrewarmContext) -> list[int]:

@@ -308,10 +308,8 @@ class PlannedMixin:
 
     def _activation_reserve(self, run: RunPlan) -> int:
         """An earlier boot's net activation peak (``_net_activation``), else this boot's."""
-        comp = run.rank(self.rank)["components"].get("activation_peak", {})
-        if comp.get("source") == "measured":
-            return int(comp["bytes"])
-        return self._peak_activation()
+        measured = run.measured(self.rank, "activation_peak")
+        return self._peak_activation() if measured is None else measured
 
     def _net_activation(self) -> None:
         """Record no activation peak when vLLM's warmup left it cached in torch's default
@@ -330,9 +328,9 @@ class PlannedMixin:
 
     def _cudagraph_reserve(self, run: RunPlan) -> int:
         """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
-        comp = run.rank(self.rank)["components"].get("cudagraph_pool", {})
-        if comp.get("source") == "measured":
-            return int(comp["bytes"])
+        measured = run.measured(self.rank, "cudagraph_pool")
+        if measured is not None:
+            return measured
         estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
         return estimate or run.component(self.rank, "cudagraph_pool")
 

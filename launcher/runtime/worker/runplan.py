@@ -74,6 +74,11 @@ class RunPlan:
         comp = self.rank(rank)["components"].get(name)
         return int(comp["bytes"]) if comp else 0
 
+    def measured(self, rank: int, name: str) -> int | None:
+        """The component's bytes when an earlier boot measured them (a calibrated figure)."""
+        comp = self.rank(rank)["components"].get(name) or {}
+        return int(comp["bytes"]) if comp.get("source") == "measured" else None
+
     @property
     def kv(self) -> dict[str, Any]:
         return self.data["kv"]
