@@ -25,9 +25,10 @@ from launcher.profile.vllm_runtime import Runtime, stored_kv_dtype
 if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
     from launcher.plan.model import ModelFacts
 
-PREWARM_ALWAYS = ("census",)
-"""Prewarm providers that run whenever prewarm does, listed or not (the census replays what
-earlier boots of this deployment compiled late)."""
+PREWARM_ALWAYS = ("census", "keys")
+"""Prewarm providers that run whenever prewarm does, listed or not, last: the census replays
+what earlier boots of this deployment compiled late, then the key enumeration compiles every
+key the launches before it can reach in this deployment."""
 
 BackendFamily = Literal["sparse-mla-b12x", "sparse-mla-flashmla", "dense"]
 

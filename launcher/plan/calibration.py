@@ -121,6 +121,18 @@ def load_measured(
     return out
 
 
+def last_enumeration(
+    profile: Profile, fingerprint: str, rank: int = 0, warn: Callable[[str], None] = _warn
+) -> tuple[dict, ...]:
+    """The key enumeration the newest record of ``rank`` holds (``prewarm --list``)."""
+    path = store_dir(profile, fingerprint) / f"rank{rank}.json"
+    data = read_record(path, warn) if path.is_file() else None
+    if data is None:
+        return ()
+    found = [r.get("enumeration") or [] for r in data.get("prewarm") or [] if isinstance(r, dict)]
+    return tuple(e for group in found for e in group if isinstance(e, dict))
+
+
 def save_record(record: dict[str, Any], run_dir: Path | None, profile: Profile) -> list[Path]:
     """Write a rank's record into the run directory and the calibration store."""
     record = {"schema": SCHEMA, **record}

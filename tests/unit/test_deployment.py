@@ -58,7 +58,7 @@ def test_the_argv_and_the_plan_use_what_the_deployment_holds():
 
 def test_the_prewarm_list_appends_the_providers_that_always_run():
     d = resolve(load_profile(PROFILES / "glm52.yaml", ["prewarm.providers=[triton]"]).profile)
-    assert d.prewarm == ("triton", "census")
+    assert d.prewarm == ("triton", "census", "keys")
     off = resolve(load_profile(PROFILES / "glm52.yaml", ["prewarm.enabled=false"]).profile)
     assert off.prewarm == () and off.why["prewarm"].startswith("prewarm off")
 

@@ -9,6 +9,7 @@ config was current.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
 from types import SimpleNamespace
@@ -194,9 +195,9 @@ def test_the_runtime_entry_points_run_with_the_runtime_values(
     assert [i.extend_rows for i in impls] == [[3072], [3072]]
     assert not any("_sync_warmup" in e["name"] for e in result.entry_points)
     assert any("full-CKV local-head plan" in e["name"] for e in result.entry_points)
-    # the MoE buckets are served on the scratch cache, not by a bare forward before it
+    # the MoE buckets run each MoE block alone, never the whole model before a KV cache
     assert ctx.model_runner.dummy_runs == []
-    assert status["moe_token_buckets"] == "skipped"
+    assert status["moe_token_buckets"] == "missing"  # this stand-in model has no MoE layer
     assert dcp_params(ctx.model_runner) == (dcp, interleave, 3 % dcp)
     # the KV-needing entry points ran on the scratch cache, which was released after
     log = ctx.model_runner.log
@@ -239,9 +240,76 @@ def test_without_a_scratch_kv_path_the_kv_entry_points_say_why(fork_modules, mon
     skipped = {e["name"]: e for e in result.entry_points if e["status"] == "skipped"}
     assert {"sparse_mla_triton_warmup", "serving_batches", "capture_shapes"} <= set(skipped)
     assert "no scratch KV cache" in skipped["serving_batches"]["detail"]
-    # without the stage the MoE buckets go through the model's own forward (profile mode)
-    runs = [e for e in result.entry_points if e["name"].startswith("model_runner._dummy_run(n)")]
-    assert runs and runs[0]["status"] == "no-op"
+
+
+def moe_model(torch):
+    """Two MoE blocks of one expert shape around a stand-in of vLLM's fused-MoE layer."""
+
+    class FusedMoE(torch.nn.Module):
+        hidden_size, top_k, global_num_experts = 64, 8, 16
+
+        def __init__(self):
+            super().__init__()
+            self.w13_weight = torch.nn.Parameter(torch.zeros(16, 256, 64), requires_grad=False)
+            self.w2_weight = torch.nn.Parameter(torch.zeros(16, 64, 128), requires_grad=False)
+            self.tokens: list[int] = []
+
+        def forward(self, x, logits):
+            self.tokens.append(x.shape[0])
+            return x
+
+    class MoeBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.experts = FusedMoE()
+
+        def forward(self, x):
+            return self.experts(x, x)
+
+    return FusedMoE, torch.nn.Sequential(MoeBlock(), MoeBlock())
+
+
+@pytest.mark.parametrize("v2_runner", [False, True])
+def test_the_moe_blocks_run_at_every_bucket_and_config_change_on_either_runner(
+    fork_modules, monkeypatch, v2_runner
+):
+    """No KV cache and no attention: each distinct MoE block alone, at every token count
+    whose fused-MoE key differs, where the runtime's config chooser changes tiles too."""
+    from launcher.runtime.prewarm import vllm_warmup
+    from tests.conftest import need_module
+
+    torch = need_module("unit", "torch", "the MoE stand-in is a torch module")
+    forward_context = need_module("unit", "vllm.forward_context", "vLLM's forward context")
+    fused_moe = need_module(
+        "unit", "vllm.model_executor.layers.fused_moe.fused_moe", "vLLM's MoE config chooser"
+    )
+    if v2_runner:
+        monkeypatch.delattr(Runner, "_init_minimal_kv_cache_for_profiling")
+    layer_cls, model = moe_model(torch)
+    monkeypatch.setattr(vllm_warmup, "_function", _with({vllm_warmup.FUSED_MOE: layer_cls}))
+    monkeypatch.setattr(
+        forward_context, "set_forward_context", lambda *a, **k: contextlib.nullcontext()
+    )
+    tiles = lambda w1, w2, top_k, dtype, m: {"BLOCK_SIZE_M": 16 if m <= 96 else 64}  # noqa: E731
+    monkeypatch.setattr(fused_moe, "try_get_optimal_moe_config", tiles)
+    ctx = ctx_for("gilded-gnosis", 1, 1)
+    ctx.model_runner.model = model
+    ctx.model_runner.vllm_config.model_config = SimpleNamespace(dtype=torch.float32)
+    result = run_in_config(ctx)
+    moe = [e for e in result.entry_points if e["name"].startswith("MoeBlock.forward")]
+    assert moe and moe[0]["status"] in ("no-op", "called"), result.entry_points
+    first, second = (b.experts.tokens for b in ctx.model_runner.model)
+    assert second == []  # one block per distinct expert shape
+    assert {1, 2, 3, 16, 17, 96, 97, 2048, 2049, 3072} <= set(first)
+    assert ctx.model_runner.dummy_runs == []
+
+
+def _with(overrides: dict):
+    """``vllm_warmup._function`` with some paths answered by stand-ins."""
+    from launcher.runtime.prewarm import vllm_warmup
+
+    real = vllm_warmup._function
+    return lambda path: overrides[path] if path in overrides else real(path)
 
 
 def test_a_warmup_outside_the_config_context_fails_and_is_reported(fork_modules):

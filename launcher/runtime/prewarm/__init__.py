@@ -25,6 +25,7 @@ BUILTIN: dict[str, str] = {
     "vllm": "launcher.runtime.prewarm.vllm_warmup:VllmWarmupProvider",
     "triton": "launcher.runtime.prewarm.triton_kernels:TritonProvider",
     "census": "launcher.runtime.prewarm.census:CensusProvider",
+    "keys": "launcher.runtime.prewarm.keys:KeysProvider",
 }
 
 
@@ -44,6 +45,8 @@ class PrewarmContext:
     """A callable taking one line of text."""
     learned: tuple[dict, ...] = ()
     """Late compiles earlier boots recorded for this rank (``launcher.plan.census`` entries)."""
+    enumerated: tuple[dict, ...] = ()
+    """The key enumeration an earlier boot recorded for this rank (``prewarm --list``)."""
     scratch: Any = None
     """The scratch KV cache while the runtime provider's stage holds one (``scratch_kv``)."""
     after_forward: list[Any] = field(default_factory=list)
@@ -77,6 +80,9 @@ class PrewarmResult:
     ``failed``."""
     scratch: dict | None = None
     """The scratch KV stage: blocks, bytes, what was served, what its release removed."""
+    enumeration: list[dict] = field(default_factory=list)
+    """Per kernel, the key space derived after the waves (``keys``): each argument's classes
+    and why, how many keys were launched, reachable and compiled by enumeration."""
 
 
 class Provider(Protocol):

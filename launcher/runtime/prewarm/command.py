@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from launcher.deployment import resolve
 from launcher.errors import EnvironmentProblem
+from launcher.plan.calibration import last_enumeration
 from launcher.plan.model import load_facts
 from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
 
@@ -25,7 +26,8 @@ def providers(planned: Planned, device: str = "cuda:0"):
     p = planned.loaded.profile
     learned = planned.plan.ranks[0].learned if planned.plan.ranks else ()
     facts = load_facts(p.model.path, p.model.architecture)
-    ctx = PrewarmContext(p, facts, 0, device, learned=learned)
+    enumerated = last_enumeration(p, planned.fingerprint)
+    ctx = PrewarmContext(p, facts, 0, device, learned=learned, enumerated=enumerated)
     out = []
     for name in resolve(p).prewarm or p.prewarm.providers:
         try:

@@ -20,8 +20,9 @@ The entry points:
 - every attention layer's own prewarm methods (the backend's extend prewarm, which covers
   the full-CKV local-head plan when CKV gather is on);
 - vLLM's JIT-warmup registry;
-- the model's own forward (``runner._dummy_run``) at each token count whose MoE kernel
-  specialization differs (fused-MoE Triton kernels compile per token-count bucket).
+- each MoE block's own forward, outside the model, at each token count whose fused-MoE
+  kernel differs (the runtime's config chooser picks the tile constexprs per token count):
+  no attention and no KV cache, so it runs on both model runners.
 
 Each entry point is found by capability (a module that has the function, an object that
 has the method), never by version. Each one is reported with what it did: ``called`` with
@@ -243,34 +244,88 @@ def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[i
     return sorted(c for c in counts if 1 <= c <= max_tokens)
 
 
+FUSED_MOE = "vllm.model_executor.layers.fused_moe.layer:FusedMoE"
+MOE_CONFIG = "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config"
+WEIGHTS = ("w13_weight", "w2_weight")
+
+
+def moe_blocks(model: Any) -> list[tuple[Any, Any]]:
+    """(block, fused-MoE layer) once per distinct expert shape: the module that owns a
+    ``FusedMoE`` (gate, shared experts and experts, as the model's forward calls them)."""
+    cls = _function(FUSED_MOE)
+    if cls is None or model is None:
+        return []
+    out, shapes = [], set()
+    for parent in model.modules():
+        for child in parent.children():
+            if not isinstance(child, cls):
+                continue
+            shape = (
+                *(tuple(getattr(getattr(child, w, None), "shape", ())) for w in WEIGHTS),
+                type(getattr(child, "quant_method", None)).__name__,
+            )
+            if shape not in shapes:
+                shapes.add(shape)
+                out.append((parent, child))
+    return out
+
+
+def moe_config_changes(layer: Any, max_tokens: int) -> list[int]:
+    """Token counts on each side of every point where the runtime's own config chooser
+    (``try_get_optimal_moe_config``) switches the fused-MoE tile config: the tile sizes
+    are constexprs, so each config is a kernel of its own."""
+    choose = _function(MOE_CONFIG)
+    w13, w2 = getattr(layer, "w13_weight", None), getattr(layer, "w2_weight", None)
+    top_k = getattr(layer, "top_k", None)
+    if choose is None or w13 is None or w2 is None or not top_k:
+        return []
+    out, last = [], None
+    for m in range(1, max_tokens + 1):
+        config = tuple(sorted(choose(tuple(w13.shape), tuple(w2.shape), top_k, None, m).items()))
+        if config != last and m > 1:
+            out += [m - 1, m]
+        last = config
+    return out
+
+
 def _moe_buckets(ctx: PrewarmContext):
+    """Each MoE block's own forward, outside the model (no attention, no KV cache), at every
+    token count whose fused-MoE kernel key differs: both model runners, before sizing."""
     if not ctx.facts.is_moe:
         return "skipped: the model has no MoE layers"
-    runner = ctx.model_runner
-    dummy = getattr(runner, "_dummy_run", None)
-    if dummy is None:
-        return "missing: model_runner._dummy_run"
-    max_tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
-    counts = moe_token_counts(
-        max_tokens, list(ctx.deployment.capture_sizes), ctx.facts.experts_per_token
-    )
-    params = inspect.signature(dummy).parameters
-    if "skip_attn" in params:
-        # vLLM's V2 model runner builds its dummy batch for the profile size only before the
-        # KV cache exists (smaller counts hit a device-side assert, seen on vLLM 0.26/H200):
-        # the census learns these buckets on the first boot and replays them after.
-        return (
-            "skipped: the V2 model runner cannot run the forward below the profile size "
-            "before KV allocation; the late-JIT census covers the MoE buckets"
-        )
-    # As vLLM's own profile run calls it: attention skipped (no KV cache exists yet).
-    kwargs = {"is_profile": True} if "is_profile" in params else {}
+    model = getattr(ctx.model_runner, "model", None)
+    blocks = moe_blocks(model)
+    if not blocks:
+        return f"missing: no {FUSED_MOE.replace(':', '.')} layer in the loaded model"
+    config = ctx.worker.vllm_config
+    max_tokens = int(config.scheduler_config.max_num_batched_tokens)
+    captures = list(ctx.deployment.capture_sizes)
+    counts = set(moe_token_counts(max_tokens, captures, ctx.facts.experts_per_token))
+    for _, layer in blocks:
+        counts |= set(moe_config_changes(layer, max_tokens))
+    counts = sorted(c for c in counts if 1 <= c <= max_tokens)
 
     def run() -> None:
-        for n in counts:
-            dummy(n, **kwargs)
+        import torch
+        from vllm.forward_context import set_forward_context
 
-    return [(f"model_runner._dummy_run(n) for n in {counts}", run)]
+        dtype = config.model_config.dtype
+        for block, layer in blocks:
+            device = layer.w13_weight.device
+            hidden = int(layer.hidden_size)
+            experts = int(getattr(layer, "global_num_experts", 0) or layer.w13_weight.shape[0])
+            for n in counts:
+                x = torch.randn(n, hidden, dtype=dtype, device=device) * 0.01
+                with set_forward_context(None, config, num_tokens=n):
+                    try:
+                        block(x)
+                    except TypeError:  # a block whose forward wants more: the layer alone
+                        layer(x, torch.randn(n, experts, device=device).to(dtype))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+    names = sorted({type(b).__name__ for b, _ in blocks})
+    return [(f"{'/'.join(names)}.forward(n tokens) for n in {counts}", run)]
 
 
 def _block_table(ctx: PrewarmContext):
@@ -371,7 +426,8 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         EntryPoint(
             "moe_token_buckets",
             lambda c: (
-                "the model's forward at each fused-MoE token bucket up to "
+                "each MoE block's forward (no attention, no KV cache) at every fused-MoE "
+                "token bucket and config change up to "
                 f"{c.profile.serving.max_num_batched_tokens} tokens"
             ),
             _moe_buckets,
@@ -468,14 +524,6 @@ class VllmWarmupProvider:
         late = [e for e in points if e.needs_kv]
         notes: list[str] = []
         why = scratch_kv.unsupported(ctx.model_runner) if late else None
-        if late and not why:
-            # Serving batches on the scratch cache reach every MoE token bucket; the bare
-            # forward below the profile size before a KV cache exists device-asserts on
-            # vLLM 0.26's GLM-DSA model (index out of bounds, seen on the H200).
-            covered = [e for e in early if e.name == "moe_token_buckets"]
-            for e in covered:
-                _report(result, e.name, "skipped", "covered by serving_batches")
-            early = [e for e in early if e not in covered]
         _run_points(early, ctx, result)
         if why:
             for e in late:
@@ -520,10 +568,13 @@ def _report(
     status: str,
     detail: str,
     kernels: int | None = None,
+    seconds: float | None = None,
 ) -> None:
-    entry = {"name": name, "status": status, "detail": detail}
+    entry: dict[str, Any] = {"name": name, "status": status, "detail": detail}
     if kernels is not None:
         entry["kernels"] = kernels
+    if seconds is not None:
+        entry["seconds"] = round(seconds, 2)
     result.entry_points.append(entry)  # the one account (the worker logs it): not in notes
 
 
@@ -553,6 +604,7 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
                     "failed",
                     f"{type(exc).__name__}: {exc}",
                     sum(jit_watch.new_since(before).values()),
+                    time.perf_counter() - t0,
                 )
                 continue
             new = jit_watch.new_since(before)
@@ -569,6 +621,7 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
                     "called",
                     f"{kernels} Triton kernels in {took}: {names}",
                     kernels,
+                    time.perf_counter() - t0,
                 )
             else:
                 _report(
@@ -577,4 +630,5 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
                     "no-op",
                     f"brought in 0 Triton kernels in {took} (other kernels are not counted)",
                     0,
+                    time.perf_counter() - t0,
                 )

@@ -83,6 +83,7 @@ class PlannedMixin:
             "plan": {k: v["bytes"] for k, v in run.rank(rank)["components"].items()},
             "measured": self._measured(run, before, after, measurement, headroom, headroom_source),
             "prewarm": [vars(r) for r in results],
+            "prewarm_seconds": {r.provider: round(r.seconds, 2) for r in results},
             "prewarm_measurement": measurement.to_dict() if measurement else None,
             "vllm_available": int(vllm_available),
             "budget": {
@@ -175,11 +176,7 @@ class PlannedMixin:
                 result = provider.run(ctx)
                 result.seconds = result.seconds or time.perf_counter() - start
                 results.append(result)
-                points = "; ".join(
-                    f"{e['name']} {e['status']}"
-                    + (f" ({e['kernels']} kernels)" if e.get("kernels") else "")
-                    for e in result.entry_points
-                )
+                points = "; ".join(entry_line(e) for e in result.entry_points)
                 _say(
                     f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
                     f"{result.warmed} warmed in {result.seconds:.1f}s"
@@ -187,6 +184,7 @@ class PlannedMixin:
                     + (f"; {result.skipped}" if result.skipped else "")
                 )
             run_after_forward(ctx)  # no scratch forward ran: what waited for one runs now
+            _say(f"rank {self.rank}: prewarm took {stage_times(results)}")
 
         if device is None:
             run_all()
@@ -458,6 +456,28 @@ class PlannedMixin:
             logger.warning(
                 "b12x-launch rank %d: cannot write the measurement record: %s", self.rank, exc
             )
+
+
+def entry_line(e: dict[str, Any]) -> str:
+    """One entry point for the log: its status, kernels and time; why, unless it was called
+    (a failure says its exception type and text)."""
+    line = f"{e['name']} {e['status']}"
+    extra = [f"{e['kernels']} kernels"] if e.get("kernels") else []
+    if "seconds" in e:
+        extra.append(f"{e['seconds']:.1f}s")
+    if e["status"] != "called" and e.get("detail"):
+        extra.append(e["detail"])
+    return line + (f" ({', '.join(extra)})" if extra else "")
+
+
+def stage_times(results: list[PrewarmResult]) -> str:
+    """The stage's time per part: each provider, and the scratch stage's waves."""
+    total = sum(r.seconds for r in results)
+    parts = [f"{r.provider} {r.seconds:.1f}s" for r in results if r.seconds]
+    waves = [e for r in results for e in r.entry_points if "seconds" in e]
+    slow = sorted(waves, key=lambda e: -e["seconds"])[:3]
+    inner = ", ".join(f"{e['name'].split('(')[0]} {e['seconds']:.1f}s" for e in slow)
+    return f"{total:.1f}s: {', '.join(parts)}" + (f" (longest: {inner})" if inner else "")
 
 
 def _driver() -> str | None:

@@ -1,0 +1,426 @@
+"""Every Triton specialization the deployment can reach, derived from what ran before sizing.
+
+The serving waves sample the specialization space; this provider closes it. Triton keys a
+launch by its constexprs, each tensor's dtype, each pointer's 16-byte alignment and each plain
+int's class (equal to 1, divisible by 16, other) unless the kernel marks it
+``do_not_specialize``. For every ``@triton.jit`` kernel the process launched (Triton's
+``kernel_key_cache`` keeps each launch's specialization and options), each argument gets the
+classes it can reach in this deployment:
+
+- an int named as a request count reaches the classes of 1..max_num_seqs, one named as a token
+  count those of 1..max_num_batched_tokens (and the speculative tokens of a full decode batch);
+- any other int or pointer that the launches showed in more than one class varies with the
+  batch: it gets every class a token count reaches (ints) or both alignments (pointers);
+- the rest were seen in one class only and are taken as fixed by the model's shapes: the
+  report names each such argument, so an assumption is never silent.
+
+Every combination of those classes over each launched key (its dtypes and constexprs kept)
+that the process lacks is compiled without launching (Triton's own ``_pack_args`` and
+``_do_compile``, the path ``JITFunction.preload`` takes) and its module loaded, before vLLM
+measures memory. The late-JIT census stays as the check that the enumeration was complete.
+
+The class arithmetic is pure (no Triton import) and unit-tested with Triton's binder.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+
+ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
+ALIGNED, UNALIGNED = "aligned", "unaligned"
+INT_CLASSES = (ONE, MULTIPLE_OF_16, OTHER)
+INT_TYPES = ("i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+MAX_KEYS_PER_KERNEL = 512
+"""A kernel whose enumeration exceeds this is reported, not compiled (a compile is ~0.1-3 s)."""
+COMPILE_THREADS = 8
+
+REQUEST_NAMES = re.compile(
+    r"^(num_|n_)?(reqs|requests|seqs|sequences|decodes|prefills|prefill_reqs|decode_reqs)$"
+    r"|^(batch_size|bs|batch)$"
+)
+TOKEN_NAMES = re.compile(
+    r"^(num_|n_|total_)?(tokens|valid_tokens|actual_tokens|query_tokens|prefill_tokens|"
+    r"decode_tokens|rows|elements)$|^(em|m|numel|token_count)$"
+)
+"""Names vLLM's kernels give a per-batch count (``fused_moe_kernel``'s ``EM`` and
+``num_valid_tokens``, ``num_reqs`` of the merge and EAGLE kernels, ``num_tokens``...)."""
+REQUEST_ARRAYS = re.compile(r"start_loc|seq_lens?\b|seq_lens?_|cu_seq|query_lens?\b|_lens$")
+"""Per-request index arrays (``query_start_loc``, ``seq_lens``, ``cu_seq_lens``...): the runtime
+passes slices of them that start at a request (prefills behind decode rows, a context chunk's
+row), so an int32/int64 one reaches both 16-byte alignments whatever the launches showed."""
+
+
+@dataclass(frozen=True)
+class Ranges:
+    """The per-batch counts a deployment's launches range over."""
+
+    max_num_seqs: int
+    max_tokens: int
+    """max_num_batched_tokens, or a full decode batch with its speculative tokens if larger."""
+
+    @classmethod
+    def of(cls, max_num_seqs: int, max_num_batched_tokens: int, spec_tokens: int) -> Ranges:
+        return cls(max_num_seqs, max(max_num_batched_tokens, max_num_seqs * (1 + spec_tokens)))
+
+
+def int_classes(lo: int, hi: int) -> tuple[str, ...]:
+    """Triton's classes of the ints in ``lo..hi``."""
+    out = []
+    if lo <= 1 <= hi:
+        out.append(ONE)
+    if hi >= 16 or lo <= 0:
+        out.append(MULTIPLE_OF_16)
+    if any(v != 1 and v % 16 for v in range(lo, min(hi, lo + 17) + 1)):
+        out.append(OTHER)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Param:
+    """What the enumeration needs of one ``KernelParam``."""
+
+    name: str
+    is_constexpr: bool = False
+    do_not_specialize: bool = False
+    do_not_specialize_on_alignment: bool = False
+
+
+@dataclass
+class Reach:
+    """The classes one argument reaches, and why."""
+
+    name: str
+    kind: str
+    """``int`` or ``pointer``."""
+    classes: tuple[str, ...]
+    basis: str
+    derived: bool
+    """False where the range is taken from the launches alone (reported as such)."""
+
+    def describe(self) -> str:
+        return f"{self.name} {{{', '.join(self.classes)}}} ({self.basis})"
+
+
+def class_of(entry: Any, param: Param) -> tuple[str, str] | None:
+    """(kind, class) of one specialization entry, or None when Triton does not vary it."""
+    if param.is_constexpr or not isinstance(entry, tuple) or len(entry) != 2:
+        return None
+    typ, spec = entry
+    if not isinstance(typ, str):
+        return None
+    if typ == "constexpr":  # a plain int equal to 1 (None arguments are constexpr too)
+        return ("int", ONE) if spec == 1 and not param.do_not_specialize else None
+    if typ.startswith("*"):
+        if param.do_not_specialize_on_alignment:
+            return None
+        return "pointer", ALIGNED if spec == "D" else UNALIGNED
+    if typ in INT_TYPES and not param.do_not_specialize:
+        return "int", MULTIPLE_OF_16 if spec == "D" else OTHER
+    return None
+
+
+def reach(param: Param, kind: str, seen: set[str], ranges: Ranges, typ: str = "") -> Reach:
+    """The classes ``param`` reaches over the deployment, from its name or its launches."""
+    name = param.name
+    if kind == "pointer":
+        if typ[1:] in INT_TYPES and REQUEST_ARRAYS.search(name.lower()):
+            return Reach(
+                name, kind, (ALIGNED, UNALIGNED),
+                "a per-request index array: slices start at any request", True,
+            )  # fmt: skip
+        if len(seen) > 1:
+            return Reach(name, kind, (ALIGNED, UNALIGNED), "seen both ways: varies", True)
+        return Reach(name, kind, tuple(sorted(seen)), f"seen only {_one(seen)}: fixed", False)
+    lowered = name.lower()
+    if REQUEST_NAMES.match(lowered):
+        return Reach(
+            name, kind, int_classes(1, ranges.max_num_seqs),
+            f"a request count, 1..{ranges.max_num_seqs}", True,
+        )  # fmt: skip
+    if TOKEN_NAMES.match(lowered):
+        return Reach(
+            name, kind, int_classes(1, ranges.max_tokens),
+            f"a token count, 1..{ranges.max_tokens}", True,
+        )  # fmt: skip
+    if len(seen) > 1:
+        return Reach(
+            name, kind, int_classes(1, ranges.max_tokens),
+            f"seen as {', '.join(sorted(seen))}: varies with the batch, "
+            f"taken over 1..{ranges.max_tokens}",
+            False,
+        )  # fmt: skip
+    return Reach(name, kind, tuple(sorted(seen)), f"seen only {_one(seen)}: fixed", False)
+
+
+def _one(seen: set[str]) -> str:
+    return next(iter(seen)) if seen else "-"
+
+
+Spec = tuple[Any, ...]
+Launch = tuple[Spec, str]
+"""One launched key: Triton's specialization list (as a tuple) and ``str(options)``."""
+
+
+@dataclass
+class Enumeration:
+    """One kernel's derived key space."""
+
+    kernel: str
+    args: list[Reach]
+    launched: int
+    keys: list[Launch] = field(default_factory=list)
+    """Every key the deployment reaches (the launched ones included)."""
+    missing: list[Launch] = field(default_factory=list)
+    """The reachable keys the process did not hold."""
+    too_many: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "launched": self.launched,
+            "reachable": len(self.keys),
+            "missing": len(self.missing),
+            "too_many": self.too_many,
+            "args": [r.describe() for r in self.args],
+            "assumed": [r.name for r in self.args if not r.derived],
+        }
+
+
+def enumerate_keys(
+    kernel: str, params: Sequence[Param], launches: Iterable[Launch], ranges: Ranges
+) -> Enumeration:
+    """Every key over the classes each argument reaches, around each launched key."""
+    launches = list(dict.fromkeys(launches))
+    seen: dict[int, tuple[str, set[str]]] = {}
+    int_type: dict[int, str] = {}
+    pointer_type: dict[int, str] = {}
+    for spec, _ in launches:
+        for i, (entry, param) in enumerate(zip(spec, params, strict=False)):
+            found = class_of(entry, param)
+            if found is None:
+                continue
+            kind, cls = found
+            seen.setdefault(i, (kind, set()))[1].add(cls)
+            if kind == "int" and entry[0] != "constexpr":
+                int_type.setdefault(i, entry[0])
+            if kind == "pointer":
+                pointer_type.setdefault(i, entry[0])
+    reaches = {
+        i: reach(params[i], kind, classes, ranges, pointer_type.get(i, ""))
+        for i, (kind, classes) in sorted(seen.items())
+    }
+    out = Enumeration(kernel, list(reaches.values()), len(launches))
+    varying = [i for i, r in reaches.items() if len(r.classes) > 1]
+    keys: dict[Launch, None] = {}
+    for spec, options in launches:
+        # A None argument (a constexpr None) stays as launched: only classes vary.
+        here = [i for i in varying if i < len(spec) and class_of(spec[i], params[i])]
+        choices = [reaches[i].classes for i in here]
+        if len(keys) + _product(choices) > MAX_KEYS_PER_KERNEL:
+            out.too_many = True
+            break
+        for combo in itertools.product(*choices):
+            variant = list(spec)
+            for i, cls in zip(here, combo, strict=True):
+                variant[i] = entry_for(spec[i], cls, int_type.get(i, "i32"))
+            keys[(tuple(variant), options)] = None
+    held = set(launches)
+    out.keys = list(keys)
+    out.missing = [k for k in keys if k not in held]
+    return out
+
+
+def _product(choices: list[tuple[str, ...]]) -> int:
+    n = 1
+    for c in choices:
+        n *= len(c)
+    return n
+
+
+def entry_for(entry: tuple[str, Any], cls: str, int_type: str) -> tuple[str, Any]:
+    """The specialization entry Triton's binder makes for an argument of class ``cls``."""
+    if cls == ONE:
+        return ("constexpr", 1)
+    if cls in (MULTIPLE_OF_16, OTHER):
+        typ = entry[0] if entry[0] != "constexpr" else int_type
+        return (typ, "D" if cls == MULTIPLE_OF_16 else "")
+    return (entry[0], "D" if cls == ALIGNED else "")
+
+
+# ---------------------------------------------------------------------- Triton's side
+
+
+def params_of(fn: Any) -> list[Param]:
+    return [
+        Param(
+            p.name,
+            bool(p.is_constexpr),
+            bool(getattr(p, "do_not_specialize", False)),
+            bool(getattr(p, "do_not_specialize_on_alignment", False)),
+        )
+        for p in fn.params
+    ]
+
+
+def launched(fn: Any) -> dict[Any, list[Launch]]:
+    """Per device, the keys this process launched ``fn`` with (Triton's key cache)."""
+    out: dict[Any, list[Launch]] = {}
+    for device, caches in list(fn.device_caches.items()):
+        kernel_cache, key_cache = caches[0], caches[1]
+        for (spec, options), key in list(key_cache.items()):
+            if key in kernel_cache and isinstance(options, str):
+                out.setdefault(device, []).append((tuple(spec), options))
+    return out
+
+
+def kernel_name(fn: Any) -> str:
+    return f"{fn.fn.__module__}.{fn.fn.__qualname__}"
+
+
+@dataclass
+class Compiled:
+    compiled: int = 0
+    loaded: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled) -> None:
+    """Compile each missing key as ``run`` would have, without launching, then load it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.runtime.jit import compute_cache_key
+
+    kernel_cache, key_cache, _target, backend, _binder = fn.device_caches[device]
+    todo = []
+    for spec, options_text in missing:
+        try:
+            options = ast.literal_eval(options_text)
+        except (ValueError, SyntaxError):
+            done.failed.append(f"{kernel_name(fn)}: options not readable: {options_text}")
+            continue
+        key = compute_cache_key(key_cache, list(spec), options)
+        if key not in kernel_cache:
+            todo.append((key, spec, options))
+    if not todo:
+        return
+
+    def compile_one(key: str, spec: Spec, options: dict) -> None:
+        bound = {
+            p.name: (entry[1] if isinstance(entry, tuple) and entry[0] == "constexpr" else None)
+            for p, entry in zip(fn.params, spec, strict=False)
+        }
+        opts, signature, constexprs, attrs = fn._pack_args(
+            backend, dict(options), bound, list(spec), options
+        )
+        fn._do_compile(key, signature, device, constexprs, opts, attrs, warmup=True)
+
+    mode = _async_mode(ThreadPoolExecutor(COMPILE_THREADS))
+    with mode or _null():
+        for key, spec, options in todo:
+            try:
+                compile_one(key, spec, options)
+            except Exception as exc:  # reported per kernel; serving would compile it late
+                done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
+    for key, _spec, _options in todo:
+        kernel = kernel_cache.get(key)
+        if kernel is None:
+            continue
+        kernel = kernel.result() if hasattr(kernel, "result") else kernel
+        done.compiled += 1
+        try:  # load the module now, so its device memory is measured before sizing
+            kernel._init_handles()
+            done.loaded += 1
+        except Exception as exc:
+            done.failed.append(f"{kernel_name(fn)}: loads with {type(exc).__name__}: {exc}")
+
+
+def _async_mode(executor: Any) -> Any:
+    """Triton's parallel compile (3.4+): compiles run in threads, kernels land on exit."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return None
+    return AsyncCompileMode(executor, ignore_errors=True)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def ranges_of(ctx: PrewarmContext) -> Ranges:
+    """The live scheduler's counts inside a worker, the profile's elsewhere."""
+    config = getattr(getattr(ctx.worker, "vllm_config", None), "scheduler_config", None)
+    p = ctx.profile
+    seqs = int(getattr(config, "max_num_seqs", 0) or p.serving.max_num_seqs)
+    tokens = int(getattr(config, "max_num_batched_tokens", 0) or p.serving.max_num_batched_tokens)
+    return Ranges.of(seqs, tokens, p.mtp_tokens)
+
+
+class KeysProvider:
+    name = "keys"
+
+    def applies(self, ctx: PrewarmContext) -> bool:
+        return ctx.profile.hardware.gpu != "cpu"
+
+    def why_not(self, ctx: PrewarmContext) -> str:
+        return "vLLM's CPU backend runs no Triton kernels"
+
+    def specializations(self, ctx: PrewarmContext) -> list[str]:
+        r = ranges_of(ctx)
+        lines = [
+            "every Triton kernel launched before sizing, each argument over the classes it "
+            "reaches: ints as 1 / a multiple of 16 / other, pointers 16-byte aligned or not",
+            f"request counts 1..{r.max_num_seqs}: {{{', '.join(int_classes(1, r.max_num_seqs))}}}",
+            f"token counts 1..{r.max_tokens}: {{{', '.join(int_classes(1, r.max_tokens))}}}",
+            "other arguments: every class when the launches showed more than one, else "
+            "fixed as seen (named in the record as assumed)",
+        ]
+        for e in ctx.enumerated:
+            lines.append(
+                f"{e['kernel']}: {e['reachable']} keys ({e['launched']} launched, "
+                f"{e['missing']} compiled by enumeration) on the last boot"
+            )
+            lines += [f"    {a}" for a in e["args"]]
+        return lines
+
+    def run(self, ctx: PrewarmContext) -> PrewarmResult:
+        from launcher.runtime import jit_watch
+
+        result = PrewarmResult(self.name)
+        start = time.perf_counter()
+        ranges = ranges_of(ctx)
+        done = Compiled()
+        for fn in jit_watch._jit_functions():
+            for device, launches in launched(fn).items():
+                e = enumerate_keys(kernel_name(fn), params_of(fn), launches, ranges)
+                result.enumeration.append(e.to_dict())
+                if e.too_many:
+                    result.specializations.append(
+                        f"{e.kernel}: more than {MAX_KEYS_PER_KERNEL} reachable keys, "
+                        "left to the census"
+                    )
+                    continue
+                if e.missing:
+                    compile_missing(fn, device, e.missing, done)
+                    result.specializations.append(
+                        f"{e.kernel}: {len(e.missing)} of {len(e.keys)} reachable keys compiled"
+                    )
+        result.compiled, result.warmed = done.compiled, done.loaded
+        result.skipped = "; ".join(done.failed[:20])
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+        """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
