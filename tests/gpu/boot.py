@@ -47,6 +47,9 @@ class BootSpec:
     """A cache root of its own under the lab's (empty on a first boot); default: the lab's."""
     plain: bool = False
     """Plain vLLM: its own worker class, no prewarm (same flags, model and workload)."""
+    workload: str = "mixed"
+    """``tests.gpu.stress.KINDS``: the tier's mixed waves, qualify's worst case, or one
+    streamed MTP generation beside max_num_seqs short prompts."""
 
     @property
     def prewarm(self) -> bool:
@@ -236,7 +239,9 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
             if spec.strict_jit:
                 _provoke(result, proc, work_load)
             else:
-                result.outcome = stress.run(work_load, devices)
+                result.outcome = stress.run(
+                    work_load, devices, spec.workload, PROFILES / spec.profile
+                )
     finally:
         result.stopped_by_us = proc.poll() is None
         result.exit_code = _stop(proc)

@@ -90,8 +90,89 @@ def requests(w: Workload) -> tuple[list[tuple[list[int], int]], list[tuple[list[
     return memory, shapes
 
 
-def run(w: Workload, devices: list[int]) -> Outcome:
-    """Both waves, free memory of ``devices`` sampled every 20 ms meanwhile."""
+KINDS = ("mixed", "qualify", "stream")
+"""The tier's workloads: ``mixed`` (the two waves above), ``qualify`` (qualify's own worst
+case for the profile) and ``stream`` (one long streamed generation, MTP drafting, beside
+``max_num_seqs`` concurrent short prompts arriving while it decodes)."""
+STREAM_TOKENS = 512
+
+
+def qualify_requests(w: Workload, profile_path) -> list[tuple[list[int], int]]:
+    from launcher.profile import load_profile
+    from launcher.qualify.workload import prompt_ids, worst_case
+
+    p = load_profile(profile_path).profile
+    return [(prompt_ids(r, w.vocab), r.output_tokens) for r in worst_case(p).requests]
+
+
+def stream(w: Workload, ids: list[int], max_tokens: int, timeout: float) -> int:
+    """One streamed completion; the number of chunks read."""
+    body = {
+        "model": w.model,
+        "prompt": ids,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    req = urllib.request.Request(
+        f"{w.url}/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    chunks = 0
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        for line in r:
+            if line.startswith(b"data: ") and not line.startswith(b"data: [DONE]"):
+                chunks += 1
+    return chunks
+
+
+def run(w: Workload, devices: list[int], kind: str = "mixed", profile_path=None) -> Outcome:
+    """The workload ``kind``, free memory of ``devices`` sampled every 20 ms meanwhile."""
+    if kind == "qualify":
+        return _concurrent(w, devices, qualify_requests(w, profile_path), [])
+    if kind == "stream":
+        return _streaming(w, devices)
+    memory, shapes = requests(w)
+    return _concurrent(w, devices, memory, shapes)
+
+
+def _streaming(w: Workload, devices: list[int]) -> Outcome:
+    out = Outcome()
+    start = time.monotonic()
+    short = [(prompt(5 + 3 * i, 31 * (i + 1), w.vocab), 24) for i in range(w.max_num_seqs)]
+    streamed: list[int] = []
+
+    def long_one() -> None:
+        try:
+            streamed.append(stream(w, prompt(300, 17, w.vocab), STREAM_TOKENS, w.deadline))
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            out.failed.append(f"streamed request: {exc}")
+
+    with Sampler(devices) as sampler:
+        t = threading.Thread(target=long_one, daemon=True)
+        t.start()
+        time.sleep(1.0)  # the long one is decoding when the short ones arrive
+        inner = _concurrent(w, [], short, [], sample=False)
+        t.join(timeout=max(0.0, w.deadline - (time.monotonic() - start)))
+    out.ok = inner.ok + (1 if streamed else 0)
+    out.failed += inner.failed
+    out.prompt_tokens, out.completion_tokens = inner.prompt_tokens, inner.completion_tokens
+    out.completion_tokens += streamed[0] if streamed else 0
+    out.seconds = time.monotonic() - start
+    out.low_free, out.samples = dict(sampler.low), sampler.samples
+    return out
+
+
+def _concurrent(
+    w: Workload,
+    devices: list[int],
+    memory: list[tuple[list[int], int]],
+    shapes: list[tuple[list[int], int]],
+    sample: bool = True,
+) -> Outcome:
+    """``memory`` at once, then ``shapes`` one by one."""
     out = Outcome()
     lock = threading.Lock()
     start = time.monotonic()
@@ -114,8 +195,7 @@ def run(w: Workload, devices: list[int]) -> Outcome:
             out.prompt_tokens += int(usage.get("prompt_tokens", 0))
             out.completion_tokens += int(usage.get("completion_tokens", 0))
 
-    memory, shapes = requests(w)
-    with Sampler(devices) as sampler:
+    with Sampler(devices if sample else []) as sampler:
         threads = [threading.Thread(target=one, args=r, daemon=True) for r in memory]
         for t in threads:
             t.start()

@@ -55,6 +55,17 @@ GLM_DCP2 = BootSpec("glm-dcp2", "glm-dsa-h200-dcp2.yaml", "glm_dsa", ranks=2, ca
 # Second boots of the same deployments: the plan now reads the first boot's records.
 LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
 MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
+# Issue 29: each model from empty caches of its own, three boots with three workloads (the
+# tier's mixed waves, qualify's worst case, one streamed MTP generation beside max_num_seqs
+# short prompts); on every boot nothing compiles late and the census learns nothing.
+THREE = {
+    kind: (
+        BootSpec(f"llama3-{kind}", "llama-h200.yaml", "llama", cache="llama3", workload=kind),
+        BootSpec(f"moe3-{kind}", "dsv2-moe-h200.yaml", "deepseek_v2", cache="moe3", workload=kind),
+        BootSpec(f"glm3-{kind}", "glm-dsa-h200.yaml", "glm_dsa", cache="glm3", workload=kind),
+    )
+    for kind in ("mixed", "qualify", "stream")
+}
 
 
 @pytest.fixture(scope="class")
@@ -273,3 +284,53 @@ class TestGlmDcp2(ScratchStaged):
     minimum over ranks (Served), nothing compiled late on either rank."""
 
     spec = GLM_DCP2
+
+
+class LearnsNothing(Served, CompilesNothingLate):
+    """Issue 29: the key enumeration, not the census, covers what serving runs."""
+
+    def test_no_late_compile_by_the_watchdog_or_vllms_monitor(self, booted):
+        assert booted.late_compiles == {r: [] for r in booted.records}
+        assert booted.monitor_late == [], "\n".join(booted.monitor_late[:20])
+
+    def test_the_enumeration_ran_and_says_what_it_assumed(self, booted):
+        for rank, rec in booted.records.items():
+            keys = next((p for p in rec["prewarm"] if p["provider"] == "keys"), None)
+            assert keys is not None and keys["enumeration"], (rank, rec["prewarm_seconds"])
+            assert all("assumed" in e for e in keys["enumeration"])
+
+
+class TestGlm3Mixed(LearnsNothing):
+    spec = THREE["mixed"][2]
+
+
+class TestGlm3Qualify(LearnsNothing):
+    spec = THREE["qualify"][2]
+
+
+class TestGlm3Stream(LearnsNothing):
+    spec = THREE["stream"][2]
+
+
+class TestLlama3Mixed(LearnsNothing):
+    spec = THREE["mixed"][0]
+
+
+class TestLlama3Qualify(LearnsNothing):
+    spec = THREE["qualify"][0]
+
+
+class TestLlama3Stream(LearnsNothing):
+    spec = THREE["stream"][0]
+
+
+class TestMoe3Mixed(LearnsNothing):
+    spec = THREE["mixed"][1]
+
+
+class TestMoe3Qualify(LearnsNothing):
+    spec = THREE["qualify"][1]
+
+
+class TestMoe3Stream(LearnsNothing):
+    spec = THREE["stream"][1]

@@ -1,0 +1,51 @@
+"""Key enumeration on a real GPU: what the enumeration compiles, serving finds compiled.
+
+A kernel launched with a few argument classes; the keys provider's enumeration then
+compiles every key the deployment reaches, without launching; launches in the other classes
+afterwards compile nothing (the late-JIT watchdog armed, as after sizing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.runtime import jit_watch
+from launcher.runtime.prewarm import keys
+
+pytestmark = pytest.mark.gpu
+
+
+def test_every_enumerated_key_is_found_compiled_by_a_later_launch(cuda_device):
+    import torch
+
+    from tests.gpu.keys_kernel import masked_rows
+
+    dev = f"cuda:{cuda_device}"
+    out = torch.zeros(64 * 4096, device=dev)
+    starts = torch.arange(0, 64, dtype=torch.int32, device=dev)
+
+    def launch(tokens: int, reqs: int, offset: int) -> None:
+        masked_rows[(reqs,)](out, starts[offset:], tokens, 1, reqs, HEADS=8)
+
+    for tokens, reqs in ((17, 3), (16, 3), (1, 2)):  # the waves: aligned slices only
+        launch(tokens, reqs, 0)
+    torch.cuda.synchronize()
+    launches = keys.launched(masked_rows)
+    ((device, seen),) = launches.items()
+    params = keys.params_of(masked_rows)
+    e = keys.enumerate_keys("masked_rows", params, seen, keys.Ranges.of(8, 2048, 2))
+    assert e.missing, e.to_dict()
+    done = keys.Compiled()
+    keys.compile_missing(masked_rows, device, e.missing, done)
+    assert done.failed == [] and done.compiled == len(e.missing), done
+    late: list = []
+    watch = jit_watch.JitWatch()
+    watch.arm(late.append)
+    try:
+        for tokens in (1, 16, 32, 45):
+            for reqs in (1, 2, 8):
+                for offset in (0, 1, 3):
+                    launch(tokens, reqs, offset)
+        torch.cuda.synchronize()
+    finally:
+        watch.uninstall()
+    assert late == [], [event.describe() for event in late]

@@ -1,0 +1,189 @@
+"""The key enumeration covers what serving launches: vLLM's own kernels, Triton's binder.
+
+The two kernels the H200 compiled late after the waves (issue 29) are bound here with
+Triton's binder (nothing compiles) at the GLM tier profile's shapes: what the waves launched
+is the enumeration's input, what serving launches must be among its keys. vLLM 0.26's
+``mask_empty_context_kernel`` comes from the vLLM 0.26.0 wheel's own source (tests/run
+extracts it: ``BLAUNCH_VLLM026_SRC``); ``eagle_prepare_next_token_padded_kernel`` from the
+installed vLLM (the same kernel in 0.26 and 0.32).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.runtime.prewarm import keys as K
+from tests.conftest import need, need_module
+
+# The GLM tier profile (tests/gpu/profiles/glm-dsa-h200.yaml): 8 sequences, 2048-token
+# chunks, 2 speculative tokens, 64 heads.
+RANGES = K.Ranges.of(8, 2048, 2)
+HEADS = 64
+VLLM026_FILE = "vllm/v1/attention/ops/triton_merge_attn_states.py"
+
+
+@pytest.fixture
+def triton():
+    need_module("unit", "torch", "the binder takes torch tensors")
+    return need_module("unit", "triton", "Triton's binder")
+
+
+def binder_of(triton, kernel):
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import create_function_from_signature
+
+    return create_function_from_signature(kernel.signature, kernel.params, BaseBackend)
+
+
+def recording(monkeypatch, triton, module, name: str) -> list:
+    """The module's kernel as a real ``triton.jit`` function whose launches record their
+    key (specialization and options) instead of running."""
+    fn = getattr(module, name)
+    kernel = fn if hasattr(fn, "params") else triton.jit(fn)
+    monkeypatch.setattr(module, name, kernel)
+    monkeypatch.setattr(module, "triton", triton, raising=False)
+    bind = binder_of(triton, kernel)
+    seen: list = []
+
+    def run(*args, grid, warmup, **kwargs):
+        _, spec, options = bind(*args, **kwargs)
+        seen.append((tuple(spec), str(options)))
+
+    monkeypatch.setattr(kernel, "run", run)
+    return seen
+
+
+def enumerated(kernel, launches) -> set:
+    e = K.enumerate_keys(kernel.__name__ if hasattr(kernel, "__name__") else "k",
+                         K.params_of(kernel), launches, RANGES)  # fmt: skip
+    assert not e.too_many, e.to_dict()
+    return set(e.keys)
+
+
+# ------------------------------------------------------------------ mask_empty_context
+
+
+def merge_module(monkeypatch, triton):
+    src = os.environ.get("BLAUNCH_VLLM026_SRC", "")
+    path = Path(src) / VLLM026_FILE
+    need(
+        "unit", bool(src) and path.is_file(), f"vLLM 0.26's {VLLM026_FILE} (tests/run extracts it)"
+    )
+    need_module("unit", "vllm.platforms", "the module imports vllm.platforms")
+    spec = importlib.util.spec_from_file_location("vllm026_merge_attn_states", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def mask_launch(module, torch, prefill_lens: list[int], decodes: int, chunk_row: int) -> None:
+    """vLLM 0.26's call site in the MLA prefill: the chunk's LSE [heads, prefill tokens], the
+    prefills' query starts (a slice behind the decode rows) and one row of the chunked
+    context's cumulative lengths."""
+    tokens = sum(prefill_lens)
+    starts = torch.tensor([0] * decodes + [0, *torch.tensor(prefill_lens).cumsum(0).tolist()],
+                          dtype=torch.int32)[decodes:]  # fmt: skip
+    rows = torch.zeros((chunk_row + 1, len(prefill_lens) + 1), dtype=torch.int32)
+    lse = torch.zeros(HEADS, tokens)
+    out = torch.zeros(tokens, HEADS, 512)
+    module.mask_empty_context(lse, out, starts, rows[chunk_row])
+
+
+def test_mask_empty_context_serving_keys_are_among_the_enumerated(monkeypatch, triton):
+    import torch
+
+    module = merge_module(monkeypatch, triton)
+    seen = recording(monkeypatch, triton, module, "mask_empty_context_kernel")
+    # The waves: prompts of each int class, one or two at once, behind 0-3 decode rows.
+    for lens, decodes in (([1], 0), ([17], 0), ([16], 1), ([300, 37], 2), ([15], 3)):
+        mask_launch(module, torch, lens, decodes, 0)
+    waves = list(seen)
+    seen.clear()
+    # Serving: what the calibrated boot hit late (16-token multiples with 2+ prompts) and
+    # the other reachable batches, a later context chunk's row included.
+    for lens in ([16, 16], [32, 16, 48], [8, 8], [1, 1], [100], [64] * 8):
+        for decodes in range(4):
+            for row in (0, 1):
+                mask_launch(module, torch, lens, decodes, row)
+    kernel = module.mask_empty_context_kernel
+    missing = set(seen) - enumerated(kernel, waves)
+    assert seen and not missing, sorted(missing)[:3]
+
+
+# ------------------------------------------------------------------ EAGLE
+
+
+def eagle_launch(module, torch, num_reqs: int, spec_tokens: int = 2) -> None:
+    """vLLM's call site (``prepare_next_token_ids_padded``): [num_reqs, spec + 1] sampled
+    ids, the request count as ``num_reqs``."""
+    sampled = torch.zeros((num_reqs, spec_tokens + 1), dtype=torch.int32)
+    mask = torch.zeros(num_reqs, dtype=torch.bool)
+    backup = torch.zeros(num_reqs, dtype=torch.int32)
+    out = torch.empty(num_reqs, dtype=torch.int32)
+    count = torch.empty(num_reqs, dtype=torch.int32)
+    width = 1 << (spec_tokens + 1 - 1).bit_length()
+    module.eagle_prepare_next_token_padded_kernel[(num_reqs,)](
+        sampled, mask, backup, out, count, 1000, spec_tokens + 1, num_reqs,
+        sampled.stride(0), BLOCK_SIZE_TOKENS=width,
+    )  # fmt: skip
+
+
+def test_eagle_prepare_next_token_serving_keys_are_among_the_enumerated(monkeypatch, triton):
+    import torch
+
+    module = need_module("unit", "vllm.v1.spec_decode.utils", "vLLM's EAGLE utilities")
+    seen = recording(monkeypatch, triton, module, "eagle_prepare_next_token_padded_kernel")
+    for n in (2, 3, 8):  # the waves' decode batches: qualify's first boot then ran 1 alone
+        eagle_launch(module, torch, n)
+    waves = list(seen)
+    seen.clear()
+    for n in range(1, RANGES.max_num_seqs + 1):
+        eagle_launch(module, torch, n)
+    kernel = module.eagle_prepare_next_token_padded_kernel
+    late = set(seen) - set(waves)
+    assert late, "every serving key was already among the waves: the test shows nothing"
+    missing = set(seen) - enumerated(kernel, waves)
+    assert not missing, sorted(missing)
+
+
+def test_without_the_request_count_role_the_late_eagle_key_is_missed(monkeypatch, triton):
+    """The check above can fail: name nothing a request count and num_reqs, seen only as
+    'other' in the waves, is taken as fixed; serving's num_reqs=1 key is then missing."""
+    import re
+
+    import torch
+
+    module = need_module("unit", "vllm.v1.spec_decode.utils", "vLLM's EAGLE utilities")
+    seen = recording(monkeypatch, triton, module, "eagle_prepare_next_token_padded_kernel")
+    monkeypatch.setattr(K, "REQUEST_NAMES", re.compile(r"^$"))
+    for n in (2, 3):
+        eagle_launch(module, torch, n)
+    waves = list(seen)
+    seen.clear()
+    eagle_launch(module, torch, 1)
+    kernel = module.eagle_prepare_next_token_padded_kernel
+    assert set(seen) - enumerated(kernel, waves)
+
+
+# ------------------------------------------------------------------ the class arithmetic
+
+
+def test_int_classes_follow_tritons_rules():
+    assert K.int_classes(1, 1) == (K.ONE,)
+    assert K.int_classes(1, 8) == (K.ONE, K.OTHER)
+    assert K.int_classes(1, 16) == (K.ONE, K.MULTIPLE_OF_16, K.OTHER)
+    assert K.int_classes(16, 16) == (K.MULTIPLE_OF_16,)
+
+
+def test_an_argument_seen_in_one_class_and_not_named_is_reported_as_assumed():
+    params = [K.Param("x_ptr"), K.Param("stride_xm"), K.Param("num_reqs")]
+    launches = [((("*bf16", "D"), ("i32", "D"), ("i32", "")), "{}")]
+    e = K.enumerate_keys("k", params, launches, RANGES)
+    assert e.to_dict()["assumed"] == ["x_ptr", "stride_xm"]
+    assert len(e.keys) == 2 and len(e.missing) == 1  # num_reqs 1..8: 1 or other
