@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import os
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -40,7 +41,7 @@ INT_CLASSES = (ONE, MULTIPLE_OF_16, OTHER)
 INT_TYPES = ("i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 MAX_KEYS_PER_KERNEL = 512
 """A kernel whose enumeration exceeds this is reported, not compiled (a compile is ~0.1-3 s)."""
-COMPILE_THREADS = 8
+COMPILE_THREADS = min(16, os.cpu_count() or 1)
 
 REQUEST_NAMES = re.compile(
     r"^(num_|n_)?(reqs|requests|seqs|sequences|decodes|prefills|prefill_reqs|decode_reqs)$"
@@ -52,6 +53,9 @@ TOKEN_NAMES = re.compile(
 )
 """Names vLLM's kernels give a per-batch count (``fused_moe_kernel``'s ``EM`` and
 ``num_valid_tokens``, ``num_reqs`` of the merge and EAGLE kernels, ``num_tokens``...)."""
+ROUTED_NAMES = re.compile(r"^(em|num_valid_tokens)$")
+"""vLLM's fused-MoE kernel counts routed tokens (tokens x top-k): ``num_valid_tokens`` is
+that product, ``EM`` the sorted ids' length (the product, padded per expert block)."""
 REQUEST_ARRAYS = re.compile(r"start_loc|seq_lens?\b|seq_lens?_|cu_seq|query_lens?\b|_lens$")
 """Per-request index arrays (``query_start_loc``, ``seq_lens``, ``cu_seq_lens``...): the runtime
 passes slices of them that start at a request (prefills behind decode rows, a context chunk's
@@ -65,10 +69,15 @@ class Ranges:
     max_num_seqs: int
     max_tokens: int
     """max_num_batched_tokens, or a full decode batch with its speculative tokens if larger."""
+    top_k: int = 1
+    """Experts per token (routed token counts start there)."""
 
     @classmethod
-    def of(cls, max_num_seqs: int, max_num_batched_tokens: int, spec_tokens: int) -> Ranges:
-        return cls(max_num_seqs, max(max_num_batched_tokens, max_num_seqs * (1 + spec_tokens)))
+    def of(
+        cls, max_num_seqs: int, max_num_batched_tokens: int, spec_tokens: int, top_k: int = 1
+    ) -> Ranges:
+        tokens = max(max_num_batched_tokens, max_num_seqs * (1 + spec_tokens))
+        return cls(max_num_seqs, tokens, max(1, top_k))
 
 
 def int_classes(lo: int, hi: int) -> tuple[str, ...]:
@@ -78,7 +87,7 @@ def int_classes(lo: int, hi: int) -> tuple[str, ...]:
         out.append(ONE)
     if hi >= 16 or lo <= 0:
         out.append(MULTIPLE_OF_16)
-    if any(v != 1 and v % 16 for v in range(lo, min(hi, lo + 17) + 1)):
+    if any(v != 1 and v % 16 for v in range(lo, min(hi, lo + 17) + 1)):  # 17 steps: one
         out.append(OTHER)
     return tuple(out)
 
@@ -144,6 +153,13 @@ def reach(param: Param, kind: str, seen: set[str], ranges: Ranges, typ: str = ""
         return Reach(
             name, kind, int_classes(1, ranges.max_num_seqs),
             f"a request count, 1..{ranges.max_num_seqs}", True,
+        )  # fmt: skip
+    if ROUTED_NAMES.match(lowered) and ranges.top_k > 1:
+        k = ranges.top_k
+        classes = tuple(c for c in int_classes(k, ranges.max_tokens * k) if c != ONE)
+        return Reach(
+            name, kind, classes,
+            f"routed tokens (tokens x top-k {k}), {k}..{ranges.max_tokens * k}", True,
         )  # fmt: skip
     if TOKEN_NAMES.match(lowered):
         return Reach(
@@ -365,7 +381,7 @@ def ranges_of(ctx: PrewarmContext) -> Ranges:
     p = ctx.profile
     seqs = int(getattr(config, "max_num_seqs", 0) or p.serving.max_num_seqs)
     tokens = int(getattr(config, "max_num_batched_tokens", 0) or p.serving.max_num_batched_tokens)
-    return Ranges.of(seqs, tokens, p.mtp_tokens)
+    return Ranges.of(seqs, tokens, p.mtp_tokens, ctx.facts.experts_per_token or 1)
 
 
 class KeysProvider:

@@ -475,7 +475,44 @@ def _draft_at_dcp1(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         )
 
 
+MERGE_OPS = "vllm.v1.attention.ops.triton_merge_attn_states"
+
+
+def _mask_empty_context(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
+    """MLA's chunked-context prefill neutralizes context chunks that cover no keys before the
+    merge. Only a step with such a chunk runs it, which the serving waves do not always form
+    (the H200 compiled it late on boot 1 of the GLM tier model): a seed launch per int and
+    alignment class gives the key enumeration (``keys``) the kernel's argument types."""
+    if not ctx.facts.is_mla:
+        return
+    heads = max(1, ctx.facts.heads // ctx.profile.parallel.tensor)
+    dim = ctx.facts.kv_lora_rank or ctx.facts.head_dim
+
+    def launch(fn: Callable[..., Any], device: str) -> None:
+        import torch
+
+        i32 = {"dtype": torch.int32, "device": device}
+        for tokens, reqs in ((1, 1), (16, 2), (17, 2)):
+            lse = torch.zeros(heads, tokens, dtype=torch.float32, device=device)
+            out = torch.zeros(tokens, heads, dim, dtype=torch.bfloat16, device=device)
+            starts = torch.tensor([0, *([tokens] * reqs)], **i32)
+            starts[1:reqs] = torch.arange(1, reqs, **i32)
+            for offset in (0, 1):  # the prefills' slice behind a decode row, or not
+                loc = torch.cat([torch.zeros(offset, **i32), starts])[offset:]
+                rows = torch.zeros((2, reqs + 1), **i32)
+                fn(lse, out, loc, rows[offset])
+
+    yield Kernel(
+        "mask_empty_context_kernel",
+        (("NUM_HEADS", heads), ("BLOCK_SIZE", 128), ("BLOCK_HEADS", 8)),
+        f"LSE [{heads}, T] fp32, T in 1/16/17, 1-2 prefills, slices aligned and not",
+        (f"{MERGE_OPS}:mask_empty_context",),
+        launch,
+    )
+
+
 TARGETS: tuple[Callable[[PrewarmContext, Dcp], Iterator[Kernel]], ...] = (
+    _mask_empty_context,
     _map_global_topk,
     _prefill_chunk_metadata,
     _mask_page_table,
