@@ -44,6 +44,7 @@ class Workload:
 
 @dataclass
 class Outcome:
+    sent: int = 0
     ok: int = 0
     failed: list[str] = field(default_factory=list)
     prompt_tokens: int = 0
@@ -156,7 +157,7 @@ def _streaming(w: Workload, devices: list[int]) -> Outcome:
         time.sleep(1.0)  # the long one is decoding when the short ones arrive
         inner = _concurrent(w, [], short, [], sample=False)
         t.join(timeout=max(0.0, w.deadline - (time.monotonic() - start)))
-    out.ok = inner.ok + (1 if streamed else 0)
+    out.sent, out.ok = inner.sent + 1, inner.ok + (1 if streamed else 0)
     out.failed += inner.failed
     out.prompt_tokens, out.completion_tokens = inner.prompt_tokens, inner.completion_tokens
     out.completion_tokens += streamed[0] if streamed else 0
@@ -173,7 +174,7 @@ def _concurrent(
     sample: bool = True,
 ) -> Outcome:
     """``memory`` at once, then ``shapes`` one by one."""
-    out = Outcome()
+    out = Outcome(sent=len(memory) + len(shapes))
     lock = threading.Lock()
     start = time.monotonic()
 

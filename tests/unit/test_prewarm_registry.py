@@ -41,7 +41,9 @@ def test_triton_specializations_follow_dcp_and_rank():
     # every DCP helper at this rank; the MTP draft's replicated DCP1 filter at rank 0 of 1
     assert all("DCP_RANK=3" in s for s in specs if "DCP_RANK" in s and "DCP_SIZE=1" not in s)
     assert prewarm.load("triton").applies(ctx)
-    assert not prewarm.load("triton").applies(ctx_for("glm52-dcp1.yaml"))
+    # without DCP only the MLA seed (mask_empty_context) remains
+    dcp1 = prewarm.load("triton").specializations(ctx_for("glm52-dcp1.yaml"))
+    assert [s.split()[0] for s in dcp1] == ["mask_empty_context_kernel"]
 
 
 def test_vllm_warmups_list_the_runtime_entry_points_and_need_the_worker_to_run():

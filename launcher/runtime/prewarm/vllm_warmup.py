@@ -249,24 +249,36 @@ MOE_CONFIG = "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe
 WEIGHTS = ("w13_weight", "w2_weight")
 
 
-def moe_blocks(model: Any) -> list[tuple[Any, Any]]:
-    """(block, fused-MoE layer) once per distinct expert shape: the module that owns a
-    ``FusedMoE`` (gate, shared experts and experts, as the model's forward calls them)."""
-    cls = _function(FUSED_MOE)
-    if cls is None or model is None:
+def expert_weights(module: Any) -> Any | None:
+    """The module holding a fused-MoE layer's expert weights: the layer itself (vLLM's
+    ``FusedMoE`` class up to 0.25) or its ``routed_experts`` (0.26 on, where ``FusedMoE`` is a
+    factory returning a ``MoERunner``)."""
+    for holder in (module, getattr(module, "routed_experts", None)):
+        if holder is not None and all(hasattr(holder, w) for w in WEIGHTS):
+            return holder
+    return None
+
+
+def moe_blocks(model: Any) -> list[tuple[Any, Any, Any]]:
+    """(block, fused-MoE layer, expert weights) once per distinct expert shape: the module
+    that owns the layer (gate, shared experts and experts, as the model's forward calls
+    them). Modules come parents first, so a runner's own ``routed_experts`` repeats a shape
+    already taken with the block above it."""
+    if not hasattr(model, "modules"):  # no torch module loaded
         return []
     out, shapes = [], set()
     for parent in model.modules():
-        for child in parent.children():
-            if not isinstance(child, cls):
+        for child in getattr(parent, "children", tuple)():
+            holder = expert_weights(child)
+            if holder is None:
                 continue
             shape = (
-                *(tuple(getattr(getattr(child, w, None), "shape", ())) for w in WEIGHTS),
-                type(getattr(child, "quant_method", None)).__name__,
+                *(tuple(getattr(getattr(holder, w, None), "shape", ())) for w in WEIGHTS),
+                type(getattr(holder, "quant_method", None)).__name__,
             )
             if shape not in shapes:
                 shapes.add(shape)
-                out.append((parent, child))
+                out.append((parent, child, holder))
     return out
 
 
@@ -301,8 +313,8 @@ def _moe_buckets(ctx: PrewarmContext):
     max_tokens = int(config.scheduler_config.max_num_batched_tokens)
     captures = list(ctx.deployment.capture_sizes)
     counts = set(moe_token_counts(max_tokens, captures, ctx.facts.experts_per_token))
-    for _, layer in blocks:
-        counts |= set(moe_config_changes(layer, max_tokens))
+    for _, _, weights in blocks:
+        counts |= set(moe_config_changes(weights, max_tokens))
     counts = sorted(c for c in counts if 1 <= c <= max_tokens)
 
     def run() -> None:
@@ -310,10 +322,10 @@ def _moe_buckets(ctx: PrewarmContext):
         from vllm.forward_context import set_forward_context
 
         dtype = config.model_config.dtype
-        for block, layer in blocks:
-            device = layer.w13_weight.device
-            hidden = int(layer.hidden_size)
-            experts = int(getattr(layer, "global_num_experts", 0) or layer.w13_weight.shape[0])
+        for block, layer, weights in blocks:
+            device = weights.w13_weight.device
+            hidden = int(getattr(weights, "hidden_size", 0) or weights.w2_weight.shape[1])
+            experts = int(getattr(weights, "global_num_experts", 0) or weights.w13_weight.shape[0])
             for n in counts:
                 x = torch.randn(n, hidden, dtype=dtype, device=device) * 0.01
                 with set_forward_context(None, config, num_tokens=n):
@@ -324,7 +336,7 @@ def _moe_buckets(ctx: PrewarmContext):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
 
-    names = sorted({type(b).__name__ for b, _ in blocks})
+    names = sorted({type(b).__name__ for b, _, _ in blocks})
     return [(f"{'/'.join(names)}.forward(n tokens) for n in {counts}", run)]
 
 
