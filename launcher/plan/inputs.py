@@ -28,6 +28,7 @@ from launcher.plan.planner import Measured, PlanInputs
 from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import Recipe, estimate_rank_weights, load_buffers
 from launcher.profile import LoadedProfile
+from launcher.profile.settings_checks import quantization_matches_checkpoint
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,10 @@ def _facts(loaded: LoadedProfile) -> ModelFacts:
 def check_against_facts(loaded: LoadedProfile, f: ModelFacts) -> None:
     """Refuse settings the model cannot take (a sweep re-checks each combination)."""
     p = loaded.profile
-    issues = []
+    issues = [
+        loaded.issue(key, message)
+        for key, message in quantization_matches_checkpoint(p, f.quant_method, f.exl3 is not None)
+    ]
     if p.mtp_tokens and f.mtp_layers == 0:
         issues.append(
             loaded.issue(
