@@ -257,6 +257,6 @@ def quantization_matches_checkpoint(
         return
     yield (
         "model.quantization",
-        f"{asked} does not load this checkpoint, which is {have} (its config.json's "
-        f"quantization_config); set model.quantization: {have}, or remove the key",
+        f"{asked} does not load this checkpoint, which is {have} (read from the checkpoint); "
+        f"set model.quantization: {have}, or remove the key",
     )
