@@ -419,7 +419,13 @@ def qualify(
     "--profile-ref",
     default=None,
     metavar="PATH",
-    help="The profile as the container finds it (default: profiles/<file name>).",
+    help="The profile as the container finds it in the image. Default: the profile ships with "
+    "the files (a ConfigMap, a file beside the compose files), mounted at /profiles.",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Remove the files an earlier emit left in OUT_DIR for another plan, instead of refusing.",
 )
 def emit(
     profile: str,
@@ -428,6 +434,7 @@ def emit(
     targets: tuple[str, ...],
     image: str,
     profile_ref: str | None,
+    replace: bool,
 ) -> None:
     """Write PROFILE's deployment for other targets into OUT_DIR: a Kubernetes
     LeaderWorkerSet (leaderworkerset.yaml) and docker compose files (compose.node<N>.yaml).
@@ -437,12 +444,23 @@ def emit(
     from launcher import pipeline
     from launcher.emit.command import emit as write
 
-    planned = pipeline.make_plan(pipeline.load(profile, overrides))
+    loaded = pipeline.load(profile, overrides)
+    _warn(pipeline.warnings(loaded))
+    planned = pipeline.make_plan(loaded)
     if not planned.plan.fits:
         click.echo(f"error: the plan does not fit: {'; '.join(planned.plan.reasons)}", err=True)
         sys.exit(EXIT_DOES_NOT_FIT)
-    ref = profile_ref or f"profiles/{Path(profile).name}"
-    for path in write(planned, Path(out_dir), targets or ("k8s", "compose"), image, ref, overrides):
+    paths = write(
+        planned,
+        Path(out_dir),
+        targets or ("k8s", "compose"),
+        image,
+        profile_ref,
+        overrides,
+        replace=replace,
+        warn=lambda line: _warn([line]),
+    )
+    for path in paths:
         click.echo(f"wrote {path}")
 
 

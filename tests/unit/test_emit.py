@@ -49,7 +49,14 @@ def _needs(m: dict) -> list[str]:
 
 def test_writes_the_manifest_and_one_compose_file_per_node(emitted):
     names = sorted(p.name for p in emitted.iterdir())
-    assert names == ["compose.node0.yaml", "compose.node1.yaml", "leaderworkerset.yaml"]
+    assert names == [
+        "compose.node0.yaml",
+        "compose.node1.yaml",
+        "leaderworkerset.yaml",
+        "profile-configmap.yaml",
+        "profile.glm52-exl3-2node-tp8-dcp4-mtp3.yaml",
+        "service.yaml",
+    ]
 
 
 def test_manifest_has_the_leaderworkerset_v1_shape(emitted):
