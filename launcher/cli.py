@@ -171,7 +171,12 @@ def _plot_option(what: str):
     help="Size workspaces with b12x's own plan functions (imports b12x and torch).",
 )
 @click.option("--no-calibration", is_flag=True, help="Ignore earlier measurements.")
-@click.option("--force", is_flag=True, help="Launch even if the GPUs do not match the profile.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Launch even if the GPUs do not match the profile, or vllm.extra_args repeats a "
+    "flag the planner writes (the plan is then not what runs).",
+)
 @click.option("--strict-jit", is_flag=True, help="A kernel compiled after sizing is fatal.")
 @click.option(
     "--node-rank",
@@ -215,21 +220,22 @@ def launch(
         overrides = (*overrides, f"runtime.node_rank={node_rank}")
     if strict_jit:
         overrides = (*overrides, "prewarm.strict_jit=true")
-    loaded = pipeline.load(profile, overrides)
+    if print_command and (as_json or dry_run or plot_file):
+        other = "--json" if as_json else "--dry-run" if dry_run else "--plot"
+        raise click.UsageError(
+            f"--print-command prints the launch line alone (environment included) and writes "
+            f"its plan into a run directory; {other} prints the plan: use one of them"
+        )
+    loaded = pipeline.load(profile, overrides, force=force)
     _warn(pipeline.warnings(loaded))
     planned = pipeline.make_plan(loaded, b12x_sizing=b12x_sizing, calibrate=not no_calibration)
-    if print_command and not (as_json or dry_run or plot_file):
+    if print_command:
         line, note = pipeline.write_command(planned, run_dir=run_dir)
         click.echo(f"b12x-launch: note: {note}", err=True)
         click.echo(line)
         return
-    if as_json or dry_run or print_command or plot_file:
-        click.echo(
-            pipeline.render(
-                planned, as_json=as_json, command_only=print_command, color=sys.stdout.isatty()
-            ),
-            nl=False,
-        )
+    if as_json or dry_run or plot_file:
+        click.echo(pipeline.render(planned, as_json=as_json, color=sys.stdout.isatty()), nl=False)
         if plot_file:
             from launcher.report.plot import plot_plan
 
@@ -389,7 +395,7 @@ def qualify(
     from launcher.qualify.command import qualify as run_qualify
     from launcher.qualify.progress import Progress
 
-    loaded = pipeline.load(profile, (*overrides, "serving.host=127.0.0.1"))
+    loaded = pipeline.load(profile, (*overrides, "serving.host=127.0.0.1"), force=force)
     with Progress() as progress:
         record = run_qualify(loaded, run_dir=run_dir, verify=verify, force=force, progress=progress)
     kv = record["kv"]
@@ -413,7 +419,13 @@ def qualify(
     "--profile-ref",
     default=None,
     metavar="PATH",
-    help="The profile as the container finds it (default: profiles/<file name>).",
+    help="The profile as the container finds it in the image. Default: the profile ships with "
+    "the files (a ConfigMap, a file beside the compose files), mounted at /profiles.",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Remove the files an earlier emit left in OUT_DIR for another plan, instead of refusing.",
 )
 def emit(
     profile: str,
@@ -422,6 +434,7 @@ def emit(
     targets: tuple[str, ...],
     image: str,
     profile_ref: str | None,
+    replace: bool,
 ) -> None:
     """Write PROFILE's deployment for other targets into OUT_DIR: a Kubernetes
     LeaderWorkerSet (leaderworkerset.yaml) and docker compose files (compose.node<N>.yaml).
@@ -431,12 +444,23 @@ def emit(
     from launcher import pipeline
     from launcher.emit.command import emit as write
 
-    planned = pipeline.make_plan(pipeline.load(profile, overrides))
+    loaded = pipeline.load(profile, overrides)
+    _warn(pipeline.warnings(loaded))
+    planned = pipeline.make_plan(loaded)
     if not planned.plan.fits:
         click.echo(f"error: the plan does not fit: {'; '.join(planned.plan.reasons)}", err=True)
         sys.exit(EXIT_DOES_NOT_FIT)
-    ref = profile_ref or f"profiles/{Path(profile).name}"
-    for path in write(planned, Path(out_dir), targets or ("k8s", "compose"), image, ref, overrides):
+    paths = write(
+        planned,
+        Path(out_dir),
+        targets or ("k8s", "compose"),
+        image,
+        profile_ref,
+        overrides,
+        replace=replace,
+        warn=lambda line: _warn([line]),
+    )
+    for path in paths:
         click.echo(f"wrote {path}")
 
 

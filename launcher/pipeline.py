@@ -41,8 +41,8 @@ class Planned:
         return deployment_for(self.loaded.profile, self.inputs)
 
 
-def load(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
-    return load_profile(path, overrides)
+def load(path: str, overrides: tuple[str, ...] = (), *, force: bool = False) -> LoadedProfile:
+    return load_profile(path, overrides, force=force)
 
 
 def warnings(loaded: LoadedProfile) -> list[str]:

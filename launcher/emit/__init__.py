@@ -9,12 +9,16 @@ and meets the other nodes before vLLM starts. Nothing here imports torch, vLLM o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 from launcher import atomic
 from launcher.errors import ProfileError
+from launcher.secrets import is_secret
 
 if TYPE_CHECKING:
     from launcher.profile import LoadedProfile
@@ -23,6 +27,24 @@ DEFAULT_IMAGE = "b12x-launch:latest"
 CACHE_MOUNT = "/cache"
 CACHE_HOST_PATH = "/var/cache/b12x-launch"
 """Where each machine keeps its JIT caches: a node's kernels are compiled for its GPUs."""
+IMAGE_UID = 10001
+"""The image's user and group (``BLAUNCH_UID``/``BLAUNCH_GID`` in the Dockerfile): the cache
+must be writable by them, which a directory the kubelet creates (root, 0755) is not."""
+PROFILES_MOUNT = "/profiles"
+"""Where the shipped profile is mounted (first of the image's ``BLAUNCH_PROFILE_DIRS``)."""
+
+EXAMPLE_ADDRESSES = re.compile(
+    r"^(10\.0\.0\.1|192\.0\.2\.\d+|198\.51\.100\.\d+|203\.0\.113\.\d+|127\.\d+\.\d+\.\d+"
+    r"|localhost|0\.0\.0\.0|.*\bexample(\.(com|org|net))?)$",
+    re.I,
+)
+"""Addresses that cannot be node 0 of a real cluster: the profiles' example, the
+documentation ranges (RFC 5737), loopback, and example domains."""
+EMITTED = re.compile(
+    r"^(leaderworkerset|service|profile-configmap)\.yaml$|^compose\.node\d+\.yaml$"
+    r"|^profile\..+\.yaml$"
+)
+"""The names ``emit`` writes: what an output directory may hold from an earlier plan."""
 
 
 @dataclass(frozen=True)
@@ -37,13 +59,28 @@ class Target:
     under ``/profiles``)."""
     overrides: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    shipped: str = ""
+    """The profile shipped with the manifests (one YAML file, ``extends:`` and ``--set``
+    resolved, secret values left out), mounted at ``PROFILES_MOUNT``; empty when the image
+    has it (``--profile-ref``)."""
+
+    @property
+    def shipped_name(self) -> str:
+        """The shipped profile's file name under ``PROFILES_MOUNT``."""
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", self.loaded.profile.name or "").strip(".-")
+        return f"{name or 'profile'}.yaml"
+
+    @property
+    def shipped_ref(self) -> str:
+        """The shipped profile's path in the container."""
+        return f"{PROFILES_MOUNT}/{self.shipped_name}"
 
     @property
     def profile(self):
         return self.loaded.profile
 
     def launcher_args(self, node_rank: str, master_addr: str | None = None) -> list[str]:
-        args = [self.profile_ref]
+        args = [self.shipped_ref if self.shipped else self.profile_ref]
         for o in self.overrides:
             args += ["--set", o]
         if master_addr is not None:
@@ -51,6 +88,67 @@ class Target:
         if self.profile.hardware.nodes > 1:
             args += ["--node-rank", node_rank]
         return args
+
+
+def secret_override(override: str) -> bool:
+    """``env.HF_TOKEN=...``: a ``--set`` whose value is a secret (never written in args)."""
+    key = override.lstrip("~").partition("=")[0].strip()
+    return key.startswith("env.") and is_secret(key[len("env.") :])
+
+
+def shipped_profile(loaded: LoadedProfile, overrides: tuple[str, ...], fingerprint: str) -> str:
+    """The profile as one file for the container: parents merged, overrides applied, every
+    secret variable left out (the container gets it from a Secret or the host's shell)."""
+    from launcher.profile.load import read_profile
+
+    data = read_profile(loaded.path).merged(overrides)
+    data["name"] = loaded.profile.name
+    env = data.get("env")
+    if isinstance(env, dict):
+        data["env"] = {k: v for k, v in env.items() if not is_secret(str(k))}
+    for key in ("node_rank",):  # set per node by each target
+        (data.get("runtime") or {}).pop(key, None)
+    head = (
+        f"# {loaded.profile.name}: plan {fingerprint}, written by b12x-launch emit from "
+        f"{loaded.path}\n# (extends and --set resolved; secret variables come from the "
+        "environment, never from this file)\n"
+    )
+    return head + yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+
+
+def address_warnings(loaded: LoadedProfile) -> list[str]:
+    """Multi-node files that would point at an example address."""
+    p = loaded.profile
+    addr = p.runtime.master_addr or ""
+    if p.hardware.nodes > 1 and EXAMPLE_ADDRESSES.match(addr.strip()):
+        message = (
+            f"the compose files point every node at {addr}, an example address, not node 0 "
+            "of your cluster; emit again with --set runtime.master_addr=<node 0's address> "
+            "(the LeaderWorkerSet finds its leader itself)"
+        )
+        return [str(loaded.issue("runtime.master_addr", message))]
+    return []
+
+
+def stale_files(out_dir: Path, files: dict[str, str], fingerprint: str) -> list[Path]:
+    """Files of an earlier ``emit`` in ``out_dir`` that this one would not replace with its
+    own plan: a name it does not write, or one written for another plan."""
+    if not out_dir.is_dir():
+        return []
+    stale = []
+    for path in sorted(out_dir.iterdir()):
+        if not path.is_file() or not EMITTED.match(path.name):
+            continue
+        if path.name not in files:
+            stale.append(path)
+            continue
+        try:
+            head = path.read_text(errors="replace")[:2048]
+        except OSError:
+            head = ""
+        if f"plan {fingerprint}" not in head:
+            stale.append(path)
+    return stale
 
 
 def plan_env(loaded: LoadedProfile) -> dict[str, str]:

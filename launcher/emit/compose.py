@@ -22,16 +22,33 @@ HEALTHCHECK = (
 )
 
 
+SHIPPED_PREFIX = "profile."
+"""The shipped profile's file beside the compose files: ``profile.<name>.yaml``."""
+
+
+def _master(t: Target) -> str | None:
+    """Node 0's address as the profile (with its ``--set``) has it, for a profile in the
+    image: every node must be told the same address."""
+    p = t.profile
+    return p.runtime.master_addr if p.hardware.nodes > 1 else None
+
+
 def service(t: Target, rank: int) -> dict:
     p = t.profile
-    env = {k: (f"${{{k}}}" if is_secret(k) else str(v)) for k, v in t.env.items()}
+    # A secret by name only: compose takes its value from the shell or an .env file at `up`.
+    env = {
+        k: (f"${{{k}:?set {k} in the environment of docker compose}}" if is_secret(k) else str(v))
+        for k, v in t.env.items()
+    }
     volumes = [f"cache:{CACHE_MOUNT}"]
+    if t.shipped:  # the profile beside this file, where the entry point looks first
+        volumes.append(f"./{SHIPPED_PREFIX}{t.shipped_name}:{t.shipped_ref}:ro")
     model = PurePosixPath(p.model.path)
     if model.is_absolute():
         volumes.append(f"{model.parent}:{model.parent}:ro")
     s: dict = {
         "image": t.image,
-        "command": t.launcher_args(str(rank)),
+        "command": t.launcher_args(str(rank), None if t.shipped else _master(t)),
         "environment": env,
         "network_mode": "host",
         "ipc": "host",
@@ -65,6 +82,14 @@ def render(t: Target) -> dict[str, str]:
             f"# {p.name}: node {rank} of {p.hardware.nodes} ({role}), plan {t.fingerprint}\n"
             f"#   docker compose -f compose.node{rank}.yaml up -d   (on node {rank})\n"
         )
+        if t.shipped:
+            head += f"#   with {SHIPPED_PREFIX}{t.shipped_name} beside this file (the profile)\n"
+        secrets = [k for k in t.env if is_secret(k)]
+        if secrets:
+            head += (
+                f"#   {', '.join(secrets)}: from the shell or an .env file beside this file, "
+                "never written here\n"
+            )
         doc = {
             "name": f"{name}-node{rank}",
             "services": {"vllm": service(t, rank)},
@@ -72,4 +97,6 @@ def render(t: Target) -> dict[str, str]:
         }
         text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
         files[f"compose.node{rank}.yaml"] = head + text
+    if t.shipped:
+        files[f"{SHIPPED_PREFIX}{t.shipped_name}"] = t.shipped
     return files

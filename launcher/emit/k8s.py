@@ -16,12 +16,37 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from launcher.emit import CACHE_HOST_PATH, CACHE_MOUNT, Target
+from launcher.emit import CACHE_HOST_PATH, CACHE_MOUNT, IMAGE_UID, PROFILES_MOUNT, Target
 from launcher.secrets import is_secret
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""The label NVIDIA's GPU feature discovery puts on a node: the CUDA device name, spaces as
+dashes (``kubectl get nodes -L nvidia.com/gpu.product`` shows it)."""
+GPU_PRODUCTS = {
+    "rtx-pro-6000": (
+        "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+        "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition",
+        "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition",
+    ),
+    "rtx-5090": ("NVIDIA-GeForce-RTX-5090",),
+    "dgx-spark": ("NVIDIA-GB10",),
+    "h100": ("NVIDIA-H100-80GB-HBM3",),
+    "h200": ("NVIDIA-H200",),
+    "b200": ("NVIDIA-B200",),
+}
+"""The product label values of each catalog GPU kind: the plan was made for that card's
+memory, so its pods go only to nodes that have it."""
+CPU_PER_GPU = 4
+"""CPU cores requested per GPU: vLLM runs one worker process per GPU, plus the API server and
+the tokenizer on the leader."""
+MEMORY_PER_GPU_GI = 32
+"""Host memory requested per GPU (GiB): loading the weights passes them through host memory;
+requests only (no limit), so a large checkpoint is not killed for its page cache."""
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
 def dns_name(name: str) -> str:
@@ -53,6 +78,9 @@ def _volumes(t: Target) -> tuple[list[dict], list[dict]]:
         # vLLM's workers and NCCL share memory through /dev/shm: a memory-backed one.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
     ]
+    if t.shipped:  # the profile travels with the manifests, not in the image
+        mounts.append({"name": "profile", "mountPath": PROFILES_MOUNT, "readOnly": True})
+        volumes.append({"name": "profile", "configMap": {"name": f"{dns_name(p.name)}-profile"}})
     model = PurePosixPath(p.model.path)
     if model.is_absolute():  # a local checkpoint: the node's copy, read-only
         mounts.append({"name": "models", "mountPath": str(model.parent), "readOnly": True})
@@ -72,9 +100,17 @@ def _container(t: Target, name: str, *, leader: bool) -> dict:
         "env": _env(t, name),
         "volumeMounts": mounts,
     }
-    if p.hardware.gpu != "cpu":
-        gpus = {GPU_RESOURCE: str(p.hardware.count)}
-        c["resources"] = {"limits": dict(gpus), "requests": dict(gpus)}
+    gpus = p.hardware.count if p.hardware.gpu != "cpu" else 0
+    requests = {
+        "cpu": str(CPU_PER_GPU * max(gpus, 1)),
+        "memory": f"{MEMORY_PER_GPU_GI * max(gpus, 1)}Gi",
+    }
+    c["resources"] = {"requests": requests}
+    if gpus:
+        c["resources"] = {
+            "limits": {GPU_RESOURCE: str(gpus)},
+            "requests": {**requests, GPU_RESOURCE: str(gpus)},
+        }
     ports = []
     if leader:
         ports.append({"name": "http", "containerPort": p.serving.port})
@@ -96,17 +132,47 @@ def _container(t: Target, name: str, *, leader: bool) -> dict:
     return c
 
 
+def _cache_owner(t: Target) -> dict:
+    """An init step that gives the node's cache directory to the image's user: the kubelet
+    creates a hostPath directory as root 0755, where the entry point cannot write (and
+    ``fsGroup`` does not apply to hostPath volumes)."""
+    ids = f"{IMAGE_UID}:{IMAGE_UID}"
+    return {
+        "name": "cache-owner",
+        "image": t.image,
+        "command": ["sh", "-c", f"chown {ids} {CACHE_MOUNT} && chmod 0775 {CACHE_MOUNT}"],
+        "securityContext": {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False},
+        "volumeMounts": [{"name": "cache", "mountPath": CACHE_MOUNT}],
+    }
+
+
+def _gpu_affinity(t: Target) -> dict | None:
+    """Only nodes with the GPU the plan was made for (its memory is the plan's)."""
+    products = GPU_PRODUCTS.get(t.profile.hardware.gpu)
+    if not products:
+        return None
+    term = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": list(products)}
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": selector}}
+
+
 def _pod_template(t: Target, name: str, *, leader: bool) -> dict:
     _, volumes = _volumes(t)
     role = "leader" if leader else "worker"
+    spec: dict = {
+        "initContainers": [_cache_owner(t)],
+        "containers": [_container(t, name, leader=leader)],
+        "volumes": volumes,
+        "securityContext": {"runAsUser": IMAGE_UID, "runAsGroup": IMAGE_UID, "fsGroup": IMAGE_UID},
+        # vLLM drains requests and stops its workers on SIGTERM.
+        "terminationGracePeriodSeconds": 120,
+    }
+    affinity = _gpu_affinity(t)
+    if affinity:
+        spec["affinity"] = affinity
     return {
         "metadata": {"labels": {"app.kubernetes.io/name": name, "b12x-launch/role": role}},
-        "spec": {
-            "containers": [_container(t, name, leader=leader)],
-            "volumes": volumes,
-            # vLLM drains requests and stops its workers on SIGTERM.
-            "terminationGracePeriodSeconds": 120,
-        },
+        "spec": spec,
     }
 
 
@@ -135,12 +201,59 @@ def manifest(t: Target) -> dict:
     }
 
 
+def service(t: Target) -> dict:
+    """A Service in front of the leader's API port (LWS's own service is headless)."""
+    name = dns_name(t.profile.name)
+    port = t.profile.serving.port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": name}},
+        "spec": {
+            "selector": {LWS_NAME_LABEL: name, LWS_INDEX_LABEL: "0"},
+            "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def profile_config_map(t: Target) -> dict:
+    """The shipped profile as a ConfigMap, mounted at ``/profiles`` in every pod."""
+    name = dns_name(t.profile.name)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-profile", "labels": {"app.kubernetes.io/name": name}},
+        "data": {t.shipped_name: t.shipped},
+    }
+
+
+def secret_names(t: Target) -> list[str]:
+    return [k for k in t.env if is_secret(k)]
+
+
 def render(t: Target) -> dict[str, str]:
     """File name -> text."""
+    p = t.profile
+    name = dns_name(p.name)
+    files = ["profile-configmap.yaml"] if t.shipped else []
+    files += ["service.yaml", "leaderworkerset.yaml"]
     head = (
-        f"# {t.profile.name}: {t.profile.hardware.nodes} node(s) x {t.profile.hardware.count} "
-        f"{t.profile.hardware.gpu}, plan {t.fingerprint} (b12x-launch emit)\n"
-        "# kubectl apply -f leaderworkerset.yaml  (needs the LeaderWorkerSet controller)\n"
+        f"# {p.name}: {p.hardware.nodes} node(s) x {p.hardware.count} "
+        f"{p.hardware.gpu}, plan {t.fingerprint} (b12x-launch emit)\n"
+        f"# kubectl apply {' '.join('-f ' + f for f in files)}\n"
+        "#   (needs the LeaderWorkerSet controller)\n"
     )
-    text = yaml.safe_dump(manifest(t), sort_keys=False, default_flow_style=False, width=100)
-    return {"leaderworkerset.yaml": head + text}
+    secrets = secret_names(t)
+    if secrets:
+        literals = " ".join(f"--from-literal={k}=..." for k in secrets)
+        head += f"# first: kubectl create secret generic {name}-secrets {literals}\n"
+    out = {}
+
+    def dump(doc: dict) -> str:
+        return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
+
+    if t.shipped:
+        out["profile-configmap.yaml"] = dump(profile_config_map(t))
+    out["service.yaml"] = dump(service(t))
+    out["leaderworkerset.yaml"] = dump(manifest(t))
+    return out

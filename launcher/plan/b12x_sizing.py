@@ -380,10 +380,12 @@ def size_workspaces(d: Deployment, facts: ModelFacts) -> tuple[Component, ...]:
     except Exception as exc:
         raise EnvironmentProblem(f"{INSTALL_HINT} ({exc})") from None
     profile = d.profile
-    s = specs(d, facts)
-    device, note = sizing_device(profile.hardware.gpu)
     try:
+        s = specs(d, facts)
+        device, note = sizing_device(profile.hardware.gpu)
         parts = _b12x_parts(s, device, note)
+    except ImportError as exc:  # b12x imports, but a module it needs (triton) does not
+        raise EnvironmentProblem(f"{INSTALL_HINT} (b12x needs {exc.name or exc})") from None
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise LauncherError(f"b12x refused a plan this profile implies: {exc}") from None
     return (*parts, *_formula_rest(profile, facts, s))

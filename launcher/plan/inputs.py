@@ -28,6 +28,7 @@ from launcher.plan.planner import Measured, PlanInputs
 from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import Recipe, estimate_rank_weights, load_buffers
 from launcher.profile import LoadedProfile
+from launcher.profile.settings_checks import quantization_matches_checkpoint
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def gather(
     model = _model_source(loaded)
     facts = model.facts
     check_against_facts(loaded, facts)
+    _check_quantization(loaded, model)
     weights, source, detail = _weights(loaded, model)
     workspaces = None
     if b12x_sizing:
@@ -112,6 +114,16 @@ def gather(
         notes=model.notes,
         deployment=d,
     )
+
+
+def _check_quantization(loaded: LoadedProfile, model: ModelSource) -> None:
+    """The profile's quantization against what the checkpoint is (its config, EXL3 trellis
+    tensors or its catalogued EXL3 layout)."""
+    f = model.facts
+    exl3 = f.exl3 is not None or model.layout is not None or bool(exl3_bits(model.tensors or []))
+    issues = quantization_matches_checkpoint(loaded.profile, f.quant_method, exl3)
+    if issues := [loaded.issue(key, message) for key, message in issues]:
+        raise ProfileError(issues)
 
 
 def _model_source(loaded: LoadedProfile) -> ModelSource:

@@ -50,6 +50,8 @@ class ModelFacts:
     mtp_has_indexer: bool = False
     exl3: dict[str, Any] | None = None
     """The ``hybrid_tr3_tail`` block of an EXL3-TR3 config, when present."""
+    quant_method: str | None = None
+    """The config's ``quantization_config.quant_method`` (how the checkpoint is quantized)."""
 
     @property
     def is_mla(self) -> bool:
@@ -119,7 +121,14 @@ def from_config(cfg: dict[str, Any], name: str, source: str) -> ModelFacts:
         indexer_layers=indexer_layers,
         mtp_has_indexer=mtp_indexer,
         exl3=cfg.get("hybrid_tr3_tail"),
+        quant_method=_quant_method(cfg),
     )
+
+
+def _quant_method(cfg: dict[str, Any]) -> str | None:
+    qc = cfg.get("quantization_config")
+    method = qc.get("quant_method") if isinstance(qc, dict) else None
+    return str(method).lower() if method else None
 
 
 def _indexer_layers(

@@ -38,18 +38,19 @@ class LoadedProfile:
 
 
 def load_profile(
-    path: str | os.PathLike, overrides: tuple[str, ...] | list[str] = ()
+    path: str | os.PathLike, overrides: tuple[str, ...] | list[str] = (), *, force: bool = False
 ) -> LoadedProfile:
     """Read, merge, override and validate a profile.
 
     Args:
         path: the profile YAML.
         overrides: ``KEY=VALUE`` strings (value parsed as YAML) or ``~KEY`` to delete.
+        force: let through what ``--force`` may (a planned flag in ``vllm.extra_args``).
 
     Raises:
         ProfileError: with every issue found, each located.
     """
-    return read_profile(path).load(overrides)
+    return read_profile(path).load(overrides, force=force)
 
 
 @dataclass(frozen=True)
@@ -62,13 +63,20 @@ class ProfileDocument:
     lines: dict
     chain: tuple[str, ...]
 
-    def load(self, overrides: tuple[str, ...] | list[str] = ()) -> LoadedProfile:
+    def load(
+        self, overrides: tuple[str, ...] | list[str] = (), *, force: bool = False
+    ) -> LoadedProfile:
         """Apply ``overrides`` and validate, as ``load_profile`` does.
 
         Raises:
             ProfileError: with every issue found, each located.
         """
-        return _validated(self, overrides)
+        return _validated(self, overrides, force)
+
+    def merged(self, overrides: tuple[str, ...] | list[str] = ()) -> dict:
+        """The data with ``overrides`` applied, not validated (what ``emit`` ships as one
+        file, ``extends:`` resolved)."""
+        return _apply_overrides(self.data, overrides, SourceMap(dict(self.lines)))
 
 
 def read_profile(path: str | os.PathLike) -> ProfileDocument:
@@ -81,7 +89,7 @@ def read_profile(path: str | os.PathLike) -> ProfileDocument:
     return ProfileDocument(str(path), data, lines, chain)
 
 
-def _validated(doc: ProfileDocument, overrides) -> LoadedProfile:
+def _validated(doc: ProfileDocument, overrides, force: bool = False) -> LoadedProfile:
     path, display, chain = doc.path, _display(Path(doc.path)), doc.chain
     source = SourceMap(dict(doc.lines), default_file=display)
     data = _apply_overrides(doc.data, overrides, source)
@@ -95,7 +103,7 @@ def _validated(doc: ProfileDocument, overrides) -> LoadedProfile:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(_validation_issues(exc, data, source)) from None
-    issues = [source.issue(_split(key), message) for key, message in check_rules(profile)]
+    issues = [source.issue(_split(key), message) for key, message in check_rules(profile, force)]
     if issues:
         raise ProfileError(issues)
     return LoadedProfile(profile, source, display, chain)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from launcher.profile import vllm_runtime
+from launcher.profile import settings_checks, vllm_runtime
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_runtime import Runtime
 
@@ -257,12 +257,15 @@ RULES: tuple[Rule, ...] = (
     _launcher_env_prefix,
     _cpu_is_single_rank,
     _qualify_fits_model_len,
+    *settings_checks.REFUSALS,
 )
 
 
-def check_rules(p: Profile) -> list[tuple[str, str]]:
-    """Every coupling-rule violation of ``p`` as ``(dotted key, message)``."""
-    return [issue for rule in RULES for issue in rule(p)]
+def check_rules(p: Profile, force: bool = False) -> list[tuple[str, str]]:
+    """Every coupling-rule violation of ``p`` as ``(dotted key, message)``; ``force`` lets
+    through what ``--force`` may (``settings_checks.FORCEABLE``)."""
+    skip = settings_checks.FORCEABLE if force else ()
+    return [issue for rule in RULES if rule not in skip for issue in rule(p)]
 
 
 COMPILE_KEY_PREFIXES = ("B12X_", "CUTE_", "CUTLASS_")
@@ -297,7 +300,7 @@ COMPILE_KEY_EXEMPT = frozenset(
 
 def check_warnings(p: Profile) -> list[tuple[str, str]]:
     """What is allowed but probably a mistake, as ``(dotted key, message)``."""
-    out = []
+    out = [w for check in settings_checks.WARNINGS for w in check(p)]
     for key, value in p.env.items():
         if key.startswith(COMPILE_KEY_PREFIXES) and key not in COMPILE_KEY_EXEMPT:
             out.append(

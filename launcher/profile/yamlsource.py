@@ -82,6 +82,22 @@ def dotted(path: KeyPath) -> str:
     return out
 
 
+def _not_found(path: Path) -> str:
+    """``file not found``, and where a bare name (``glm52``) may be meant."""
+    message = "file not found"
+    if len(path.parts) > 1 or path.suffix not in ("", ".yaml", ".yml"):
+        return message
+    name = path.name if path.suffix else f"{path.name}.yaml"
+    near = Path("profiles") / name
+    if near.is_file():
+        return f"{message}; did you mean {near}?"
+    return (
+        f"{message}; a profile is a file path: the shipped ones are under profiles/ in the "
+        f"b12x-launch checkout (profiles/{name}), and in the image a bare name is looked up "
+        "in /profiles and /opt/b12x-launch/profiles"
+    )
+
+
 def read_yaml(path: Path, display: str) -> tuple[Any, dict[KeyPath, Location]]:
     """Read one YAML file safely; return its data and the line of every key.
 
@@ -91,7 +107,7 @@ def read_yaml(path: Path, display: str) -> tuple[Any, dict[KeyPath, Location]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ProfileError([Issue("file not found", file=display)]) from None
+        raise ProfileError([Issue(_not_found(path), file=display)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError([Issue(f"cannot read: {exc}", file=display)]) from None
     if FAST_SAFE_LOADER is not yaml.SafeLoader and len(text) <= FAST_MAX_CHARS:

@@ -65,6 +65,9 @@ def check_path(path: str) -> None:
     """Raises ValueError unless ``path`` names a picture format we write."""
     if Path(path).suffix.lower() not in FORMATS:
         raise ValueError(f"{path}: the file name must end in .svg or .png")
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise ValueError(f"{path}: the folder {folder} does not exist; create it first")
 
 
 def plan_bars(plan: MemoryPlan) -> list[Bar]:
@@ -303,4 +306,9 @@ def _save(fig, path: str, names: list[str]) -> Path:
         metadata["Date"] = None  # the same plan draws the same file
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "b12x-launch"}):
         fig.savefig(buf, format=fmt, metadata=metadata, dpi=120)
-    return atomic.write_bytes(path, buf.getvalue())
+    try:
+        return atomic.write_bytes(path, buf.getvalue())
+    except OSError as exc:
+        from launcher.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"cannot write {path}: {exc.strerror or exc}") from None

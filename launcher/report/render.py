@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from launcher.plan import census
 from launcher.plan.planner import Component, MemoryPlan
 from launcher.secrets import is_secret, redact_argv, redact_env
-from launcher.units import in_unit, table_unit
+from launcher.units import format_size, in_unit, table_unit
 
 if TYPE_CHECKING:  # annotations only: rendering comes before the launch stage
     from launcher.launch.vllm_args import VllmCommand
@@ -77,7 +77,32 @@ def to_json(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = ""
 
 
 def fix_hint(plan: MemoryPlan) -> str:
-    """What to change so the plan fits."""
+    """What to change so the plan fits: the setting that caused it first, when the profile
+    asked for more than the cards have (a pinned KV size, a safety margin)."""
+    pinned = plan.kv.pinned
+    if pinned in ("kv_tokens", "kv_cache_bytes") and any(
+        f"memory.{pinned}" in r for r in plan.reasons
+    ):
+        blocks = min(r.kv_blocks for r in plan.ranks)
+        if blocks <= 0:
+            return f"Nothing is left for the KV cache: remove memory.{pinned}"
+        if pinned == "kv_tokens":
+            most = f"{plan.kv.layout.tokens_for_blocks(blocks)} tokens"
+        else:
+            most = format_size(min(r.kv_bytes for r in plan.ranks))
+        return f"Lower memory.{pinned} to at most {most} (what fits), or remove it"
+    for r in plan.ranks:
+        fixed = sum(c.bytes for c in r.components)
+        margin = sum(c.bytes for c in r.components if c.name == "safety_margin")
+        if (
+            fixed > r.total_bytes
+            and margin >= fixed - r.total_bytes
+            and margin > r.total_bytes // 8
+        ):
+            return (
+                f"memory.safety_margin ({format_size(margin)}) alone is more than the card can "
+                f"spare ({format_size(r.total_bytes)} per GPU): lower it (default 512MiB)"
+            )
     if plan.suggestions:
         return "Would fit with: " + " ".join(f"--set {s}" for s in plan.suggestions)
     return (

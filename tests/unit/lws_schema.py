@@ -23,6 +23,9 @@ RESTART_POLICIES = {"RecreateGroupOnPodRestart", "None"}
 STARTUP_POLICIES = {"LeaderCreated", "LeaderReady"}
 POD_TEMPLATE = {"metadata": dict, "spec": dict}
 POD_SPEC = {
+    "initContainers": list,
+    "securityContext": dict,
+    "affinity": dict,
     "containers": list,
     "volumes": list,
     "terminationGracePeriodSeconds": int,
@@ -30,6 +33,7 @@ POD_SPEC = {
     "tolerations": list,
 }
 CONTAINER = {
+    "securityContext": dict,
     "name": str,
     "image": str,
     "command": list,

@@ -49,7 +49,14 @@ def _needs(m: dict) -> list[str]:
 
 def test_writes_the_manifest_and_one_compose_file_per_node(emitted):
     names = sorted(p.name for p in emitted.iterdir())
-    assert names == ["compose.node0.yaml", "compose.node1.yaml", "leaderworkerset.yaml"]
+    assert names == [
+        "compose.node0.yaml",
+        "compose.node1.yaml",
+        "leaderworkerset.yaml",
+        "profile-configmap.yaml",
+        "profile.glm52-exl3-2node-tp8-dcp4-mtp3.yaml",
+        "service.yaml",
+    ]
 
 
 def test_manifest_has_the_leaderworkerset_v1_shape(emitted):
@@ -205,3 +212,69 @@ def test_kubectl_accepts_the_manifest_client_side(emitted, tmp_path):
     ):
         pytest.skip("no cluster with the LeaderWorkerSet CRD answers on 127.0.0.1")
     assert out.returncode == 0, out.stderr
+
+
+def _pod(m: dict, role: str) -> dict:
+    return m["spec"]["leaderWorkerTemplate"][role]["spec"]
+
+
+def test_the_cache_is_given_to_the_images_user_on_a_fresh_node(emitted):
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG BLAUNCH_UID=10001" in dockerfile and "ARG BLAUNCH_GID=10001" in dockerfile
+    for role in ("leaderTemplate", "workerTemplate"):
+        spec = _pod(_manifest(emitted), role)
+        init = spec["initContainers"][0]
+        assert init["securityContext"]["runAsUser"] == 0
+        assert "chown 10001:10001 /cache" in init["command"][-1]
+        assert spec["securityContext"]["runAsUser"] == 10001
+
+
+def test_the_profile_ships_with_the_manifests(emitted):
+    config = yaml.safe_load((emitted / "profile-configmap.yaml").read_text())
+    ((key, text),) = config["data"].items()
+    assert "extends" not in yaml.safe_load(text)
+    assert (emitted / f"profile.{key}").read_text() == text
+    spec = _pod(_manifest(emitted), "workerTemplate")
+    assert {"name": "profile", "configMap": {"name": config["metadata"]["name"]}} in spec["volumes"]
+    assert spec["containers"][0]["args"][0] == f"/profiles/{key}"
+    svc = yaml.safe_load((emitted / "compose.node1.yaml").read_text())["services"]["vllm"]
+    assert f"./profile.{key}:/profiles/{key}:ro" in svc["volumes"]
+
+
+def test_a_service_for_the_leader_gpu_affinity_and_requests(emitted):
+    service = yaml.safe_load((emitted / "service.yaml").read_text())
+    assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    assert service["spec"]["ports"][0]["port"] == 8000
+    spec = _pod(_manifest(emitted), "leaderTemplate")
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expr = terms["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert expr["key"] == "nvidia.com/gpu.product"
+    assert any(v.startswith("NVIDIA-RTX-PRO-6000") for v in expr["values"])
+    requests = spec["containers"][0]["resources"]["requests"]
+    assert requests["cpu"] == "16" and requests["memory"] == "128Gi"
+
+
+def test_another_plans_files_are_refused_unless_replaced(tmp_path):
+    out = tmp_path / "o"
+    assert run("emit", TWO_NODE, str(out)).exit_code == 0
+    one = CliRunner().invoke(cli, ["emit", str(PROFILES / "glm52.yaml"), str(out)])
+    assert one.exit_code == 1 and "--replace" in one.output and "compose.node1.yaml" in one.output
+    again = run("emit", TWO_NODE, str(out))  # the same plan again: nothing stale
+    assert again.exit_code == 0, again.output
+    replaced = run("emit", str(PROFILES / "glm52.yaml"), str(out), "--replace")
+    assert replaced.exit_code == 0, replaced.output
+    assert not (out / "compose.node1.yaml").exists()
+    assert (out / "compose.node0.yaml").exists()
+
+
+def test_an_example_master_address_is_warned(tmp_path):
+    result = CliRunner().invoke(cli, ["emit", TWO_NODE, str(tmp_path / "o")])
+    assert "warning:" in result.stderr and "10.0.0.1, an example address" in result.stderr
+    quiet = CliRunner().invoke(
+        cli, ["emit", TWO_NODE, str(tmp_path / "p"), "--set", "runtime.master_addr=172.16.4.2"]
+    )
+    assert "example address" not in quiet.stderr
+    compose = yaml.safe_load((tmp_path / "p" / "compose.node1.yaml").read_text())
+    assert "--set" not in compose["services"]["vllm"]["command"]  # in the shipped profile
+    shipped = next((tmp_path / "p").glob("profile.*.yaml")).read_text()
+    assert "master_addr: 172.16.4.2" in shipped

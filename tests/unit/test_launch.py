@@ -217,11 +217,8 @@ def test_exec_replaces_the_process_with_vllm(write, tmp_path, monkeypatch):
 
 
 def test_no_secret_reaches_the_run_directory(write, tmp_path):
-    text = MINIMAL + "env:\n  HF_TOKEN: hf_supersecret\n"
-    text = text.replace(
-        "vllm:\n  attention_backend: B12X_MLA_SPARSE\n",
-        "vllm:\n  attention_backend: B12X_MLA_SPARSE\n  extra_args: [--api-key, sk-topsecret]\n",
-    )
+    # --api-key in extra_args is refused (settings_checks): the key goes by VLLM_API_KEY
+    text = MINIMAL + "env:\n  HF_TOKEN: hf_supersecret\n  VLLM_API_KEY: sk-topsecret\n"
     sets = (f"runtime.cache_root={tmp_path / 'cache'}",)
     p = pipeline.make_plan(pipeline.load(str(write("s.yaml", text)), sets))
     done = prepare(p, tmp_path, [rtx(i) for i in range(4)])

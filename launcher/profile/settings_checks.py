@@ -1,0 +1,262 @@
+"""Settings that would make what runs differ from what was planned, refused or warned
+before anything starts.
+
+The plan is only true of the command it prints: a flag in ``vllm.extra_args`` that repeats a
+planned one wins (vLLM's parser keeps the last), a worker class that is not the planned worker
+does not keep the budget, a prewarm provider that does not exist fails in the workers after
+the weights load. Each check returns ``(key, message)`` pairs, the message ending with the
+fix; ``rules.py`` registers them. Nothing here imports the launch or runtime stages: the
+prewarm registry's names are read from its source text.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+from launcher.profile.schema import Profile
+from launcher.units import GiB
+
+PLANNED_FLAGS = frozenset(
+    {
+        "--host",
+        "--port",
+        "--served-model-name",
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--decode-context-parallel-size",
+        "--cp-kv-cache-interleave-size",
+        "--dcp-comm-backend",
+        "--enable-expert-parallel",
+        "--quantization",
+        "--dtype",
+        "--attention-backend",
+        "--kv-cache-dtype",
+        "--block-size",
+        "--max-model-len",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--compilation-config",
+        "--speculative-config",
+        "--worker-cls",
+        "--jit-monitor-mode",
+        "--gpu-memory-utilization",
+        "--kv-cache-memory-bytes",
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--master-port",
+        "--headless",
+        "--distributed-executor-backend",
+        "--trust-remote-code",
+        # vLLM's short aliases of the planned flags
+        "-tp",
+        "-pp",
+        "-dcp",
+        "-q",
+    }
+)
+"""Flags the launcher writes from the plan (``launch/vllm_args.py``; a unit test keeps the
+two in step). Repeated in ``vllm.extra_args`` the later one wins and the plan is not what
+runs."""
+
+SECRET_FLAGS = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
+"""vLLM flags that carry a secret on the command line, and the variable that carries it
+instead (a process's argv is readable by every user of the machine)."""
+
+PLANNED_WORKERS = ("launcher.worker.PlannedWorker", "launcher.worker.PlannedCPUWorker")
+
+DCP_COMM_BACKENDS = ("ag_rs", "a2a")
+"""vLLM's ``--dcp-comm-backend`` choices: all-gather + reduce-scatter, or all-to-all."""
+
+PREWARM_REGISTRY = Path(__file__).resolve().parent.parent / "runtime" / "prewarm" / "__init__.py"
+PREWARM_ENTRY_POINTS = "b12x_launch.prewarm"
+
+
+def _flag_name(arg: str) -> str:
+    """``--max_model_len=4096`` -> ``--max-model-len`` (vLLM takes both spellings)."""
+    name = arg.partition("=")[0]
+    if name.startswith("--"):
+        return "--" + name[2:].replace("_", "-")
+    return name
+
+
+def planned_flags_in_extra_args(p: Profile) -> Iterator[tuple[str, str]]:
+    """Refused unless ``--force``: an extra argument that repeats a planned flag."""
+    for i, arg in enumerate(p.vllm.extra_args):
+        flag = _flag_name(arg)
+        if flag in PLANNED_FLAGS:
+            yield (
+                f"vllm.extra_args.{i}",
+                f"{arg!r} repeats a flag the planner writes (vLLM keeps the last one, so the "
+                "printed plan would not be what runs); set the profile key the flag comes "
+                "from instead (see `b12x-launch PROFILE --dry-run`), or pass --force to run it",
+            )
+
+
+FORCEABLE = (planned_flags_in_extra_args,)
+"""Rules that ``--force`` lets through (the user has said the plan is theirs to break)."""
+
+
+def secrets_in_extra_args(p: Profile) -> Iterator[tuple[str, str]]:
+    for i, arg in enumerate(p.vllm.extra_args):
+        flag = _flag_name(arg)
+        if flag in SECRET_FLAGS:
+            var = SECRET_FLAGS[flag]
+            yield (
+                f"vllm.extra_args.{i}",
+                f"{flag} puts a secret on the command line (every process list, emitted "
+                f"manifest and run record shows it); remove it and pass the variable {var} "
+                "from the environment (a Kubernetes Secret or an env_file for compose)",
+            )
+
+
+def command_names_a_program(p: Profile) -> Iterator[tuple[str, str]]:
+    if not p.vllm.command or not str(p.vllm.command[0]).strip():
+        yield (
+            "vllm.command",
+            "must name the program that starts vLLM (got an empty list); "
+            "remove the key for the default [vllm, serve]",
+        )
+
+
+def block_size_vllm_takes(p: Profile) -> Iterator[tuple[str, str]]:
+    block = p.serving.block_size
+    if block is not None and (block < 8 or block & (block - 1)):
+        yield (
+            "serving.block_size",
+            f"vLLM's KV blocks are a power of two of at least 8 tokens (got {block}); "
+            "use 16, 64 (the MLA sparse backends) or 128 (CPU), or remove the key for the "
+            "backend's default",
+        )
+
+
+def dcp_comm_backend_known(p: Profile) -> Iterator[tuple[str, str]]:
+    backend = p.parallel.dcp_comm_backend
+    if backend is not None and backend not in DCP_COMM_BACKENDS:
+        yield (
+            "parallel.dcp_comm_backend",
+            f"unknown DCP communication backend {backend!r}; use "
+            f"{' or '.join(DCP_COMM_BACKENDS)}, or remove the key for vLLM's default",
+        )
+
+
+def ports_distinct(p: Profile) -> Iterator[tuple[str, str]]:
+    if p.hardware.nodes > 1 and p.serving.port == p.runtime.master_port:
+        yield (
+            "runtime.master_port",
+            f"is serving.port ({p.serving.port}) as well: node 0 cannot listen for the API and "
+            "the nodes' rendezvous on one port; set runtime.master_port to another port "
+            "(default 29500)",
+        )
+
+
+@lru_cache(maxsize=1)
+def builtin_providers() -> tuple[str, ...]:
+    """The registry's built-in names, read from ``BUILTIN`` in its source (importing the
+    registry would be the runtime stage's business, not the profile's)."""
+    try:
+        tree = ast.parse(PREWARM_REGISTRY.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return ()
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id == "BUILTIN" and isinstance(value, ast.Dict):
+            return tuple(k.value for k in value.keys if isinstance(k, ast.Constant))
+    return ()
+
+
+def _entry_point_providers() -> tuple[str, ...]:
+    from importlib import metadata  # only when a name is not built in
+
+    return tuple(ep.name for ep in metadata.entry_points(group=PREWARM_ENTRY_POINTS))
+
+
+def prewarm_providers_known(p: Profile) -> Iterator[tuple[str, str]]:
+    builtin = builtin_providers()
+    if not builtin:
+        return
+    unknown = [
+        (i, n) for i, n in enumerate(p.prewarm.providers) if ":" not in n and n not in builtin
+    ]
+    if not unknown:
+        return
+    known = (*builtin, *(n for n in _entry_point_providers() if n not in builtin))
+    import difflib  # only for a name that is wrong
+
+    for i, name in unknown:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        yield (
+            f"prewarm.providers.{i}",
+            f"unknown prewarm provider {name!r} (the workers would fail on it after the "
+            f"weights load); {hint}known: {', '.join(known)}, or a package.module:Class",
+        )
+
+
+def worker_is_planned(p: Profile) -> Iterator[tuple[str, str]]:
+    """A warning: another worker class may not keep the planned budget."""
+    cls = p.vllm.worker_cls
+    if cls != "auto" and cls not in PLANNED_WORKERS:
+        yield (
+            "vllm.worker_cls",
+            f"{cls} is not the planned worker: unless it subclasses "
+            f"{PLANNED_WORKERS[0]}, vLLM sizes the KV cache itself and the printed plan is not "
+            "enforced; remove the key (auto) to keep the budget",
+        )
+
+
+def decimal_memory(p: Profile) -> Iterator[tuple[str, str]]:
+    """A warning: ``96GB`` is 10^9 bytes per GB, about 7% less than ``96GiB``."""
+    for key, value in (
+        ("hardware.memory", p.hardware.memory),
+        ("hardware.reserved_by_others", p.hardware.reserved_by_others),
+    ):
+        if value and value % 10**9 == 0 and value % GiB:
+            yield (
+                key,
+                f"is {value // 10**9} GB = {value / GiB:.2f} GiB (GB is 10^9 bytes, GiB 2^30, "
+                f"and CUDA reports GiB); write {value // 10**9}GiB if that is what you meant",
+            )
+
+
+REFUSALS = (
+    planned_flags_in_extra_args,
+    secrets_in_extra_args,
+    command_names_a_program,
+    block_size_vllm_takes,
+    dcp_comm_backend_known,
+    ports_distinct,
+    prewarm_providers_known,
+)
+WARNINGS = (worker_is_planned, decimal_memory)
+
+
+def quantization_matches_checkpoint(
+    p: Profile, checkpoint_method: str | None, exl3_config: bool
+) -> Iterator[tuple[str, str]]:
+    """After the model facts: the profile's quantization against the checkpoint's own.
+
+    Only an EXL3 mismatch is refused: vLLM maps other names onto each other on purpose
+    (``gptq`` -> ``gptq_marlin``, ``awq`` -> ``awq_marlin``).
+    """
+    asked = p.model.quantization
+    have = "exl3" if exl3_config else checkpoint_method
+    if not asked or not have or asked == have or "exl3" not in (asked, have):
+        return
+    yield (
+        "model.quantization",
+        f"{asked} does not load this checkpoint, which is {have} (read from the checkpoint); "
+        f"set model.quantization: {have}, or remove the key",
+    )
