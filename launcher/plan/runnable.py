@@ -63,7 +63,8 @@ def issues(
         how=how,
         arch=arch,
     )
-    if p.vllm.attention_backend:  # vLLM's own choice is made to fit these
+    # vLLM's own choice is made to fit these; a launch reads only the impl's decode LSE
+    if p.vllm.attention_backend and not installed:
         out += capabilities.kv_dtype_issue(line, backend, p.serving.kv_cache_dtype, how)
         if p.serving.block_size:
             out += capabilities.block_issue(line, backend, p.serving.block_size, how)

@@ -65,6 +65,12 @@ class BackendCaps:
     checked: str = ""
     """How this entry was checked, or what it assumes."""
 
+    @property
+    def verified(self) -> bool:
+        """Read from a vLLM's classes or source (installed, or a checked release); an
+        assumed entry refuses nothing: the launch reads the installed classes instead."""
+        return self.source == "installed" or not self.checked.startswith("assumed")
+
     def takes_block(self, block: int) -> bool:
         if self.block_sizes:
             return block in self.block_sizes
@@ -203,7 +209,7 @@ _FORK_B12X = BackendCaps(
     kv_dtypes=("auto", "bfloat16", "fp8", "fp8_ds_mla", "nvfp4_ds_mla"),
     block_sizes=(64,),
     archs=(12,),
-    checked="fork line: serves GLM-5.2 at TP4/DCP4 (FORK-AUDIT); impl path assumed",
+    checked="fork line: serves GLM-5.2 at TP4/DCP4 (FORK-AUDIT); impl path not read",
 )
 
 
@@ -266,7 +272,7 @@ def _upstream(release: str) -> Line:
 
 def _fork(name: str, b12x_name: str) -> Line:
     caps = (*_UPSTREAM_026, replace(_FORK_B12X, name=b12x_name))
-    return _line(name, name, caps, f"assumed: upstream 0.26's backends ({_CHECKED_026})")
+    return _line(name, name, caps, "assumed: upstream 0.26's backends (the fork's not read)")
 
 
 LINES: dict[str, Line] = {
@@ -347,8 +353,8 @@ def what_cannot_run(
     the fix: another backend (one that runs on compute capability ``arch``, 0: any), another
     line, or DCP 1. ``how``: why this backend (named or vLLM's choice)."""
     caps = line.backend(backend)
-    if caps is None:
-        return []  # a backend the table does not know: vLLM's own refusal will say more
+    if caps is None or not caps.verified:
+        return []  # unknown or assumed: the launch reads the installed vLLM's classes
     out = []
     where = f"{backend} ({how}) on {line.title} [{caps.source}: {caps.checked}]"
     if dcp > 1 and not caps.dcp:
@@ -394,7 +400,7 @@ def what_cannot_run(
 
 def kv_dtype_issue(line: Line, backend: str, kv_dtype: str, how: str) -> list[tuple[str, str]]:
     caps = line.backend(backend)
-    if caps is None or kv_dtype in caps.kv_dtypes:
+    if caps is None or not caps.verified or kv_dtype in caps.kv_dtypes:
         return []
     takers = [b.name for b in line.backends.values() if kv_dtype in b.kv_dtypes]
     return [
@@ -409,7 +415,7 @@ def kv_dtype_issue(line: Line, backend: str, kv_dtype: str, how: str) -> list[tu
 
 def block_issue(line: Line, backend: str, block: int, how: str) -> list[tuple[str, str]]:
     caps = line.backend(backend)
-    if caps is None or caps.takes_block(block):
+    if caps is None or not caps.verified or caps.takes_block(block):
         return []
     return [
         (
@@ -431,7 +437,7 @@ def read_installed(line: Line, backend: str) -> BackendCaps | None:
     module, _, cls = caps.impl.partition(":")
     try:
         impl: Any = getattr(importlib.import_module(module), cls)
-    except Exception:  # noqa: BLE001 - any import failure leaves the table's entry
+    except Exception:  # any import failure leaves the table's entry
         return caps
     dcp = bool(getattr(impl, "can_return_lse_for_decode", False))
     return replace(caps, dcp=dcp, source="installed", checked=f"{module}.{cls}")
