@@ -58,7 +58,8 @@ def test_sparse_mla_dcp_on_0_26_is_refused_with_the_fix(tmp_path):
     profile = tmp_path / "p.yaml"
     profile.write_text(
         "hardware: {gpu: h200, count: 2}\nmodel: {path: /nonexistent, architecture: x}\n"
-        "parallel: {tensor: 2, decode_context: 2}\nserving: {max_model_len: 20480, kv_cache_dtype: fp8, block_size: 64}\n"
+        "parallel: {tensor: 2, decode_context: 2}\n"
+        "serving: {max_model_len: 20480, kv_cache_dtype: fp8, block_size: 64}\n"
     )
     loaded = load_profile(str(profile), ())
     facts = from_config(glm_dsa(), "glm_dsa", "config.json")
