@@ -387,7 +387,7 @@ def what_cannot_run(
                 "interleave 1 under DCP; set parallel.interleave: 1",
             )
         )
-    if dcp > 1 and interleave > 1 and mtp:
+    if dcp > 1 and interleave > 1 and mtp and line.runtime == "upstream":  # forks: not read
         out.append(
             (
                 "parallel.interleave",
