@@ -208,3 +208,21 @@ def runtime_issues(profile: Profile, installed: Runtime, how: str) -> list[Issue
             )
         )
     return issues
+
+
+def installed_line_issues(planned, runtime: Runtime) -> list[Issue]:
+    """What the installed vLLM (line ``runtime``, release from its metadata) cannot run of
+    the planned deployment, read from its own attention impl classes where they import
+    (``can_return_lse_for_decode``; no GPU needed), else from the capability table. Runs
+    before any weight loads."""
+    from launcher.plan import runnable
+    from launcher.profile import capabilities
+
+    p = planned.loaded.profile
+    version = installed_vllm_version() or ""
+    release = capabilities.release_of(version) if runtime.name == "upstream" else None
+    if runtime.name == "upstream" and release is None:
+        return []  # an untested release (BLAUNCH_ALLOW_UNTESTED_VLLM): nothing to check against
+    line = capabilities.line_for(runtime.name, release)
+    found = runnable.issues(p, planned.inputs.facts, planned.inputs.gpu, line, installed=True)
+    return [Issue(f"{message} (installed vLLM {version})", key=key) for key, message in found]

@@ -21,6 +21,7 @@ from launcher.launch.preflight import (
     GpuFacts,
     check_argv,
     check_gpus,
+    installed_line_issues,
     require_vllm,
     runtime_issues,
     visible,
@@ -83,6 +84,7 @@ def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:
     installed, how = probed
     loaded = planned.loaded
     issues = runtime_issues(loaded.profile, installed, how)
+    issues += installed_line_issues(planned, installed)
     if issues:
         raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
     inferred = planned.deployment.runtime

@@ -12,7 +12,7 @@ from typing import Any
 
 from launcher.deployment import Deployment, resolve
 from launcher.errors import ProfileError
-from launcher.plan import exl3_layout
+from launcher.plan import exl3_layout, runnable
 from launcher.plan.catalog import CatalogMiss, architecture_config, checkpoint, gpu
 from launcher.plan.checkpoint import (
     CheckpointError,
@@ -94,6 +94,7 @@ def gather(
     facts = model.facts
     check_against_facts(loaded, facts)
     _check_quantization(loaded, model)
+    runnable.check(loaded, facts, kind, d.runtime.name)
     weights, source, detail = _weights(loaded, model)
     workspaces = None
     if b12x_sizing:

@@ -259,6 +259,13 @@ class Vllm(Section):
     (backend B12X_MLA_SPARSE), or the fork line with the b12x package (backend B12X). They
     differ in KV record size, backend names and warmups. auto: inferred from
     attention_backend for a dry run, probed from the installed vLLM at launch."""
+    release: Annotated[
+        Literal["auto", "0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33"],
+        BeforeValidator(lambda v: f"{v:.2f}" if isinstance(v, float) else v),  # YAML's 0.32
+    ] = "auto"
+    """The upstream vLLM release a dry run checks the deployment against (what each line's
+    attention backends can run: DCP, KV dtypes, block sizes). auto: 0.26, the oldest
+    supported; a launch checks the installed vLLM. Fork lines have one entry each."""
     attention_backend: str | None = None
     """Attention backend (--attention-backend), e.g. B12X_MLA_SPARSE."""
     worker_cls: str = "auto"

@@ -264,7 +264,7 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
     cache = f"runtime.cache_root={tmp_path / 'cache'}"
     # B12X_MLA_SPARSE: the dry run infers the installed line; FLASHMLA_SPARSE: upstream
     for backend, more in (("B12X_MLA_SPARSE", 0), ("FLASHMLA_SPARSE", 1)):
-        sets = (cache, f"vllm.attention_backend={backend}")
+        sets = (cache, f"vllm.attention_backend={backend}", "vllm.release=0.33")
         planned = pipeline.make_plan(pipeline.load(str(profile), sets))
         calls.clear()
         done = pipeline.prepare(planned, force=False, run_dir=str(tmp_path / backend), gpus=gpus)

@@ -116,7 +116,7 @@ def test_caps_follow_the_runtime_not_the_env():
     assert specs(gg.deployment, gg.facts).mla_decode[0].lse_scale == "natural"
     assert uses_b12x_attention(gg.deployment, gg.facts)  # both fork backends are b12x's
     assert uses_b12x_attention(fork("glm52").deployment, gg.facts)
-    up = context("deepseek-v32", "vllm.attention_backend=FLASHMLA_SPARSE")
+    up = context("deepseek-v32", "vllm.attention_backend=FLASHMLA_SPARSE", "vllm.release=0.33")
     assert not uses_b12x_attention(up.deployment, up.facts)
 
 

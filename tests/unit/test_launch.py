@@ -302,7 +302,7 @@ def test_a_profile_naming_another_line_is_refused(write, tmp_path, vllm_checks):
 
 def test_auto_plans_for_the_line_that_is_installed(write, tmp_path, vllm_checks):
     vllm_checks("gilded-gnosis")
-    p = planned(write, tmp_path, "vllm.attention_backend=FLASHMLA_SPARSE")
+    p = planned(write, tmp_path, "vllm.attention_backend=FLASHMLA_SPARSE", "vllm.release=0.33")
     done = prepare_checked(p, tmp_path)
     assert done.planned.loaded.profile.vllm.runtime == "gilded-gnosis"
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
@@ -376,7 +376,7 @@ def test_a_launch_on_another_line_reads_that_lines_calibration(write, tmp_path, 
     from launcher.plan.measured import MEASURABLE
 
     vllm_checks("gilded-gnosis")
-    p = planned(write, tmp_path, "vllm.attention_backend=FLASHMLA_SPARSE")
+    p = planned(write, tmp_path, "vllm.attention_backend=FLASHMLA_SPARSE", "vllm.release=0.33")
     first = prepare_checked(p, tmp_path)
     assert first.planned.fingerprint != p.fingerprint
     comps = first.planned.plan.ranks[0].components

