@@ -272,7 +272,10 @@ def _upstream(release: str) -> Line:
 
 def _fork(name: str, b12x_name: str) -> Line:
     caps = (*_UPSTREAM_026, replace(_FORK_B12X, name=b12x_name))
-    return _line(name, name, caps, "assumed: upstream 0.26's backends (the fork's not read)")
+    line = _line(name, name, caps, "assumed: upstream 0.26's backends (the fork's not read)")
+    # The forks' own indexer was not read for its interleave limit: an assumed entry refuses
+    # nothing (the field serves GLM-5.2 on them at DCP 4).
+    return replace(line, indexer_dcp_interleave_one=False)
 
 
 LINES: dict[str, Line] = {

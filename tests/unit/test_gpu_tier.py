@@ -105,11 +105,11 @@ def test_the_summary_has_one_row_per_rank_with_planned_and_measured(tmp_path, mo
     assert json.loads(written[1].read_text())["boots"][1]["kv_blocks_calibrated"] == 95
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in PROFILES.glob("*.yaml")))
-def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeypatch):
-    """Each profile loads and fits on an H200 with its model's config (no weights read)."""
-    from launcher import pipeline
+REFUSED_ON_026 = {"glm-dsa-h200-dcp2.yaml"}
+"""Sparse MLA under DCP: vLLM 0.26 (the kit's) has no decode LSE on FLASHMLA_SPARSE."""
 
+
+def _tier_model(name: str, tmp_path) -> tuple[str, tuple[str, ...]]:
     kind = {"dsv2": "deepseek_v2", "glm-": "glm_dsa"}.get(name[:4], "llama")
     model = tmp_path / kind
     model.mkdir()
@@ -117,11 +117,31 @@ def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeyp
     (model / "config.json").write_text(json.dumps(cfg))
     if kind not in models.DUMMY_WEIGHTS:  # the tier writes these weights; a stand-in here
         (model / "model.safetensors").write_bytes(len(b"{}").to_bytes(8, "little") + b"{}")
-    sets = (
+    return kind, (
         f"model.path={model}",
         f"runtime.cache_root={tmp_path / 'cache'}",
         "model.weights_per_rank=1GiB",
     )
+
+
+def test_the_sparse_mla_dcp2_tier_profile_is_refused_on_the_kits_vllm(tmp_path):
+    from launcher import pipeline
+    from launcher.errors import ProfileError
+
+    (name,) = REFUSED_ON_026
+    _, sets = _tier_model(name, tmp_path)
+    with pytest.raises(ProfileError, match="softmax LSE during decode; FLASHMLA_SPARSE"):
+        pipeline.make_plan(pipeline.load(str(PROFILES / name), sets), calibrate=False)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in PROFILES.glob("*.yaml") if p.name not in REFUSED_ON_026)
+)
+def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeypatch):
+    """Each profile loads and fits on an H200 with its model's config (no weights read)."""
+    from launcher import pipeline
+
+    kind, sets = _tier_model(name, tmp_path)
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / name), sets), calibrate=False)
     assert planned.plan.fits
     assert planned.plan.kv.max_model_len == (20480 if kind == "glm_dsa" else 16384)

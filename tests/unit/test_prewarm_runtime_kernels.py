@@ -313,8 +313,9 @@ def test_a_launcher_that_refuses_is_reported(fork, monkeypatch):
 
 
 def test_upstream_merges_both_lse_bases(fork):
-    # an fp8 GLM-5.2 (not the EXL3 checkpoint, which upstream does not load)
-    sets = ("model.quantization=fp8", "~model.checkpoint")
+    # an fp8 GLM-5.2 (not the EXL3 checkpoint, which upstream does not load) on a line whose
+    # FLASHMLA_SPARSE returns the decode LSE (0.26 refuses DCP there)
+    sets = ("model.quantization=fp8", "~model.checkpoint", "vllm.release=0.33")
     ctx = context("b12x-fork", "vllm.runtime=upstream", "vllm.attention_backend=FLASHMLA_SPARSE",
                   *sets, runner=runner(4, 1, 0))  # fmt: skip
     load("triton").run(ctx)
