@@ -52,6 +52,20 @@ GLM_PLAIN = BootSpec("glm-plain", "glm-dsa-h200.yaml", "glm_dsa", cache="glm-pla
 GLM = BootSpec("glm", "glm-dsa-h200.yaml", "glm_dsa", cache="glm")
 GLM_AGAIN = BootSpec("glm-calibrated", "glm-dsa-h200.yaml", "glm_dsa", cache="glm")
 GLM_DCP2 = BootSpec("glm-dcp2", "glm-dsa-h200-dcp2.yaml", "glm_dsa", ranks=2, cache="glm-dcp2")
+# Issue 33, two H200s: DCP on the dense-MLA tier model (vLLM 0.26 has no DCP for sparse MLA on
+# Hopper), each boot from empty caches of its own, plain vLLM beside it, and TP2 without DCP.
+MOE_DCP2 = BootSpec("moe-dcp2", "dsv2-moe-h200-dcp2.yaml", "deepseek_v2", ranks=2, cache="md2")
+MOE_DCP2_I64 = BootSpec(
+    "moe-dcp2-i64", "dsv2-moe-h200-dcp2.yaml", "deepseek_v2", ("parallel.interleave=64",),
+    ranks=2, cache="md2-i64",
+)  # fmt: skip
+MOE_DCP2_PLAIN = BootSpec(
+    "moe-dcp2-plain", "dsv2-moe-h200-dcp2.yaml", "deepseek_v2", ranks=2, cache="md2-plain",
+    plain=True,
+)  # fmt: skip
+MOE_TP2_COLD = BootSpec(
+    "moe-tp2-cold", "dsv2-moe-h200-tp2.yaml", "deepseek_v2", ranks=2, cache="mt2"
+)
 # Second boots of the same deployments: the plan now reads the first boot's records.
 LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
 MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
@@ -279,11 +293,17 @@ class TestGlmPlain:
         assert booted.monitor_late, "plain vLLM compiled nothing late: the workload is too easy"
 
 
-class TestGlmDcp2(ScratchStaged):
-    """Issue 24, two H200s: TP2 / DCP2, boot 1 from empty caches; each rank's blocks the
-    minimum over ranks (Served), nothing compiled late on either rank."""
+class TestGlmDcp2Refused:
+    """Sparse MLA under DCP on vLLM 0.26 (FlashMLASparseImpl returns no decode LSE): the
+    launch refuses it before the weights load (issue 30)."""
 
     spec = GLM_DCP2
+
+    def test_the_launch_exits_1_before_the_weights_load(self, booted):
+        assert not booted.healthy and booted.exit_code == 1
+        log = booted.log_path.read_text()
+        assert "softmax LSE during decode" in log, log[-2000:]
+        assert "Loading weights" not in log and "EngineCore" not in log
 
 
 class LearnsNothing(Served, CompilesNothingLate):
@@ -335,3 +355,27 @@ class TestMoe3Qualify(LearnsNothing):
 
 class TestMoe3Stream(LearnsNothing):
     spec = THREE["stream"][1]
+
+
+class TestMoeDcp2(LearnsNothing):
+    """Issue 33: TP2 / DCP2, interleave 1, boot 1 from empty caches."""
+
+    spec = MOE_DCP2
+
+
+class TestMoeDcp2Interleave64(LearnsNothing):
+    spec = MOE_DCP2_I64
+
+
+class TestMoeDcp2Plain:
+    spec = MOE_DCP2_PLAIN
+
+    def test_it_serves(self, booted):
+        assert booted.healthy, _why(booted)
+        assert booted.outcome.failed == [], _why(booted)
+
+
+class TestMoeTp2Cold(LearnsNothing):
+    """The key enumeration at two ranks: TP2 without DCP, boot 1 from empty caches."""
+
+    spec = MOE_TP2_COLD
