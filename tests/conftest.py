@@ -51,6 +51,9 @@ REQUIRED_TIERS = "BLAUNCH_TEST_REQUIRE"
 """Comma-separated tiers the command asked for (tests/run sets it): in those, a missing
 dependency fails the test instead of skipping it."""
 TIERS = ("unit", "integration", "gpu", "container")
+"""Test directories. A ``need`` may also name a condition outside them that a run can ask for:
+``cluster`` (a LeaderWorkerSet cluster on 127.0.0.1), ``gpu2`` (two GPUs), ``gpu-idle`` (a card
+held by no ballast)."""
 
 
 def required(tier: str) -> bool:
@@ -63,7 +66,7 @@ def need(tier: str, ok: bool, why: str) -> None:
         return
     if required(tier):
         pytest.fail(f"the {tier} tier was asked for and cannot run: {why}", pytrace=False)
-    pytest.skip(why)
+    pytest.skip(why, allow_module_level=True)
 
 
 def need_module(tier: str, module: str, why: str):
@@ -74,6 +77,12 @@ def need_module(tier: str, module: str, why: str):
         return importlib.import_module(module)
     except ImportError as exc:
         need(tier, False, f"{why} ({exc})")
+
+
+def need_serving(module: str):
+    """A package of the serving side (torch, triton, vLLM, b12x), which tests/run installs for
+    the integration tier: a unit test that needs one fails when that tier was asked for."""
+    return need_module("integration", module, "tests/run installs it for the integration tier")
 
 
 def _tier_of(nodeid: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, need
+from tests.conftest import ROOT, need, need_module
 from tests.container.engine import docker, ensure_engine
 
 IMAGE_REPO = "b12x-launch-test/image"
@@ -90,8 +90,8 @@ def shared_tmp() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(shared_tmp) -> Path:
     """The integration tier's tiny Llama, written on the host (needs torch and tokenizers)."""
-    pytest.importorskip("torch", reason="the tiny model is written with torch (tests/run)")
-    pytest.importorskip("tokenizers")
+    need_module("container", "torch", "the tiny model is written with torch (tests/run)")
+    need_module("container", "tokenizers", "the tiny model's tokenizer (tests/run)")
     from tests.integration.tinymodel import write_tiny_llama
 
     path = write_tiny_llama(shared_tmp / "tiny-llama")

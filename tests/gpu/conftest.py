@@ -22,8 +22,10 @@ def cuda_device() -> int:
     # Query without keeping a context alive in the test process: the scenarios run
     # in their own processes and need the whole card.
     total = torch.cuda.get_device_properties(0).total_memory
-    if total < EMULATED_VISIBLE:
-        pytest.skip(f"card has {total / 1024**3:.1f} GiB; the scenarios emulate 95.01 GiB")
+    need(
+        "gpu", total >= EMULATED_VISIBLE,
+        f"card has {total / 1024**3:.1f} GiB; the scenarios emulate 95.01 GiB",
+    )  # fmt: skip
     return 0
 
 
@@ -52,7 +54,7 @@ def lab(tmp_path_factory):
     try:
         devices = nvml.visible_indices()
     except nvml.NvmlError as exc:
-        pytest.skip(f"NVML unavailable: {exc}")
+        need("gpu", False, f"NVML unavailable: {exc}")
     root = Path(os.environ.get("GPU_TIER_DIR") or tmp_path_factory.mktemp("gpu-tier"))
     root.mkdir(parents=True, exist_ok=True)
     summary.root = root

@@ -29,6 +29,7 @@ import contextlib
 import pytest
 
 from launcher.report.vllm_log import parse_kv_lines
+from tests.conftest import need
 from tests.gpu import summary
 from tests.gpu.ballast import ballast
 from tests.gpu.boot import BootResult, BootSpec, boot
@@ -85,8 +86,10 @@ THREE = {
 @pytest.fixture(scope="class")
 def booted(request, lab) -> BootResult:
     spec: BootSpec = request.cls.spec
-    if spec.ranks > len(lab.devices):
-        pytest.skip(f"{spec.name} needs {spec.ranks} GPUs, {len(lab.devices)} visible")
+    need(
+        f"gpu{spec.ranks}" if spec.ranks > 1 else "gpu", spec.ranks <= len(lab.devices),
+        f"{spec.name} needs {spec.ranks} GPUs, {len(lab.devices)} visible",
+    )  # fmt: skip
     held = ballast(lab.devices[: spec.ranks]) if lab.ballast else contextlib.nullcontext()
     with held:
         result = boot(lab, spec)
@@ -173,8 +176,7 @@ class Calibrated(Served):
     first boot's records, is what vLLM allocates, to the block."""
 
     def test_the_calibrated_plan_equals_the_allocation(self, booted):
-        if booted.ballast:
-            pytest.skip("a ballasted card is shared; the to-the-block check needs an idle one")
+        need("gpu-idle", not booted.ballast, "a ballasted card is shared; this needs an idle one")
         planned = booted.plan["kv"]["blocks_per_rank"]
         allocated = min(rec["kv"]["blocks"] for rec in booted.records.values())
         assert planned == allocated, f"plan {planned:,} blocks, vLLM {allocated:,}"
@@ -185,8 +187,7 @@ class Calibrated(Served):
         """Not by construction: the worker returns the calibrated plan's figure whenever it
         fits, so the allocation equals the plan; what it measured it could give (free after
         vLLM's profile less every reserve) must be within PREDICTION of that figure."""
-        if booted.ballast:
-            pytest.skip("a ballasted card is shared; the prediction needs an idle one")
+        need("gpu-idle", not booted.ballast, "a ballasted card is shared; this needs an idle one")
         planned = booted.plan["ranks"][0]["components"]["kv_cache"]["bytes"]
         for rank, rec in booted.records.items():
             room = rec["budget"]["measured_room"]

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from launcher.plan.inputs import gather
 from launcher.profile import load_profile
 from launcher.runtime.prewarm import PrewarmContext, load
-from tests.conftest import PROFILES, ROOT
+from tests.conftest import PROFILES, ROOT, need_serving
 
 GLM = str(PROFILES / "glm52.yaml")
 B12X_PROFILES = ["glm52", "glm52-dcp1", "glm52-dcp2", "deepseek-v32"]
@@ -203,8 +203,8 @@ def test_late_compile_log_reaches_the_callback():
 
 @pytest.fixture
 def b12x():
-    pytest.importorskip("torch")
-    return pytest.importorskip("b12x")
+    need_serving("torch")
+    return need_serving("b12x")
 
 
 @pytest.mark.parametrize("name", B12X_PROFILES)

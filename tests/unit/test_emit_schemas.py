@@ -12,9 +12,9 @@ import yaml
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from tests.conftest import PROFILES, ROOT
+from tests.conftest import PROFILES, ROOT, need_module
 
-jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra")
+jsonschema = need_module("unit", "jsonschema", "jsonschema is in the test extra")
 
 SCHEMAS = ROOT / "tests" / "schemas"
 

@@ -12,7 +12,7 @@ import pytest
 
 from launcher import entrypoint
 from launcher.launch.vllm_args import CACHE_DIRS
-from tests.conftest import PROFILES, ROOT
+from tests.conftest import PROFILES, ROOT, need
 
 
 class Exec(Exception):
@@ -334,8 +334,8 @@ def test_real_exec_runs_the_dry_run(tmp_path):
         capture_output=True,
         text=True,
     )
-    if out.returncode != 0 and "cannot start b12x-launch" in out.stderr:
-        pytest.skip("b12x-launch console script not on PATH")
+    started = not (out.returncode != 0 and "cannot start b12x-launch" in out.stderr)
+    need("unit", started, "the b12x-launch console script is not on PATH (pip install -e .)")
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["vllm"]["env"]["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "e2e" / "triton")

@@ -15,6 +15,7 @@ from launcher.plan.checkpoint import read_header
 from launcher.plan.hub import cache_file, is_repo_id
 from launcher.plan.inputs import gather
 from launcher.profile import load_profile
+from tests.conftest import need_serving
 from tests.unit.test_checkpoint import write_checkpoint
 
 REPO = "tester/tiny-glm-exl3"
@@ -86,7 +87,7 @@ def sharded_checkpoint(root: Path) -> Path:
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
-    pytest.importorskip("huggingface_hub")
+    need_serving("huggingface_hub")
     import huggingface_hub.constants as hf
 
     h = Hub(sharded_checkpoint(tmp_path / "repo"))

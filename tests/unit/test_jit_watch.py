@@ -8,6 +8,7 @@ import types
 import pytest
 
 from launcher.runtime.jit_watch import JitWatch, LateCompileError
+from tests.conftest import need_serving
 
 
 class Slots:
@@ -119,7 +120,7 @@ def test_install_without_triton_is_a_no_op(monkeypatch):
 
 
 def test_real_triton_hook_slots():
-    triton = pytest.importorskip("triton")
+    triton = need_serving("triton")
     w = JitWatch()
     assert w.install()
     obj, pre, post = w._slots
@@ -138,7 +139,7 @@ def test_loaded_counts_triton_specializations_without_installing_a_hook(monkeypa
     import sys
     import types
 
-    pytest.importorskip("triton")
+    need_serving("triton")
     import triton
     from triton.runtime.jit import JITFunction
 

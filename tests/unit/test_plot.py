@@ -6,19 +6,18 @@ import struct
 import xml.etree.ElementTree as ET
 import zlib
 
-import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
 from launcher.plan.planner import ORDER
 from launcher.report.render import bar_cells
-from tests.conftest import MINIMAL, PROFILES, ROOT
+from tests.conftest import MINIMAL, PROFILES, ROOT, need_module
 from tests.unit.test_run_report import make_run
 
 GLM = str(PROFILES / "glm52.yaml")
 GLM_TOKENS = f"{json.loads((ROOT / 'tests/golden/glm52.json').read_text())['kv']['tokens']:,}"
 """The shipped profile's KV tokens (the golden dry run; its figures change deliberately)."""
-matplotlib = pytest.importorskip("matplotlib")
+matplotlib = need_module("unit", "matplotlib", "matplotlib is in the test extra")
 
 
 def invoke(*args: str):

@@ -22,7 +22,7 @@ from launcher.plan.inputs import gather
 from launcher.profile import load_profile
 from launcher.runtime.prewarm import PrewarmContext, load, run_after_forward
 from launcher.runtime.prewarm import triton_kernels as tk
-from tests.conftest import PROFILES, ROOT
+from tests.conftest import PROFILES, ROOT, need_serving
 
 GLM = str(PROFILES / "glm52.yaml")
 LINES = {
@@ -206,7 +206,7 @@ class Launches:
 def fork(monkeypatch) -> Launches:
     """The runtime's launchers as recorders; the provider's calls build torch tensors, so
     only the tests that launch need torch (the --list tests run without it)."""
-    pytest.importorskip("torch")
+    need_serving("torch")
     launches = Launches()
     for name, module in launches.modules().items():
         monkeypatch.setitem(sys.modules, name, module)
@@ -365,7 +365,7 @@ def exl3(monkeypatch):
 
 @pytest.mark.parametrize(("dcp", "interleave"), DCP)
 def test_b12x_fork_finds_moe_units_in_the_runtime_dicts(exl3, dcp, interleave):
-    pytest.importorskip("b12x")
+    need_serving("b12x")
     sets = ("parallel.decode_context=1",) if dcp == 1 else ()
     exl3._RANK_SLICED_RUNTIMES[("target", 0)] = {"trellis_plan": "p", "prefill_plan": "q"}
     exl3._MIXED_TRELLIS_RUNTIMES[("draft", 0)] = {"decode": {}, "prefill": {}}
@@ -386,7 +386,7 @@ def test_b12x_fork_finds_moe_units_in_the_runtime_dicts(exl3, dcp, interleave):
 
 
 def test_b12x_fork_finds_prepared_experts_attributes(exl3):
-    pytest.importorskip("b12x")
+    need_serving("b12x")
     layer = SimpleNamespace(exl3_trellis_weights=_Experts())
     live = runner(4, 1, 0)
     live.model = _model(layer, SimpleNamespace(other=_Experts()))  # same shape: one unit
@@ -396,7 +396,7 @@ def test_b12x_fork_finds_prepared_experts_attributes(exl3):
 
 
 def test_zero_moe_units_after_the_first_forward_is_a_loud_warning(exl3, caplog):
-    pytest.importorskip("b12x")
+    need_serving("b12x")
     live = runner(4, 1, 0)
     live.model = _model(SimpleNamespace())
     ctx = context("b12x-fork", runner=live)
@@ -547,7 +547,7 @@ class _TensorExperts:
 def test_moe_units_the_first_forward_creates_are_found_after_it(exl3, monkeypatch):
     """The fork fills its EXL3 MoE units on a layer's first forward: before the scratch
     stage's waves there are none, after them the provider finds and reports them."""
-    pytest.importorskip("b12x")
+    need_serving("b12x")
     from launcher.runtime.prewarm import moe_units
 
     monkeypatch.setattr(moe_units, "_tensor_experts_type", lambda: _TensorExperts)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
+from tests.conftest import PROFILES, need_module, need_serving
+
+torch = need_serving("torch")
+need_serving("triton")
 
 from triton.backends.compiler import BaseBackend  # noqa: E402
 from triton.runtime.jit import create_function_from_signature  # noqa: E402
@@ -24,7 +26,6 @@ from launcher.plan.model import load_facts  # noqa: E402
 from launcher.profile import load_profile  # noqa: E402
 from launcher.runtime.prewarm import PrewarmContext  # noqa: E402
 from launcher.runtime.prewarm import triton_kernels as tk  # noqa: E402
-from tests.conftest import PROFILES  # noqa: E402
 from tests.gpu import dcp_standins as ds  # noqa: E402
 
 
@@ -98,8 +99,6 @@ def test_the_all_to_all_combine_keys_serving_launches_are_compiled_before_sizing
     ``dcp_a2a_lse_reduce`` call sites replayed without the exchange) for decode batches of
     every size up to max_num_seqs, masked (per request) and not."""
     import triton
-
-    from tests.conftest import need_module
 
     dcp_ops = need_module("unit", "vllm.v1.attention.ops.dcp", "vLLM's DCP ops")
     # vLLM on a CPU keeps its kernels as plain functions (no Triton backend): the real

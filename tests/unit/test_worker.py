@@ -9,7 +9,7 @@ import pytest
 from launcher import pipeline
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.runplan import PlanMissing
-from tests.conftest import PROFILES
+from tests.conftest import PROFILES, need_serving
 
 
 class FakeCPUWorker:
@@ -125,7 +125,7 @@ class ConfigProbe:
 def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
     """A provider calling get_current_vllm_config() fails outside set_current_vllm_config
     (FORK-AUDIT Q1): the worker runs every provider inside the live config."""
-    config_mod = pytest.importorskip("vllm.config")
+    config_mod = need_serving("vllm.config")
     sets = (
         f"runtime.cache_root={tmp_path / 'cache'}",
         "prewarm.providers=['tests.unit.test_worker:ConfigProbe']",
