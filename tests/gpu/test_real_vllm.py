@@ -175,11 +175,18 @@ class Calibrated(Served):
     """A second boot of the same deployment on the idle card: its plan, made from the
     first boot's records, is what vLLM allocates, to the block."""
 
-    def test_the_calibrated_plan_equals_the_allocation(self, booted):
+    def test_the_calibrated_plan_fits_what_the_worker_measured(self, booted):
+        """Not by construction (the worker returns the plan's figure whenever it fits): vLLM's
+        own log line gives the tokens it allocated, and the room each rank measured after
+        vLLM's profile, before any figure was returned, holds the plan's blocks."""
         need("gpu-idle", not booted.ballast, "a ballasted card is shared; this needs an idle one")
-        planned = booted.plan["kv"]["blocks_per_rank"]
-        allocated = min(rec["kv"]["blocks"] for rec in booted.records.values())
-        assert planned == allocated, f"plan {planned:,} blocks, vLLM {allocated:,}"
+        kv = booted.plan["kv"]
+        planned = kv["blocks_per_rank"]
+        logged = parse_kv_lines(booted.log()).tokens
+        assert logged == planned * kv["block_tokens"] * kv["dcp"], _why(booted)
+        for rank, rec in booted.records.items():
+            room = rec["budget"]["measured_room"] // booted.page_bytes
+            assert room >= planned, f"rank {rank}: room for {room:,} blocks, plan {planned:,}"
         sources = {n: c["source"] for n, c in booted.plan["ranks"][0]["components"].items()}
         assert sources["cudagraph_pool"] == sources["cuda_context"] == "measured", sources
 
