@@ -265,11 +265,10 @@ def _rank_plan(
                 "weights", inputs.weights[s.rank], inputs.weights_source, inputs.weights_detail
             )
         )
-    comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f))))
+    comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f, d.block_size))))
     comps.append(_workspaces(p, inputs))
-    comps.append(
-        Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu, d.capture_sizes)))
-    )
+    graphs = estimates.cudagraph_pool(p, f, gpu, d.capture_sizes, d.block_size)
+    comps.append(Component("cudagraph_pool", *_est(graphs)))
     headroom = p.memory.jit_headroom
     if headroom == "measure":
         workspaces = next(c.bytes for c in comps if c.name == "workspaces")
