@@ -93,11 +93,44 @@ def indexer_logits(p: Profile, f: ModelFacts) -> int:
     return int(p.env.get("VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", INDEXER_LOGITS_MB)) * MiB
 
 
-def activation_peak(p: Profile, f: ModelFacts, block_size: int = 16) -> tuple[int, str]:
+def legacy_activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
+    """The earlier estimate, kept for runtimes whose stand-ins no run has measured (the
+    b12x fork lines): layer intermediates and the sampler, no stand-ins."""
+    t = p.serving.max_num_batched_tokens
+    tp = p.parallel.tensor
+    b = 2
+    hidden = 4 * t * f.hidden * b  # hidden, residual, normed input, attention output
+    heads = max(1, f.heads // tp)
+    if f.is_mla:
+        attn = t * heads * ((f.qk_nope + f.qk_rope) + (f.qk_nope + f.v_head) + f.v_head) * b
+    else:
+        attn = t * (heads + 2 * max(1, f.kv_heads // tp)) * f.head_dim * b * 2
+    if f.is_moe:
+        inter = f.moe_intermediate // tp
+        mlp = t * f.experts_per_token * (3 * inter + f.hidden) * b
+    else:
+        mlp = t * 3 * (f.intermediate // tp) * b
+    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    sampler = 2 * rows * f.vocab * 4  # fp32 logits and probabilities
+    total = hidden + max(attn, mlp) + sampler
+    detail = (
+        f"T={t}: 4*T*hidden*2 + max(attention, MoE/MLP intermediates) + "
+        f"sampler 2*{rows} rows*vocab*4; checked against the field's 64K prefill "
+        "(2,088 MiB above idle): under, see docs/benchmarks.md"
+    )
+    return total, detail
+
+
+def activation_peak(
+    p: Profile, f: ModelFacts, gpu: GpuKind, block_size: int = 16, stand_ins: bool = True
+) -> tuple[int, str]:
     """Peak of vLLM's profile run above the weights, at max_num_batched_tokens: the residual
     stream, the largest transient (a layer's intermediates or one of vLLM's profile
     stand-ins, which run one after another and so do not add), and the first forward's
-    fixed allocations."""
+    fixed allocations. ``stand_ins``: the runtime is upstream vLLM, whose stand-ins these are
+    (checked on 0.26); on a fork the earlier estimate stands until a run there measures it."""
+    if not stand_ins:
+        return legacy_activation_peak(p, f)
     t = p.serving.max_num_batched_tokens
     tp = p.parallel.tensor
     b = f.dtype_bytes
@@ -109,11 +142,12 @@ def activation_peak(p: Profile, f: ModelFacts, block_size: int = 16) -> tuple[in
     mlp = t * 3 * inter * b  # gate/up output and the activation's
     mla = mla_prefill_context(p, f, block_size)
     index = indexer_logits(p, f)
-    total = stream + max(mlp, mla, index) + FIRST_FORWARD_BYTES
+    fixed = 0 if is_cpu(gpu) else FIRST_FORWARD_BYTES
+    total = stream + max(mlp, mla, index) + fixed
     detail = (
         f"T={t}: residual stream 3*T*hidden*2 + max(MLP {mlp / MiB:,.0f} MiB, MLA prefill "
         f"stand-in {mla / MiB:,.0f} MiB, indexer logits stand-in {index / MiB:,.0f} MiB) "
-        f"+ {FIRST_FORWARD_BYTES // MiB} MiB first-forward allocations (not derived from "
+        f"+ {fixed // MiB} MiB first-forward allocations (not derived from "
         f"vLLM's source; the Llama peak less its intermediates); checked against {H200_CHECK}"
     )
     return total, detail
@@ -200,25 +234,31 @@ def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, 
     return parts
 
 
-def drafter_stand_ins(p: Profile, f: ModelFacts, block_size: int) -> int:
+def drafter_stand_ins(p: Profile, f: ModelFacts, block_size: int, stand_ins: bool) -> int:
     """What vLLM 0.26's MTP drafter leaves cached in torch's pool: its dummy runs (capture
     warmups, kernel warmup) carry no attention metadata, so its MLA layer and indexer take
     their profile stand-ins each time; the indexer's is freed before the MLA layer's is
     requested, so the allocator keeps both, in separate segments."""
-    if not p.mtp_tokens or not f.mtp_layers:
+    if not stand_ins or not p.mtp_tokens or not f.mtp_layers:
         return 0
     index = indexer_logits(p, f) if f.mtp_has_indexer else 0
     return mla_prefill_context(p, f, block_size) + index
 
 
 def cudagraph_pool(
-    p: Profile, f: ModelFacts, gpu: GpuKind, captures: tuple[int, ...], block_size: int = 16
+    p: Profile,
+    f: ModelFacts,
+    gpu: GpuKind,
+    captures: tuple[int, ...],
+    block_size: int = 16,
+    stand_ins: bool = True,
 ) -> tuple[int, str]:
     """Memory CUDA-graph capture takes: the pool's first segment, the largest graph's
     intermediates, per captured graph and layer the graph's own device memory (kernel
     nodes and their pieces' outputs; fitted to the one published capture: 0.74 GiB per
     rank for GLM-5.2 3.42 bpw, 79 layers with the draft, FULL_AND_PIECEWISE, graphs up to
-    48 tokens, FIELD-NOTES; docs/benchmarks.md), and the MTP drafter's stand-ins."""
+    48 tokens, FIELD-NOTES; docs/benchmarks.md), and on upstream vLLM the MTP drafter's
+    stand-ins (that field capture, on the b12x fork, leaves no room for them)."""
     sizes = [] if is_cpu(gpu) else captures
     if not sizes:
         return 0, "no CUDA graphs"
@@ -227,7 +267,7 @@ def cudagraph_pool(
     kinds = 2 if p.serving.cudagraph_mode == "FULL_AND_PIECEWISE" else 1
     layers = f.num_layers + (f.mtp_layers if p.mtp_tokens else 0)
     graphs = len(sizes) * kinds
-    drafter = drafter_stand_ins(p, f, block_size)
+    drafter = drafter_stand_ins(p, f, block_size, stand_ins)
     total = 128 * MiB + per + graphs * layers * GRAPH_LAYER_BYTES + drafter
     detail = (
         f"128 MiB + largest graph ({top} tokens) + {graphs} graphs x {layers} layers x "

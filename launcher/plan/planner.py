@@ -265,9 +265,12 @@ def _rank_plan(
                 "weights", inputs.weights[s.rank], inputs.weights_source, inputs.weights_detail
             )
         )
-    comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f, d.block_size))))
+    # vLLM's profile stand-ins are upstream's code, checked on 0.26; a fork's are unmeasured
+    stand_ins = d.runtime.name == "upstream"
+    peak = estimates.activation_peak(p, f, gpu, d.block_size, stand_ins)
+    comps.append(Component("activation_peak", *_est(peak)))
     comps.append(_workspaces(p, inputs))
-    graphs = estimates.cudagraph_pool(p, f, gpu, d.capture_sizes, d.block_size)
+    graphs = estimates.cudagraph_pool(p, f, gpu, d.capture_sizes, d.block_size, stand_ins)
     comps.append(Component("cudagraph_pool", *_est(graphs)))
     headroom = p.memory.jit_headroom
     if headroom == "measure":
