@@ -62,8 +62,40 @@ TP4/DCP4, docs/benchmarks.md "Dry run vs the field"): a plan whose estimated res
 is smaller says so and names qualify, which measures the worst case before serving."""
 
 
-def activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
-    """Peak of vLLM's profile run above the weights, at max_num_batched_tokens."""
+# The first forward's allocations above its intermediates: Llama's profile-run peak on the
+# H200 (vLLM 0.26, T=2048) was 152 MiB against 60 MiB of intermediates. Not derived from
+# vLLM's source (cuBLAS workspaces and torch.compile's first run are candidates); the
+# DeepSeek-V2 (+14 MiB) and GLM-5 (+13 MiB) peaks agree with it.
+FIRST_FORWARD_BYTES = 92 * MiB
+# What vLLM 0.26's sparse indexer allocates as its profile stand-in
+# (VLLM_SPARSE_INDEXER_MAX_LOGITS_MB, 512 by default).
+INDEXER_LOGITS_MB = 512
+H200_CHECK = "H200 vLLM 0.26 profile peaks: Llama 152, DeepSeek-V2 602, GLM-5 2,139 MiB"
+
+
+def mla_prefill_context(p: Profile, f: ModelFacts, block_size: int) -> int:
+    """vLLM's stand-in, in an MLA layer run without attention metadata, for up-projecting
+    one chunk of prefill context: kv_b_proj's output over the chunked-prefill workspace
+    (8 x max_model_len tokens, at least 4 pages per sequence, at most 64K tokens)."""
+    if not f.is_mla:
+        return 0
+    s = p.serving
+    tokens = min(max(8 * s.max_model_len, 4 * s.max_num_seqs * block_size), 64 * 1024)
+    tokens = max(tokens, s.max_num_seqs * block_size)
+    heads = max(1, f.heads // p.parallel.tensor)
+    return tokens * heads * (f.qk_nope + f.v_head) * f.dtype_bytes
+
+
+def indexer_logits(p: Profile, f: ModelFacts) -> int:
+    """The sparse indexer's stand-in for its largest logits tile (a fixed size)."""
+    if not f.has_indexer:
+        return 0
+    return int(p.env.get("VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", INDEXER_LOGITS_MB)) * MiB
+
+
+def legacy_activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
+    """The earlier estimate, kept for runtimes whose stand-ins no run has measured (the
+    b12x fork lines): layer intermediates and the sampler, no stand-ins."""
     t = p.serving.max_num_batched_tokens
     tp = p.parallel.tensor
     b = 2
@@ -85,6 +117,38 @@ def activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
         f"T={t}: 4*T*hidden*2 + max(attention, MoE/MLP intermediates) + "
         f"sampler 2*{rows} rows*vocab*4; checked against the field's 64K prefill "
         "(2,088 MiB above idle): under, see docs/benchmarks.md"
+    )
+    return total, detail
+
+
+def activation_peak(
+    p: Profile, f: ModelFacts, gpu: GpuKind, block_size: int = 16, stand_ins: bool = True
+) -> tuple[int, str]:
+    """Peak of vLLM's profile run above the weights, at max_num_batched_tokens: the residual
+    stream, the largest transient (a layer's intermediates or one of vLLM's profile
+    stand-ins, which run one after another and so do not add), and the first forward's
+    fixed allocations. ``stand_ins``: the runtime is upstream vLLM, whose stand-ins these are
+    (checked on 0.26); on a fork the earlier estimate stands until a run there measures it."""
+    if not stand_ins:
+        return legacy_activation_peak(p, f)
+    t = p.serving.max_num_batched_tokens
+    tp = p.parallel.tensor
+    b = f.dtype_bytes
+    stream = 3 * t * f.hidden * b  # hidden, residual, normed input
+    if f.is_moe:
+        inter = max(f.moe_intermediate * f.experts_per_token, f.intermediate) // tp
+    else:
+        inter = f.intermediate // tp
+    mlp = t * 3 * inter * b  # gate/up output and the activation's
+    mla = mla_prefill_context(p, f, block_size)
+    index = indexer_logits(p, f)
+    fixed = 0 if is_cpu(gpu) else FIRST_FORWARD_BYTES
+    total = stream + max(mlp, mla, index) + fixed
+    detail = (
+        f"T={t}: residual stream 3*T*hidden*2 + max(MLP {mlp / MiB:,.0f} MiB, MLA prefill "
+        f"stand-in {mla / MiB:,.0f} MiB, indexer logits stand-in {index / MiB:,.0f} MiB) "
+        f"+ {fixed // MiB} MiB first-forward allocations (not derived from "
+        f"vLLM's source; the Llama peak less its intermediates); checked against {H200_CHECK}"
     )
     return total, detail
 
@@ -170,14 +234,31 @@ def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, 
     return parts
 
 
+def drafter_stand_ins(p: Profile, f: ModelFacts, block_size: int, stand_ins: bool) -> int:
+    """What vLLM 0.26's MTP drafter leaves cached in torch's pool: its dummy runs (capture
+    warmups, kernel warmup) carry no attention metadata, so its MLA layer and indexer take
+    their profile stand-ins each time; the indexer's is freed before the MLA layer's is
+    requested, so the allocator keeps both, in separate segments."""
+    if not stand_ins or not p.mtp_tokens or not f.mtp_layers:
+        return 0
+    index = indexer_logits(p, f) if f.mtp_has_indexer else 0
+    return mla_prefill_context(p, f, block_size) + index
+
+
 def cudagraph_pool(
-    p: Profile, f: ModelFacts, gpu: GpuKind, captures: tuple[int, ...]
+    p: Profile,
+    f: ModelFacts,
+    gpu: GpuKind,
+    captures: tuple[int, ...],
+    block_size: int = 16,
+    stand_ins: bool = True,
 ) -> tuple[int, str]:
     """Memory CUDA-graph capture takes: the pool's first segment, the largest graph's
-    intermediates, and per captured graph and layer the graph's own device memory (kernel
-    nodes and their pieces' outputs). The per-layer figure is fitted to the one published
-    capture: 0.74 GiB per rank for GLM-5.2 3.42 bpw, 79 layers with the draft,
-    FULL_AND_PIECEWISE, graphs up to 48 tokens (FIELD-NOTES; docs/benchmarks.md)."""
+    intermediates, per captured graph and layer the graph's own device memory (kernel
+    nodes and their pieces' outputs; fitted to the one published capture: 0.74 GiB per
+    rank for GLM-5.2 3.42 bpw, 79 layers with the draft, FULL_AND_PIECEWISE, graphs up to
+    48 tokens, FIELD-NOTES; docs/benchmarks.md), and on upstream vLLM the MTP drafter's
+    stand-ins (that field capture, on the b12x fork, leaves no room for them)."""
     sizes = [] if is_cpu(gpu) else captures
     if not sizes:
         return 0, "no CUDA graphs"
@@ -186,11 +267,19 @@ def cudagraph_pool(
     kinds = 2 if p.serving.cudagraph_mode == "FULL_AND_PIECEWISE" else 1
     layers = f.num_layers + (f.mtp_layers if p.mtp_tokens else 0)
     graphs = len(sizes) * kinds
-    total = 128 * MiB + per + graphs * layers * GRAPH_LAYER_BYTES
-    return total, (
+    drafter = drafter_stand_ins(p, f, block_size, stand_ins)
+    total = 128 * MiB + per + graphs * layers * GRAPH_LAYER_BYTES + drafter
+    detail = (
         f"128 MiB + largest graph ({top} tokens) + {graphs} graphs x {layers} layers x "
         f"{GRAPH_LAYER_BYTES // KiB} KiB (fitted to the field's 0.74 GiB capture)"
     )
+    if drafter:
+        detail += (
+            f" + the MTP drafter's profile stand-ins left cached ({drafter / MiB:,.0f} MiB, "
+            "vLLM 0.26's dummy drafter runs; checked against the H200's GLM-5 capture: "
+            "vLLM estimated 2.55 GiB, 2.59 GiB actual)"
+        )
+    return total, detail
 
 
 def jit_headroom_unmeasured(p: Profile, gpu: GpuKind, workspaces: int) -> tuple[int, str]:

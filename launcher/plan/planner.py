@@ -265,11 +265,13 @@ def _rank_plan(
                 "weights", inputs.weights[s.rank], inputs.weights_source, inputs.weights_detail
             )
         )
-    comps.append(Component("activation_peak", *_est(estimates.activation_peak(p, f))))
+    # vLLM's profile stand-ins are upstream's code, checked on 0.26; a fork's are unmeasured
+    stand_ins = d.runtime.name == "upstream"
+    peak = estimates.activation_peak(p, f, gpu, d.block_size, stand_ins)
+    comps.append(Component("activation_peak", *_est(peak)))
     comps.append(_workspaces(p, inputs))
-    comps.append(
-        Component("cudagraph_pool", *_est(estimates.cudagraph_pool(p, f, gpu, d.capture_sizes)))
-    )
+    graphs = estimates.cudagraph_pool(p, f, gpu, d.capture_sizes, d.block_size, stand_ins)
+    comps.append(Component("cudagraph_pool", *_est(graphs)))
     headroom = p.memory.jit_headroom
     if headroom == "measure":
         workspaces = next(c.bytes for c in comps if c.name == "workspaces")
