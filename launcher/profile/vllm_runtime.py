@@ -150,7 +150,7 @@ VLLM_LINES: dict[str, VllmLine] = {
                 "capture_shapes",
             ),
             markers=(),
-            tables=capabilities.upstream_tables(),
+            tables=capabilities.upstream_tables("upstream"),
             image="vllm/vllm-openai:v0.33.0",
         ),
         VllmLine(
