@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from launcher.profile.rules import (
-    B12X_SPARSE_MLA_BACKENDS,
     auto_capture_sizes,
     capture_sizes,
     default_block_size,
     runtime_of,
 )
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import Runtime, stored_kv_dtype
+from launcher.profile.vllm_runtime import VllmLine, b12x_sparse_mla_backends, stored_kv_dtype
 
 if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
     from launcher.plan.model import ModelFacts
@@ -38,7 +37,7 @@ class Deployment:
     """Every value the profile implies, decided once; ``why[name]`` says how."""
 
     profile: Profile
-    runtime: Runtime
+    runtime: VllmLine
     backend_family: BackendFamily
     """Which attention the backend runs: b12x's sparse MLA (a fork's ``B12X_MLA_SPARSE`` or
     ``B12X``), FlashMLA's sparse MLA (``FLASHMLA_SPARSE``), or dense (any other backend, or
@@ -67,11 +66,11 @@ class Deployment:
 
     @classmethod
     def from_record(cls, profile: Profile, data: dict) -> Deployment:
-        from launcher.profile.vllm_runtime import RUNTIMES
+        from launcher.profile.vllm_runtime import VLLM_LINES
 
         return cls(
             profile=profile,
-            runtime=RUNTIMES[data["runtime"]],
+            runtime=VLLM_LINES[data["runtime"]],
             backend_family=data["backend_family"],
             block_size=int(data["block_size"]),
             capture_sizes=tuple(data["capture_sizes"]),
@@ -132,14 +131,14 @@ def resolve(p: Profile) -> Deployment:
     )
 
 
-def _backend_family(p: Profile, runtime: Runtime) -> tuple[BackendFamily, str]:
+def _backend_family(p: Profile, runtime: VllmLine) -> tuple[BackendFamily, str]:
     backend = p.vllm.attention_backend
     if (backend or "") not in runtime.sparse_mla_backends:
         return "dense", (
             f"vllm.attention_backend {backend} is not a sparse-MLA backend of runtime "
             f"{runtime.name}"
         )
-    if backend in B12X_SPARSE_MLA_BACKENDS:
+    if backend in b12x_sparse_mla_backends():
         return "sparse-mla-b12x", f"vllm.attention_backend {backend}: b12x's sparse MLA"
     return "sparse-mla-flashmla", f"vllm.attention_backend {backend}: FlashMLA's sparse MLA"
 

@@ -45,6 +45,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine, fallback
+
 MOUNT_ENV = "BLAUNCH_CACHE_MOUNT"
 BUILD_ID_ENV = "BLAUNCH_BUILD_ID"
 BUILD_INFO_ENV = "BLAUNCH_BUILD_INFO"
@@ -84,15 +86,23 @@ DRY_FLAGS = ("--dry-run", "--json", "--print-command")
 NO_CACHE_COMMANDS = ("validate", "schema")
 """Subcommands that read no cache: passed through without touching /cache."""
 
-# The bases the image builds on (Dockerfile's VLLM_IMAGE); docs/operations.md, "Which base".
-UPSTREAM_IMAGE = "vllm/vllm-openai:v0.33.0"
-FORK_IMAGE = "voipmonitor/vllm:gilded-gnosis-v20-vllm1e9c9c3-sieec30ff-fi801d57a-cu132-20260731-r16"
+# The bases the image builds on (Dockerfile's VLLM_IMAGE; docs/operations.md, "Which base"):
+# each line's ``image`` in the lines' registry, named here for the Dockerfile's tests.
+UPSTREAM_IMAGE = fallback().image
+FORK_IMAGE = next(line.image for line in VLLM_LINES.values() if line.markers and line.image)
 """The local-inference-lab vLLM fork (Gilded Gnosis) as its own compose examples publish it."""
-FORK_ONLY = {
-    "vllm.attention_backend": frozenset({"B12X_MLA_SPARSE"}),
-    "model.quantization": frozenset({"exl3"}),
-}
-"""What only the fork's vLLM has: a profile asking for it needs ``FORK_IMAGE``."""
+
+
+def only_in(line: VllmLine) -> dict[str, frozenset[str]]:
+    """What ``line`` has and the fallback (upstream) line lacks, by profile key: a profile
+    asking for it needs that line's image."""
+    base = fallback()
+    return {
+        "vllm.attention_backend": frozenset(line.sparse_mla_backends)
+        - frozenset(base.sparse_mla_backends),
+        "model.quantization": frozenset({"exl3"} if line.exl3 and not base.exl3 else ()),
+    }
+
 
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TRUE = ("1", "true", "yes", "on")
@@ -297,6 +307,12 @@ def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
     seconds); with ``plugins``, import the registries after loading vLLM's general plugins,
     as at engine start, since a plugin may register more (slower still: b12x's imports its
     kernels). None when no vLLM is installed (``b12x-launch`` then says how to install it).
+
+    Not the same question as ``vllm_runtime.probe_installed`` (which line is installed, from
+    its marker files) or ``capabilities.read_installed`` (what a known backend's class can
+    run): this asks whether a name the profile uses is registered at all, which holds for a
+    vLLM of no known line too, and a plugin can change it; so it reads the registries. The
+    lines' registry then names the image that has what is missing (:func:`only_in`).
     """
     import importlib.util
 
@@ -329,32 +345,38 @@ def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
     return VllmCapabilities(backends, quantizations, where)
 
 
-def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], bool, bool]:
-    """Each profile key the installed vLLM cannot serve, located; whether the fork has
-    every one of them; whether a key the profile sets could not be checked."""
+def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], VllmLine | None, bool]:
+    """Each profile key the installed vLLM cannot serve, located; the first line with a base
+    image that has every one of them (None: none has); whether a key the profile sets could
+    not be checked."""
     p = loaded.profile
     wanted = [
         ("vllm.attention_backend", p.vllm.attention_backend, caps.attention_backends,
          "attention backend"),
         ("model.quantization", p.model.quantization, caps.quantizations, "quantization method"),
     ]  # fmt: skip
-    issues, fork_has_all, unknown = [], True, False
+    issues, missing, unknown = [], [], False
     for key, value, offered, what in wanted:
         if not value or (offered is not None and value in offered):
             continue
         if offered is None:
             unknown = True
             continue
-        fork_has_all = fork_has_all and value in FORK_ONLY[key]
+        missing.append((key, value))
         issues.append(str(loaded.issue(key, f"{what} {value!r} is not registered")))
-    return issues, fork_has_all, unknown
+    having = [
+        line
+        for line in VLLM_LINES.values()
+        if line.markers and line.image and all(v in only_in(line)[k] for k, v in missing)
+    ]
+    return issues, (having[0] if missing and having else None), unknown
 
 
-def runtime_fix(fork_has_all: bool) -> str:
-    if fork_has_all:
+def runtime_fix(line: VllmLine | None) -> str:
+    if line is not None:
         return (
             "the vLLM fork (local-inference-lab/vllm) has them: build the image on the fork's "
-            f"image, docker build --build-arg VLLM_IMAGE={FORK_IMAGE} -t b12x-launch:gilded-gnosis "
+            f"image, docker build --build-arg VLLM_IMAGE={line.image} -t b12x-launch:{line.name} "
             ". (docs/operations.md, Which base)"
         )
     return (
@@ -397,12 +419,12 @@ def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
         caps = probe()
         if caps is None:
             return
-        issues, fork_has_all, unknown = runtime_issues(loaded, caps)
+        issues, fork, unknown = runtime_issues(loaded, caps)
         if issues or unknown:  # plugins may register more, or the source was not readable
             caps = probe(plugins=True)
             if caps is None:
                 return
-            issues, fork_has_all, _ = runtime_issues(loaded, caps)
+            issues, fork, _ = runtime_issues(loaded, caps)
     except Exception as exc:  # a vLLM that fails to import: b12x-launch's preflight says why
         _say(f"warning: could not read what this image's vLLM offers ({exc}); not checked")
         return
@@ -410,7 +432,7 @@ def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
         raise EntrypointError(
             f"this image's {caps.where} cannot serve the profile:\n  "
             + "\n  ".join(issues)
-            + f"\n  Fix: {runtime_fix(fork_has_all)}. ({RUNTIME_CHECK_ENV}=0 skips this check)"
+            + f"\n  Fix: {runtime_fix(fork)}. ({RUNTIME_CHECK_ENV}=0 skips this check)"
         )
 
 

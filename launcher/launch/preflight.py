@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from launcher.errors import EnvironmentProblem, Issue, ProfileError
 from launcher.launch.hardware import Gpu
-from launcher.profile.rules import MLA_SPARSE_BACKENDS
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import RUNTIMES, Runtime
+from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine, sparse_mla_backends
 from launcher.units import format_size
 
 # A fresh card shows a little memory in use before any process runs (driver reservations).
@@ -171,7 +170,7 @@ def check_argv(flags: list[str], flag_keys: dict[str, str], parser=None) -> None
         raise ProfileError([Issue(f"vLLM rejects it: {message}", key=key)]) from None
 
 
-def runtime_issues(profile: Profile, installed: Runtime, how: str) -> list[Issue]:
+def runtime_issues(profile: Profile, installed: VllmLine, how: str) -> list[Issue]:
     """What ``profile`` asks of the installed vLLM's line that the line lacks, by key.
 
     ``how``: what the probe saw (printed, so the operator can check it)."""
@@ -187,8 +186,8 @@ def runtime_issues(profile: Profile, installed: Runtime, how: str) -> list[Issue
             )
         )
     backend = p.vllm.attention_backend
-    if backend in MLA_SPARSE_BACKENDS and backend not in installed.sparse_mla_backends:
-        having = [r.name for r in RUNTIMES.values() if backend in r.sparse_mla_backends]
+    if backend in sparse_mla_backends() and backend not in installed.sparse_mla_backends:
+        having = [r.name for r in VLLM_LINES.values() if backend in r.sparse_mla_backends]
         issues.append(
             Issue(
                 f"{backend} is not a sparse-MLA backend of this vLLM: {seen}; set "
@@ -198,7 +197,7 @@ def runtime_issues(profile: Profile, installed: Runtime, how: str) -> list[Issue
             )
         )
     if p.model.quantization == "exl3" and not installed.exl3:
-        having = [r.name for r in RUNTIMES.values() if r.exl3]
+        having = [r.name for r in VLLM_LINES.values() if r.exl3]
         issues.append(
             Issue(
                 f"exl3 checkpoints are not loaded by this vLLM: {seen}; install a vLLM of "
@@ -210,7 +209,7 @@ def runtime_issues(profile: Profile, installed: Runtime, how: str) -> list[Issue
     return issues
 
 
-def installed_line_issues(planned, runtime: Runtime) -> list[Issue]:
+def installed_line_issues(planned, runtime: VllmLine) -> list[Issue]:
     """What the installed vLLM (line ``runtime``, release from its metadata) cannot run of
     the planned deployment, read from its own attention impl classes where they import
     (``can_return_lse_for_decode``; no GPU needed), else from the capability table. Runs
@@ -220,8 +219,8 @@ def installed_line_issues(planned, runtime: Runtime) -> list[Issue]:
 
     p = planned.loaded.profile
     version = installed_vllm_version() or ""
-    release = capabilities.release_of(version) if runtime.name == "upstream" else None
-    if runtime.name == "upstream" and release is None:
+    release = capabilities.release_of(version) if runtime.versioned else None
+    if runtime.versioned and release is None:
         return []  # an untested release (BLAUNCH_ALLOW_UNTESTED_VLLM): nothing to check against
     line = capabilities.line_for(runtime.name, release)
     found = runnable.issues(p, planned.inputs.facts, planned.inputs.gpu, line, installed=True)

@@ -97,15 +97,12 @@ def uses_b12x_attention(d: Deployment, f: ModelFacts) -> bool:
 
 
 def ckv_gather(d: Deployment) -> bool:
-    """Whether DCP prefill gathers the full compressed KV (Gilded Gnosis with
-    ``VLLM_B12X_MLA_CKV_GATHER=1`` and DCP > 1). It adds an extend plan over the rank's
-    own heads and the DCP top-k remap kernels. The b12x-package line gathers only for
-    GLM5Next models, which no profile here describes."""
+    """Whether DCP prefill gathers the full compressed KV (a line that does, ``gathers_ckv``:
+    Gilded Gnosis, with ``VLLM_B12X_MLA_CKV_GATHER=1`` and DCP > 1). It adds an extend plan
+    over the rank's own heads and the DCP top-k remap kernels."""
     p = d.profile
     return (
-        d.runtime.name == "gilded-gnosis"
-        and p.parallel.decode_context > 1
-        and p.env.get(CKV_GATHER_ENV) == "1"
+        d.runtime.gathers_ckv and p.parallel.decode_context > 1 and p.env.get(CKV_GATHER_ENV) == "1"
     )
 
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from launcher.plan.model import ModelFacts
-from launcher.profile.vllm_runtime import FP8_DTYPES, Runtime
+from launcher.profile.vllm_runtime import FP8_DTYPES, VllmLine
 
 
 class KvDtypeError(ValueError):
@@ -20,13 +20,13 @@ class KvDtypeError(ValueError):
 
 
 def mla_bytes_per_token_layer(
-    facts: ModelFacts, kv_dtype: str, runtime: Runtime, env: dict[str, str]
+    facts: ModelFacts, kv_dtype: str, runtime: VllmLine, env: dict[str, str]
 ) -> int:
     """Bytes one MLA layer stores per token, by ``--kv-cache-dtype``.
 
     For kv_lora 512 / rope 64: auto 1152, fp8 576, fp8_ds_mla 656; nvfp4_ds_mla is the
     runtime's record: 352 upstream, 432 or 368 (fp8 RoPE) in the fork lines
-    (``Runtime.nvfp4_record_bytes``).
+    (``VllmLine.nvfp4_record_bytes``).
     """
     lora, rope = facts.kv_lora_rank, facts.qk_rope
     if kv_dtype in ("auto", "bfloat16"):
@@ -126,7 +126,7 @@ def kv_layout(
     draft_layers: int,
     indexer_layers: int,
     draft_indexer_layers: int,
-    runtime: Runtime,
+    runtime: VllmLine,
     env: dict[str, str],
     replicate_indexer: bool,
     replicate_draft: bool,

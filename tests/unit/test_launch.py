@@ -255,9 +255,9 @@ def test_the_launch_replans_without_reading_the_facts_again(write, tmp_path, mon
 
 
 def probed(name):
-    from launcher.profile.vllm_runtime import RUNTIMES
+    from launcher.profile.vllm_runtime import VLLM_LINES
 
-    return lambda: (RUNTIMES[name], f"test probe: {name}")
+    return lambda: (VLLM_LINES[name], f"test probe: {name}")
 
 
 @pytest.fixture

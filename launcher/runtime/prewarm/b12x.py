@@ -17,7 +17,7 @@ Which vLLM runs decides whether this provider applies at all: the fork line Gild
 Gnosis runs ``sparkinfer``, a different package with its own compile cache, so nothing
 prepared here would be reused; its plans are prewarmed through the runtime provider
 (``why_not`` says so). On the b12x-package line the plans carry the runtime's own
-``Caps``: natural LSE, fp8 RoPE per ``Runtime.fp8_rope`` and only the token counts the
+``Caps``: natural LSE, fp8 RoPE per ``VllmLine.fp8_rope`` and only the token counts the
 runtime runs (``launcher.plan.b12x_sizing``).
 
 Nothing here was run on an SM12x GPU: the prepare calls follow b12x 1.5.1's

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.plan.b12x_sizing import ckv_gather
-from launcher.profile.vllm_runtime import Runtime
+from launcher.profile.vllm_runtime import VllmLine
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 
 BACKEND = "vllm.v1.attention.backends.mla.b12x_mla_sparse"
@@ -115,7 +115,7 @@ class Kernel:
         return f"{self.name} {consts} {self.shapes}"
 
 
-def _runtime(ctx: PrewarmContext) -> Runtime:
+def _runtime(ctx: PrewarmContext) -> VllmLine:
     return ctx.deployment.runtime
 
 
@@ -129,7 +129,7 @@ def _b12x_sparse_mla(ctx: PrewarmContext) -> bool:
     )
 
 
-def _package_candidates(runtime: Runtime, function: str) -> tuple[str, ...]:
+def _package_candidates(runtime: VllmLine, function: str) -> tuple[str, ...]:
     packages = [runtime.kernel_package] if runtime.kernel_package else []
     packages += [p for p in ("sparkinfer", "b12x") if p not in packages]
     return tuple(f"{pkg}.{CKV_MAPPING}:{function}" for pkg in packages)
