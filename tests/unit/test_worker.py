@@ -7,6 +7,7 @@ from typing import ClassVar
 import pytest
 
 from launcher import pipeline
+from launcher.runfile import Budget, RankRecord
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.runplan import PlanMissing
 from tests.conftest import PROFILES, need_serving
@@ -33,6 +34,10 @@ class FakeCPUWorker:
 
 class Worker(PlannedMixin, FakeCPUWorker):
     platform = "cpu"
+
+
+def record_with(**measured: int) -> RankRecord:
+    return RankRecord("fp", 0, "2026-12-01", {}, {}, dict(measured), 0, Budget(0, ""))
 
 
 @pytest.fixture
@@ -208,19 +213,21 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
             return 0
 
     worker = GpuWorker()
-    worker._record = {"measured": {"activation_peak": 1000}}
+    worker._record = record_with(activation_peak=1000)
     worker._net_activation()  # a cache smaller than the peak is incidental: not relied on
-    assert worker._record["measured"]["activation_peak"] == 1000
-    assert worker._record["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
-    worker._record = {"measured": {"activation_peak": 600}}
+    assert worker._record.measured["activation_peak"] == 1000
+    assert worker._record.to_dict()["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
+    worker._record = record_with(activation_peak=600)
     worker._net_activation()  # the warmup's cache holds the whole peak: counted there
-    assert worker._record["measured"]["activation_peak"] == 0
+    assert worker._record.measured["activation_peak"] == 0
 
     def Run(source):
+        from launcher.runfile import RunFile
         from launcher.runtime.worker.runplan import RunPlan
 
         comp = {"bytes": 300, "source": source}
-        return RunPlan({"ranks": [{"components": {"activation_peak": comp}}]}, None, None, "")
+        ranks = [{"components": {"activation_peak": comp}}]
+        return RunPlan(RunFile("", ranks, {}, {}, {}, {}), None, None, "")
 
     worker._activation_peak = 1000
     assert worker._activation_reserve(Run("measured")) == 300
