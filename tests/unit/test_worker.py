@@ -271,3 +271,28 @@ def test_what_the_plan_had_learned_stays_in_the_record(run, tmp_path, monkeypatc
     ).determine_available_memory()
     record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
     assert record["late_compiles"] == [] and record["learned"] == [entry]
+
+
+def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
+    """The launcher read the driver on the cards; the run file carries it to the worker,
+    which records it without querying the GPUs itself."""
+    import torch
+
+    from launcher.launch.start import write_run
+    from launcher.runtime.worker.runplan import RunPlan
+
+    sets = (f"runtime.cache_root={tmp_path / 'cache'}", "prewarm.providers=[]")
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
+    _, command = write_run(planned, str(tmp_path / "run"), driver="580.159.04")
+    run = RunPlan.from_env({"BLAUNCH_PLAN": command.env["BLAUNCH_PLAN"]})
+    assert run.driver == "580.159.04"
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+
+        def _device_index(self):
+            return 0
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    env = GpuWorker()._environment(run)
+    assert (env["driver"], env["gpu"], env["gpu_kind"]) == ("580.159.04", "NVIDIA H200", "cpu")
