@@ -203,7 +203,8 @@ def prepare(
     if cards is not None:
         planned = on_cards(planned, cards)
         notes = (*cards.notes, *notes)
-    return start.finish(planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm)
+    driver = (cards.driver or None) if cards is not None else None
+    return start.finish(planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm, driver=driver)
 
 
 def on_cards(planned: Planned, cards: GpuFacts) -> Planned:

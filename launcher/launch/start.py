@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher import atomic
+from launcher import atomic, runfile
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
@@ -29,7 +29,6 @@ from launcher.launch.preflight import (
 from launcher.launch.vllm_args import (
     CACHE_DIRS,
     FLAG_KEYS,
-    RUN_FILE_VERSION,
     VllmCommand,
     build_command,
     entry_command,
@@ -98,10 +97,16 @@ def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:
 
 
 def finish(
-    planned: Planned, *, run_dir: str | None, notes: tuple[str, ...] = (), check_vllm: bool = True
+    planned: Planned,
+    *,
+    run_dir: str | None,
+    notes: tuple[str, ...] = (),
+    check_vllm: bool = True,
+    driver: str | None = None,
 ) -> Prepared:
     """The final plan's checks and files: refuse what does not fit or what vLLM's parser
-    rejects, make the cache directories, write the run. No process started."""
+    rejects, make the cache directories, write the run (``driver``: the cards' driver, for
+    the workers' records). No process started."""
     loaded = planned.loaded
     require_fit(planned)
     if check_vllm:
@@ -111,7 +116,7 @@ def finish(
         except ProfileError as exc:
             raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
     ensure_cache_dirs(planned.command.env)
-    run, command = write_run(planned, run_dir, notes)
+    run, command = write_run(planned, run_dir, notes, driver=driver)
     env = {**os.environ, **command.env}
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
@@ -130,7 +135,11 @@ def require_fit(planned: Planned) -> None:
 
 
 def write_run(
-    planned: Planned, run_dir: str | None, notes: tuple[str, ...] = ()
+    planned: Planned,
+    run_dir: str | None,
+    notes: tuple[str, ...] = (),
+    *,
+    driver: str | None = None,
 ) -> tuple[Path, VllmCommand]:
     """Make the run directory, write its ``plan.json`` (what the planned worker reads) and
     ``command.txt`` (what runs, environment included) atomically; the command that points
@@ -140,22 +149,26 @@ def write_run(
     command = build_command(
         loaded.profile,
         planned.plan,
-        plan_file=str((run / "plan.json").absolute()),
+        plan_file=str((run / runfile.PLAN_FILE).absolute()),
         run_dir=str(run.absolute()),
         fingerprint=planned.fingerprint,
         deployment=planned.deployment,
     )
     record = to_dict(planned.plan, command, planned.fingerprint)
-    record["profile_data"] = profile_record(loaded.profile)
-    record["profile_file"] = loaded.path
-    # What the worker needs, resolved here once: it reads these instead of deriving them.
-    record["run_file"] = RUN_FILE_VERSION
-    record["deployment"] = planned.deployment.record()
-    record["model_facts"] = planned.inputs.facts.record()
     record["notes"] = [*record["notes"], *notes]
     try:
-        atomic.write_json(run / "plan.json", record)
-        atomic.write_text(run / "command.txt", shell_line(command) + "\n")
+        # What the worker needs, resolved here once: it reads these instead of deriving them
+        # (the driver too: the worker records it without asking the driver again).
+        runfile.write_run_file(
+            run / runfile.PLAN_FILE,
+            record,
+            profile_data=profile_record(loaded.profile),
+            profile_file=loaded.path,
+            deployment=planned.deployment.record(),
+            model_facts=planned.inputs.facts.record(),
+            driver=driver,
+        )
+        atomic.write_text(run / runfile.COMMAND_FILE, shell_line(command) + "\n")
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write the run directory {run}: {exc}") from None
     return run, command

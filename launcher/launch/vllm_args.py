@@ -12,19 +12,7 @@ from dataclasses import dataclass
 from launcher.deployment import Deployment, resolve
 from launcher.plan.planner import MemoryPlan
 from launcher.profile.schema import Profile
-
-RUN_FILE_VERSION = 2
-"""plan.json's layout for the worker (2: the resolved deployment and the model facts)."""
-
-# The launcher's own variables. Never B12X_, CUTE_ or CUTLASS_: b12x puts those into
-# its compile-cache key, and one extra variable would recompile every kernel.
-ENV_PREFIX = "BLAUNCH_"
-PLAN_ENV = ENV_PREFIX + "PLAN"
-RUN_DIR_ENV = ENV_PREFIX + "RUN_DIR"
-FINGERPRINT_ENV = ENV_PREFIX + "FINGERPRINT"
-REQUIRE_PLAN_ENV = ENV_PREFIX + "REQUIRE_PLAN"
-"""Set to 1 with a plan: a planned worker that cannot read its plan then refuses to start
-instead of sizing the KV cache as plain vLLM does (a command run by hand without the plan)."""
+from launcher.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
 
 # `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")

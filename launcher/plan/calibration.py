@@ -9,7 +9,6 @@ file is skipped with a warning. Records are written atomically.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -17,12 +16,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from launcher import atomic
+from launcher import runfile
 from launcher.plan import census
 from launcher.plan.measured import MEASURABLE, Measured
 from launcher.profile.schema import Profile
+from launcher.runfile import RankRecord, RunFileError
 
-SCHEMA = "b12x-launch/measurement/1"
+SCHEMA = runfile.RECORD_SCHEMA
 STACK = ("torch", "vllm", "b12x", "triton")
 
 
@@ -66,24 +66,12 @@ def _warn(message: str) -> None:
 
 
 def read_record(path: Path, warn: Callable[[str], None] = _warn) -> dict[str, Any] | None:
-    """A measurement record, or None (with a warning) if it is corrupt or foreign."""
+    """A measurement record's JSON, or None (with a warning) if it is corrupt or foreign."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        warn(f"ignoring unreadable measurement record {path}: {exc}")
+        return runfile.check_record(path, runfile.read_json(path, "measurement record"))
+    except RunFileError as exc:
+        warn(f"ignoring {exc}")
         return None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        warn(f"ignoring {path}: not a b12x-launch measurement record")
-        return None
-    measured = data.get("measured")
-    if (
-        not isinstance(measured, dict)
-        or not all(isinstance(v, int) and v >= 0 for v in measured.values())
-        or not isinstance(data.get("rank"), int)
-    ):
-        warn(f"ignoring {path}: malformed measured figures")
-        return None
-    return data
 
 
 def load_measured(
@@ -115,9 +103,10 @@ def load_measured(
         if stale:
             warn(f"ignoring {path}: measured with other versions of {', '.join(stale)}")
             continue
-        figures = {k: v for k, v in data["measured"].items() if k in MEASURABLE}
-        learned = census.merge(data.get("learned") or [], data.get("late_compiles") or [])
-        out[data["rank"]] = Measured(figures, str(data.get("when", "?"))[:10], tuple(learned))
+        record = RankRecord.from_dict(data)
+        figures = {k: v for k, v in record.measured.items() if k in MEASURABLE}
+        learned = census.merge(record.learned, record.late_compiles)
+        out[record.rank] = Measured(figures, record.when[:10], tuple(learned))
     return out
 
 
@@ -133,13 +122,13 @@ def last_enumeration(
     return tuple(e for group in found for e in group if isinstance(e, dict))
 
 
-def save_record(record: dict[str, Any], run_dir: Path | None, profile: Profile) -> list[Path]:
-    """Write a rank's record into the run directory and the calibration store."""
-    record = {"schema": SCHEMA, **record}
-    name = f"measure-rank{record['rank']}.json"
-    paths = []
-    if run_dir is not None:
-        paths.append(atomic.write_json(run_dir / name, record))
-    store = store_dir(profile, record["fingerprint"])
-    paths.append(atomic.write_json(store / f"rank{record['rank']}.json", record))
-    return paths
+def save_record(
+    record: RankRecord | dict[str, Any], run_dir: Path | None, profile: Profile
+) -> list[Path]:
+    """Write a rank's record into the run directory and the calibration store. A worker
+    passes its ``RankRecord``; a dict (a test's hand-made record) is written as given."""
+    data = record.to_dict() if isinstance(record, RankRecord) else {"schema": SCHEMA, **record}
+    rank, fingerprint = data["rank"], data["fingerprint"]
+    paths = [] if run_dir is None else [run_dir / runfile.record_name(rank)]
+    paths.append(store_dir(profile, fingerprint) / f"rank{rank}.json")
+    return runfile.write_record(data, paths)

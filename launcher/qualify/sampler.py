@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from launcher.runtime.measure import Sampler
+
 Reader = Any
 """A callable returning free bytes of one device."""
 
@@ -46,7 +48,7 @@ def nvml_readers(count: int, env: Mapping[str, str] | None = None) -> dict[int, 
     return {rank: (lambda i=i: nvml.memory(i).free) for rank, i in enumerate(indices)}
 
 
-class FreeMemorySampler:
+class FreeMemorySampler(Sampler):
     """Samples each rank's free memory every ``interval_s`` on a background thread.
 
     ``low_water`` (rank -> bytes) is the minimum since ``arm()``; ``current`` the latest
@@ -54,18 +56,13 @@ class FreeMemorySampler:
     """
 
     def __init__(self, readers: dict[int, Reader] | None, interval_s: float = 0.02):
+        super().__init__(interval_s)  # error: why sampling stopped early (low water incomplete)
         self.readers = readers or {}
         self.available = bool(readers)
-        self.interval_s = interval_s
         self.current: dict[int, int] = {}
         self.low_water: dict[int, int] = {}
-        self.samples = 0
         self.armed = False
-        self.error: str | None = None
-        """Why sampling stopped early, if it did (the low-water mark is then incomplete)."""
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def sample(self) -> None:
         now = {rank: read() for rank, read in self.readers.items()}
@@ -86,26 +83,14 @@ class FreeMemorySampler:
             except Exception as exc:  # as in the loop: reported, never raised mid-workload
                 self.error = f"{type(exc).__name__}: {exc}"
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.sample()
-            except Exception as exc:  # NVML can fail mid-run (a GPU falls off the bus)
-                self.error = f"{type(exc).__name__}: {exc}"
-                return
-
     def start(self) -> FreeMemorySampler:
         if self.available:
             self.sample()
-            self._thread = threading.Thread(target=self._loop, name="qualify-sampler", daemon=True)
-            self._thread.start()
+            self._start_thread()  # NVML can fail mid-run (a GPU falls off the bus): error
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._stop_thread()
         if self.available and self.error is None:
             try:
                 self.sample()

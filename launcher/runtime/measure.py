@@ -88,7 +88,64 @@ def make_reader(device: int, method: str = "cudart") -> tuple[Reader, int]:
     raise ValueError(f"unknown measurement method {method!r}: use 'cudart' or 'nvml'")
 
 
-class HighWaterSampler:
+class Sampler:
+    """Calls ``sample()`` every ``interval_s`` on a background thread until ``stop()``.
+
+    The one sampling loop of the launcher: the worker's prewarm measurement
+    (``HighWaterSampler``) and qualify's per-rank low water
+    (``launcher.qualify.sampler.FreeMemorySampler``) differ only in what a sample keeps.
+    A failing read ends the thread and is kept in ``error``, never raised there: the
+    measured work reports the device's failure itself.
+    """
+
+    def __init__(self, interval_s: float):
+        self.interval_s = interval_s
+        self.samples = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> Any:
+        raise NotImplementedError
+
+    def _bind_thread(self) -> None:
+        """Run first on the sampling thread (per-thread device state)."""
+
+    def _loop(self) -> None:
+        self._bind_thread()
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.sample()
+            except Exception as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
+                return
+
+    def _start_thread(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=type(self).__name__, daemon=True)
+        self._thread.start()
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def start(self) -> Sampler:
+        self._start_thread()
+        return self
+
+    def stop(self) -> None:
+        self._stop_thread()
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class HighWaterSampler(Sampler):
     """Samples free device memory on a background thread and keeps the minimum.
 
     ``with HighWaterSampler(0) as s: work()`` then ``s.baseline_free``, ``s.min_free``,
@@ -110,8 +167,8 @@ class HighWaterSampler:
         reader: Reader | None = None,
         torch_reader: Reader | None = None,
     ):
+        super().__init__(interval_s)
         self.device = device
-        self.interval_s = interval_s
         self.method = method
         self._reader = reader
         self._torch_reader = torch_reader
@@ -121,10 +178,6 @@ class HighWaterSampler:
         self.baseline_free = self.min_free = self.end_free = 0
         self._baseline_reserved = 0
         self.outside_torch_peak = 0
-        self.samples = 0
-        self.error = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def _sample(self) -> int:
@@ -149,6 +202,9 @@ class HighWaterSampler:
                 self.outside_torch_peak = max(self.outside_torch_peak, outside)
         return free
 
+    def sample(self) -> int:
+        return self._sample()
+
     def _bind_thread(self) -> None:
         # The CUDA runtime's current device is per thread and starts at 0: make the
         # sampler's cudaMemGetInfo talk to the measured device's primary context.
@@ -157,44 +213,24 @@ class HighWaterSampler:
             if torch is not None:
                 torch.cuda.set_device(self.device)
 
-    def _loop(self) -> None:
-        self._bind_thread()
-        while not self._stop.wait(self.interval_s):
-            try:
-                self._sample()
-            except Exception as exc:  # the device failed under the measured work: that
-                self.error = f"{type(exc).__name__}: {exc}"  # work reports it, not this thread
-                return
-
     def start(self) -> HighWaterSampler:
         if self._reader is None:
             self._reader, self.total = make_reader(self.device, self.method)
-        self._stop.clear()
-        self.samples = 0
         if self._torch_reader is not None:
             self._baseline_reserved = self._torch_reader()
+        # On the calling thread (raises there): the baseline every figure is relative to.
         self.baseline_free = self.min_free = self._reader()
         self.samples = 1
-        self._thread = threading.Thread(target=self._loop, name="hwm-sampler", daemon=True)
-        self._thread.start()
+        self._start_thread()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self.end_free = self._sample()
+        self._stop_thread()
+        self.end_free = self._sample()  # on the calling thread, after the device synced
 
     @property
     def peak_above_baseline(self) -> int:
         return max(0, self.baseline_free - self.min_free)
-
-    def __enter__(self) -> HighWaterSampler:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @dataclass

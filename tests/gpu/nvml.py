@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
 
+from launcher.runtime.measure import Sampler as LoopSampler
 from launcher.runtime.nvml import Memory, NvmlError, device_count, memory, visible_indices
 
 __all__ = [
@@ -19,38 +18,29 @@ __all__ = [
 ]
 
 
-@dataclass
-class Sampler:
-    """Sample free memory of ``devices`` every ``period`` seconds in a thread; keep the low."""
+class Sampler(LoopSampler):
+    """Free memory of ``devices`` every ``period`` seconds on the launcher's sampling loop;
+    keeps the low per device (``low``)."""
 
-    devices: list[int]
-    period: float = 0.02
-    low: dict[int, int] = field(default_factory=dict)
-    samples: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> Sampler:
-        self.sample()
-        self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self.sample()
+    def __init__(self, devices: list[int], period: float = 0.02):
+        super().__init__(period)
+        self.devices = devices
+        self.low: dict[int, int] = {}
 
     def sample(self) -> None:
         for d in self.devices:
-            free = memory(d).free
+            free = memory(d).free  # the module's name, looked up per call (tests replace it)
             self.low[d] = min(self.low.get(d, free), free)
         self.samples += 1
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            self.sample()
+    def start(self) -> Sampler:
+        self.sample()
+        self._start_thread()
+        return self
+
+    def stop(self) -> None:
+        self._stop_thread()
+        self.sample()
 
 
 def wait_idle(devices: list[int], used_below: int, timeout: float = 60.0) -> dict[int, int]:

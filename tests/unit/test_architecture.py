@@ -32,6 +32,7 @@ ROOM_OF_TOP_MODULE = {
     "errors": "base",
     "atomic": "base",
     "secrets": "base",
+    "runfile": "base",  # the run directory's files: the launcher writes, the worker reads
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
     "vllm_serve": "runtime",  # vLLM's serve entry, run as vLLM's process on every node

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
-from launcher.launch.vllm_args import ENV_PREFIX
+from launcher.runfile import ENV_PREFIX
 from tests.conftest import PROFILES, ROOT
 
 DOCKERFILE = ROOT / "Dockerfile"

@@ -7,6 +7,7 @@ from typing import ClassVar
 import pytest
 
 from launcher import pipeline
+from launcher.runfile import Budget, RankRecord
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.runplan import PlanMissing
 from tests.conftest import PROFILES, need_serving
@@ -33,6 +34,10 @@ class FakeCPUWorker:
 
 class Worker(PlannedMixin, FakeCPUWorker):
     platform = "cpu"
+
+
+def record_with(**measured: int) -> RankRecord:
+    return RankRecord("fp", 0, "2026-12-01", {}, {}, dict(measured), 0, Budget(0, ""))
 
 
 @pytest.fixture
@@ -208,19 +213,21 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
             return 0
 
     worker = GpuWorker()
-    worker._record = {"measured": {"activation_peak": 1000}}
+    worker._record = record_with(activation_peak=1000)
     worker._net_activation()  # a cache smaller than the peak is incidental: not relied on
-    assert worker._record["measured"]["activation_peak"] == 1000
-    assert worker._record["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
-    worker._record = {"measured": {"activation_peak": 600}}
+    assert worker._record.measured["activation_peak"] == 1000
+    assert worker._record.to_dict()["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
+    worker._record = record_with(activation_peak=600)
     worker._net_activation()  # the warmup's cache holds the whole peak: counted there
-    assert worker._record["measured"]["activation_peak"] == 0
+    assert worker._record.measured["activation_peak"] == 0
 
     def Run(source):
+        from launcher.runfile import RunFile
         from launcher.runtime.worker.runplan import RunPlan
 
         comp = {"bytes": 300, "source": source}
-        return RunPlan({"ranks": [{"components": {"activation_peak": comp}}]}, None, None, "")
+        ranks = [{"components": {"activation_peak": comp}}]
+        return RunPlan(RunFile("", ranks, {}, {}, {}, {}), None, None, "")
 
     worker._activation_peak = 1000
     assert worker._activation_reserve(Run("measured")) == 300
@@ -264,3 +271,28 @@ def test_what_the_plan_had_learned_stays_in_the_record(run, tmp_path, monkeypatc
     ).determine_available_memory()
     record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
     assert record["late_compiles"] == [] and record["learned"] == [entry]
+
+
+def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
+    """The launcher read the driver on the cards; the run file carries it to the worker,
+    which records it without querying the GPUs itself."""
+    import torch
+
+    from launcher.launch.start import write_run
+    from launcher.runtime.worker.runplan import RunPlan
+
+    sets = (f"runtime.cache_root={tmp_path / 'cache'}", "prewarm.providers=[]")
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
+    _, command = write_run(planned, str(tmp_path / "run"), driver="580.159.04")
+    run = RunPlan.from_env({"BLAUNCH_PLAN": command.env["BLAUNCH_PLAN"]})
+    assert run.driver == "580.159.04"
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+
+        def _device_index(self):
+            return 0
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    env = GpuWorker()._environment(run)
+    assert (env["driver"], env["gpu"], env["gpu_kind"]) == ("580.159.04", "NVIDIA H200", "cpu")

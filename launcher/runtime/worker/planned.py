@@ -18,6 +18,7 @@ from typing import Any
 
 from launcher.plan import census
 from launcher.plan.calibration import save_record, stack_versions
+from launcher.runfile import Activation, Budget, KvActual, RankRecord
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load, run_after_forward
@@ -32,7 +33,8 @@ class PlannedMixin:
 
     platform = "cuda"
     _run: RunPlan | None = None
-    _record: dict[str, Any]
+    _record: RankRecord
+    """This rank's record, built up step by step and written whole by ``_save`` after each."""
 
     # -- sizing ---------------------------------------------------------------------------
     def determine_available_memory(self) -> int:
@@ -75,29 +77,23 @@ class PlannedMixin:
             f"{format_size(vllm_available)}; the plan said {format_size(planned)} "
             f"({_delta(budget.bytes, planned)}); jit_headroom from {headroom_source}"
         )
-        self._record = {
-            "fingerprint": run.fingerprint,
-            "rank": rank,
-            "when": datetime.datetime.now().isoformat(timespec="seconds"),
-            "environment": self._environment(profile.hardware.gpu),
-            "plan": {k: v["bytes"] for k, v in run.rank(rank)["components"].items()},
-            "measured": self._measured(run, before, after, measurement, headroom, headroom_source),
-            "prewarm": [vars(r) for r in results],
-            "prewarm_seconds": {r.provider: round(r.seconds, 2) for r in results},
-            "prewarm_measurement": measurement.to_dict() if measurement else None,
-            "vllm_available": int(vllm_available),
-            "budget": {
-                "bytes": budget.bytes,
-                "basis": budget.basis,
-                "measured_room": budget.room,
-                **budget.reserved,
-            },
-            "late_compiles": [],
+        self._record = RankRecord(
+            fingerprint=run.fingerprint,
+            rank=rank,
+            when=datetime.datetime.now().isoformat(timespec="seconds"),
+            environment=self._environment(run),
+            plan={k: v["bytes"] for k, v in run.rank(rank)["components"].items()},
+            measured=self._measured(run, before, after, measurement, headroom, headroom_source),
+            vllm_available=int(vllm_available),
+            budget=Budget(budget.bytes, budget.basis, budget.room, dict(budget.reserved)),
+            prewarm=[vars(r) for r in results],
+            prewarm_seconds={r.provider: round(r.seconds, 2) for r in results},
+            prewarm_measurement=measurement.to_dict() if measurement else None,
             # What earlier boots learned stays learned: a boot that replayed it compiles
             # nothing late, and without this the next plan would forget it (seen on the H200:
             # the boot after a clean one compiled the replayed kernel late again).
-            "learned": list(run.rank(rank).get("learned") or []),
-        }
+            learned=list(run.rank(rank).get("learned") or []),
+        )
         self._save()
         return budget.bytes
 
@@ -108,7 +104,7 @@ class PlannedMixin:
         blocks = int(getattr(kv_cache_config, "num_blocks", 0))
         kv = self._run.kv
         tokens = blocks * kv["block_tokens"] * kv.get("dcp", 1)
-        self._record["kv"] = {"blocks": blocks, "tokens": tokens, "planned_tokens": kv["tokens"]}
+        self._record.kv = KvActual(blocks, tokens, kv["tokens"])
         _say(
             f"rank {self.rank}: KV cache {blocks:,} blocks = {tokens:,} tokens; plan "
             f"{kv['blocks_per_rank']:,} blocks = {kv['tokens']:,} tokens "
@@ -124,8 +120,8 @@ class PlannedMixin:
         after = self._device_snapshot()
         margin = self._run.profile.memory.safety_margin
         if before and after:
-            self._record["measured"]["cudagraph_pool"] = max(0, before["free"] - after["free"])
-            self._record["free_after_warmup"] = after["free"]
+            self._record.measured["cudagraph_pool"] = max(0, before["free"] - after["free"])
+            self._record.free_after_warmup = after["free"]
             self._net_activation()
             if after["free"] < margin:
                 logger.warning(
@@ -316,13 +312,13 @@ class PlannedMixin:
         footprint); counting them twice left 2.1 GiB unused on the H200 (GLM-5 architecture,
         vLLM 0.26: 2.58 GiB cached, peak 2.09 GiB). A cache smaller than the peak is
         incidental (0.07 then 0.02 GiB on two boots of the MoE model) and is not relied on."""
-        peak = self._record["measured"].get("activation_peak")
+        peak = self._record.measured.get("activation_peak")
         device = self._device_index()
         if peak is None or device is None:
             return
         cached = _default_pool_cached(device)
-        self._record["measured"]["activation_peak"] = 0 if cached >= peak else peak
-        self._record["activation"] = {"profile_peak": peak, "warmup_cached": cached}
+        self._record.measured["activation_peak"] = 0 if cached >= peak else peak
+        self._record.activation = Activation(peak, cached)
 
     def _cudagraph_reserve(self, run: RunPlan) -> int:
         """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
@@ -385,14 +381,18 @@ class PlannedMixin:
             return contextlib.nullcontext()
         return set_current_vllm_config(config) if config is not None else contextlib.nullcontext()
 
-    def _environment(self, gpu_kind: str) -> dict[str, Any]:
-        env: dict[str, Any] = {"gpu_kind": gpu_kind, "host": platform.node(), **stack_versions()}
+    def _environment(self, run: RunPlan) -> dict[str, Any]:
+        env: dict[str, Any] = {
+            "gpu_kind": run.profile.hardware.gpu,
+            "host": platform.node(),
+            **stack_versions(),
+        }
         if self.platform == "cuda":
             import torch
 
             env["gpu"] = torch.cuda.get_device_name(self._device_index())
             env["cuda"] = torch.version.cuda
-            env["driver"] = _driver()
+            env["driver"] = run.driver  # read by the launcher on the cards, via the run file
         return env
 
     def _arm_watchdog(self) -> None:
@@ -406,7 +406,7 @@ class PlannedMixin:
                 )
             else:  # b12x's "not prepared before its first use" (or a frozen refusal)
                 e = census.entry("b12x", str(event), f" {detail}")
-            self._record["late_compiles"].append(e)
+            self._record.late_compiles.append(e)
             logger.warning(
                 "b12x-launch rank %d: LATE COMPILE after sizing: %s%s",
                 self.rank,
@@ -431,7 +431,7 @@ class PlannedMixin:
             return
         import torch
 
-        late = self._record["late_compiles"]
+        late = self._record.late_compiles
 
         def costed(*args: Any, **kwargs: Any) -> Any:
             seen = len(late)
@@ -478,16 +478,6 @@ def stage_times(results: list[PrewarmResult]) -> str:
     slow = sorted(waves, key=lambda e: -e["seconds"])[:3]
     inner = ", ".join(f"{e['name'].split('(')[0]} {e['seconds']:.1f}s" for e in slow)
     return f"{total:.1f}s: {', '.join(parts)}" + (f" (longest: {inner})" if inner else "")
-
-
-def _driver() -> str | None:
-    from launcher.launch.hardware import NoGpuInfo, query_gpus
-
-    try:
-        gpus = query_gpus()
-    except NoGpuInfo:
-        return None
-    return gpus[0].driver if gpus else None
 
 
 def _say(message: str) -> None:

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from launcher.deployment import Deployment
-from launcher.launch.vllm_args import (
+from launcher.plan.model import ModelFacts
+from launcher.profile.schema import BYTES_CONTEXT, Profile
+from launcher.runfile import (
     FINGERPRINT_ENV,
     PLAN_ENV,
     REQUIRE_PLAN_ENV,
     RUN_DIR_ENV,
-    RUN_FILE_VERSION,
+    RunFile,
+    RunFileError,
+    read_run_file,
 )
-from launcher.plan.model import ModelFacts
-from launcher.profile.schema import BYTES_CONTEXT, Profile
 
 NO_PLAN = (
     f"b12x-launch: no plan in the environment ({PLAN_ENV} unset): this worker sizes the KV "
@@ -29,12 +30,13 @@ NO_PLAN = (
 
 
 class PlanMissing(RuntimeError):
-    """The launch required a plan (``BLAUNCH_REQUIRE_PLAN=1``) that the worker cannot read."""
+    """The worker cannot read its plan: none where the launch required one
+    (``BLAUNCH_REQUIRE_PLAN=1``), or a file that is broken or another version's."""
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    data: dict[str, Any]
+    file: RunFile
     profile: Profile
     run_dir: Path | None
     fingerprint: str
@@ -54,21 +56,23 @@ class RunPlan:
                 )
             return None
         try:
-            data = json.loads(Path(path).read_text())
-            profile = Profile.model_validate(data["profile_data"], context={BYTES_CONTEXT: True})
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            file = read_run_file(path)
+            profile = Profile.model_validate(file.profile_data, context={BYTES_CONTEXT: True})
+        except (RunFileError, ValueError) as exc:
+            # Another launcher's file or a broken one is never sized around: the worker stops
+            # (with the fix when the launch required the plan).
             if not required:
-                raise
+                raise PlanMissing(f"b12x-launch: {exc}") from None
             raise PlanMissing(
                 f"b12x-launch: cannot read the plan {PLAN_ENV}={path} ({exc}); refusing to "
                 "size the KV cache without it. Write it again with `b12x-launch PROFILE "
                 "--print-command` (or start with `b12x-launch PROFILE`)"
             ) from None
         run_dir = Path(env[RUN_DIR_ENV]) if env.get(RUN_DIR_ENV) else None
-        return cls(data, profile, run_dir, env.get(FINGERPRINT_ENV, data.get("fingerprint", "")))
+        return cls(file, profile, run_dir, env.get(FINGERPRINT_ENV, file.fingerprint))
 
     def rank(self, rank: int) -> dict[str, Any]:
-        return self.data["ranks"][rank]
+        return self.file.ranks[rank]
 
     def component(self, rank: int, name: str) -> int:
         comp = self.rank(rank)["components"].get(name)
@@ -81,7 +85,12 @@ class RunPlan:
 
     @property
     def kv(self) -> dict[str, Any]:
-        return self.data["kv"]
+        return self.file.kv
+
+    @property
+    def driver(self) -> str | None:
+        """The GPU driver the launcher read on the cards (None: unknown)."""
+        return self.file.driver
 
     @property
     def pinned(self) -> bool:
@@ -90,18 +99,9 @@ class RunPlan:
     @property
     def deployment(self) -> Deployment:
         """The deployment the launcher resolved, as it wrote it (nothing derived again)."""
-        return Deployment.from_record(self.profile, self._section("deployment"))
+        return Deployment.from_record(self.profile, self.file.deployment)
 
     @property
     def facts(self) -> ModelFacts:
         """The model facts the plan was made from (no checkpoint read in the worker)."""
-        return ModelFacts.from_record(self._section("model_facts"))
-
-    def _section(self, name: str) -> dict[str, Any]:
-        if self.data.get("run_file") != RUN_FILE_VERSION or name not in self.data:
-            raise PlanMissing(
-                f"b12x-launch: the plan file lacks {name!r} (run file version "
-                f"{self.data.get('run_file')}, this worker reads {RUN_FILE_VERSION}): it was "
-                "written by another b12x-launch; start the server again with this one"
-            )
-        return self.data[name]
+        return ModelFacts.from_record(self.file.model_facts)

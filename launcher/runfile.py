@@ -1,0 +1,248 @@
+"""The run directory's files: what the launcher hands the workers, and what they hand back.
+
+The launcher writes ``plan.json`` (the run file) and points the workers at it through the
+environment; each worker writes ``measure-rank{N}.json`` (its record), which calibration,
+``report RUN_DIR`` and qualify read. Both layouts, their names and their versions live here,
+in the base room, so the writer (the argv builder, the worker) and every reader agree without
+importing each other. Dict-typed parts (components, prewarm results) keep the JSON shape the
+records always had: records written before these types existed read back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher import atomic
+
+RUN_FILE_VERSION = 2
+"""plan.json's layout for the worker (2: the resolved deployment and the model facts; the
+optional ``driver`` added since needs no new version: a worker reads its absence as unknown)."""
+PLAN_FILE = "plan.json"
+COMMAND_FILE = "command.txt"
+RECORD_SCHEMA = "b12x-launch/measurement/1"
+
+# The launcher's own variables. Never B12X_, CUTE_ or CUTLASS_: b12x puts those into
+# its compile-cache key, and one extra variable would recompile every kernel.
+ENV_PREFIX = "BLAUNCH_"
+PLAN_ENV = ENV_PREFIX + "PLAN"
+RUN_DIR_ENV = ENV_PREFIX + "RUN_DIR"
+FINGERPRINT_ENV = ENV_PREFIX + "FINGERPRINT"
+REQUIRE_PLAN_ENV = ENV_PREFIX + "REQUIRE_PLAN"
+"""Set to 1 with a plan: a planned worker that cannot read its plan then refuses to start
+instead of sizing the KV cache as plain vLLM does (a command run by hand without the plan)."""
+
+
+class RunFileError(ValueError):
+    """A run file or record that is unreadable, foreign or of another version; names the file."""
+
+
+def record_name(rank: int) -> str:
+    return f"measure-rank{rank}.json"
+
+
+# -- the run file ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunFile:
+    """The parts of ``plan.json`` a worker reads; ``data`` is the whole file (the rendered
+    plan the report shows)."""
+
+    fingerprint: str
+    ranks: list[dict[str, Any]]
+    kv: dict[str, Any]
+    profile_data: dict[str, Any]
+    deployment: dict[str, Any]
+    model_facts: dict[str, Any]
+    driver: str | None = None
+    """The GPU driver the launcher read on the cards (None: a CPU run or a dry run)."""
+    data: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def write_run_file(path: Path, plan: dict[str, Any], **parts: Any) -> Path:
+    """Write the rendered ``plan`` with the worker's ``parts`` (profile_data, deployment,
+    model_facts, driver, ...) and this version, atomically."""
+    return atomic.write_json(path, {**plan, **parts, "run_file": RUN_FILE_VERSION})
+
+
+_REQUIRED = ("ranks", "kv", "profile_data", "deployment", "model_facts")
+
+
+def read_run_file(path: str | Path) -> RunFile:
+    """The run file at ``path``, checked: raises ``RunFileError`` naming it when it cannot be
+    read, is not a b12x-launch run file, or was written by another version."""
+    data = read_json(Path(path), "run file")
+    version = data.get("run_file")
+    if version != RUN_FILE_VERSION:
+        raise RunFileError(
+            f"{path}: run file version {version!r}, this b12x-launch reads {RUN_FILE_VERSION}: "
+            "it was written by another b12x-launch; write it again with this one"
+        )
+    missing = [k for k in _REQUIRED if not isinstance(data.get(k), (dict, list))]
+    if missing:
+        raise RunFileError(f"{path}: not a complete run file (no {', '.join(missing)})")
+    return RunFile(
+        fingerprint=str(data.get("fingerprint", "")),
+        ranks=data["ranks"],
+        kv=data["kv"],
+        profile_data=data["profile_data"],
+        deployment=data["deployment"],
+        model_facts=data["model_facts"],
+        driver=data.get("driver") or None,
+        data=data,
+    )
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RunFileError(f"unreadable {what} {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise RunFileError(f"{path}: not a b12x-launch {what} (not a JSON object)")
+    return data
+
+
+# -- a worker's record -------------------------------------------------------------------
+@dataclass
+class Budget:
+    """What the worker handed vLLM for the KV cache, and what it kept back (by component)."""
+
+    bytes: int
+    basis: str
+    measured_room: int | None = None
+    reserved: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        # Flat, as the records always were: the reserved components beside the figure.
+        return {
+            "bytes": self.bytes,
+            "basis": self.basis,
+            "measured_room": self.measured_room,
+            **self.reserved,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Budget:
+        rest = {k: v for k, v in d.items() if k not in ("bytes", "basis", "measured_room")}
+        return cls(int(d["bytes"]), str(d.get("basis", "")), d.get("measured_room"), rest)
+
+
+@dataclass
+class KvActual:
+    """The KV cache vLLM allocated, against the plan."""
+
+    blocks: int
+    tokens: int
+    planned_tokens: int
+
+
+@dataclass
+class Activation:
+    """Torch's activation peak across vLLM's profile run, and what its warmup left cached."""
+
+    profile_peak: int
+    warmup_cached: int
+
+
+@dataclass
+class RankRecord:
+    """One rank's measurements (``measure-rank{N}.json``), built up by the worker as vLLM
+    starts and saved whole after each step (``save_record``)."""
+
+    fingerprint: str
+    rank: int
+    when: str
+    environment: dict[str, Any]
+    plan: dict[str, int]
+    measured: dict[str, int]
+    vllm_available: int
+    budget: Budget
+    prewarm: list[dict[str, Any]] = field(default_factory=list)
+    prewarm_seconds: dict[str, float] = field(default_factory=dict)
+    prewarm_measurement: dict[str, Any] | None = None
+    late_compiles: list[dict[str, Any]] = field(default_factory=list)
+    learned: list[dict[str, Any]] = field(default_factory=list)
+    # Set by later steps; absent from the file until then (a reader tells "not yet" by it).
+    kv: KvActual | None = None
+    free_after_warmup: int | None = None
+    activation: Activation | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, keys in the order records have always had."""
+        out: dict[str, Any] = {
+            "schema": RECORD_SCHEMA,
+            "fingerprint": self.fingerprint,
+            "rank": self.rank,
+            "when": self.when,
+            "environment": self.environment,
+            "plan": self.plan,
+            "measured": self.measured,
+            "prewarm": self.prewarm,
+            "prewarm_seconds": self.prewarm_seconds,
+            "prewarm_measurement": self.prewarm_measurement,
+            "vllm_available": self.vllm_available,
+            "budget": self.budget.to_dict(),
+            "late_compiles": self.late_compiles,
+            "learned": self.learned,
+        }
+        if self.kv is not None:
+            out["kv"] = vars(self.kv).copy()
+        if self.free_after_warmup is not None:
+            out["free_after_warmup"] = self.free_after_warmup
+        if self.activation is not None:
+            out["activation"] = vars(self.activation).copy()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RankRecord:
+        kv, act = d.get("kv"), d.get("activation")
+        return cls(
+            fingerprint=str(d.get("fingerprint", "")),
+            rank=int(d["rank"]),
+            when=str(d.get("when", "?")),
+            environment=dict(d.get("environment") or {}),
+            plan=dict(d.get("plan") or {}),
+            measured=dict(d["measured"]),
+            vllm_available=int(d.get("vllm_available") or 0),
+            budget=Budget.from_dict(d.get("budget") or {"bytes": 0, "basis": ""}),
+            prewarm=list(d.get("prewarm") or []),
+            prewarm_seconds=dict(d.get("prewarm_seconds") or {}),
+            prewarm_measurement=d.get("prewarm_measurement"),
+            late_compiles=list(d.get("late_compiles") or []),
+            learned=list(d.get("learned") or []),
+            kv=KvActual(**kv) if isinstance(kv, dict) else None,
+            free_after_warmup=d.get("free_after_warmup"),
+            activation=Activation(**act) if isinstance(act, dict) else None,
+        )
+
+
+def check_record(path: Path, data: Any) -> dict[str, Any]:
+    """``data`` if it is a well-formed record, else ``RunFileError`` naming ``path``."""
+    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
+        raise RunFileError(f"{path}: not a b12x-launch measurement record")
+    measured = data.get("measured")
+    if (
+        not isinstance(measured, dict)
+        or not all(isinstance(v, int) and v >= 0 for v in measured.values())
+        or not isinstance(data.get("rank"), int)
+    ):
+        raise RunFileError(f"{path}: malformed measured figures")
+    return data
+
+
+def read_record(path: Path) -> RankRecord:
+    """The record at ``path``, typed; ``RunFileError`` naming it when it is unreadable,
+    foreign or malformed."""
+    data = check_record(path, read_json(path, "measurement record"))
+    try:
+        return RankRecord.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunFileError(f"{path}: malformed measurement record ({exc})") from None
+
+
+def write_record(data: dict[str, Any], paths: list[Path]) -> list[Path]:
+    """Write a record's JSON whole to each of ``paths`` (a reader sees the old one or the
+    new one, never half: qualify reads them while the worker rewrites them)."""
+    return [atomic.write_json(p, data) for p in paths]
