@@ -5,40 +5,20 @@ Each step is a named function; ``cli.py`` only parses and prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from launcher.deployment import Deployment, resolve
-from launcher.launch.vllm_args import VllmCommand, build_command
+from launcher.deployment import resolve
+from launcher.launch.planned import Planned
+from launcher.launch.vllm_args import build_command
 from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import gather
-from launcher.plan.planner import MemoryPlan, PlanInputs, Qualified, deployment_for, plan
+from launcher.plan.planner import PlanInputs, Qualified, deployment_for, plan
 from launcher.profile import LoadedProfile, load_profile
 
 if TYPE_CHECKING:
     from launcher.launch.preflight import GpuFacts
     from launcher.launch.start import Prepared
-
-
-@dataclass(frozen=True)
-class Planned:
-    loaded: LoadedProfile
-    plan: MemoryPlan
-    command: VllmCommand
-    fingerprint: str
-    inputs: PlanInputs
-    """The facts the plan was made from, kept so a launch can re-plan without reading them
-    again (checkpoint headers, b12x's sizing)."""
-    calibrate: bool = True
-    use_qualified: bool = True
-    """Pin the KV cache to a qualified size from the calibration store (qualify's own first
-    boot does not: it measures from the planned size)."""
-
-    @property
-    def deployment(self) -> Deployment:
-        """The profile's derived values, resolved once (``make_plan``); the run file
-        carries them to the workers."""
-        return deployment_for(self.loaded.profile, self.inputs)
 
 
 def load(path: str, overrides: tuple[str, ...] = (), *, force: bool = False) -> LoadedProfile:

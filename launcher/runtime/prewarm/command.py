@@ -10,16 +10,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from launcher.deployment import resolve
 from launcher.errors import EnvironmentProblem
+from launcher.launch.planned import Planned
 from launcher.plan.calibration import last_enumeration
 from launcher.plan.model import load_facts
 from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
-
-if TYPE_CHECKING:  # annotations only: the runtime stage does not import the pipeline
-    from launcher.pipeline import Planned
 
 
 def providers(planned: Planned, device: str = "cuda:0"):
