@@ -13,7 +13,7 @@ from launcher.launch.planned import Planned
 from launcher.launch.vllm_args import build_command
 from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import gather
-from launcher.plan.planner import PlanInputs, Qualified, deployment_for, plan
+from launcher.plan.planner import PlanInputs, Qualified, plan
 from launcher.profile import LoadedProfile, load_profile
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def warnings(loaded: LoadedProfile) -> list[str]:
 def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     """Load and gather facts (catches unknown GPUs, architectures, bad checkpoints)."""
     loaded = load(path, overrides)
-    gather(loaded)
+    gather(loaded, resolve(loaded.profile))
     return loaded
 
 
@@ -49,7 +49,7 @@ def make_plan(
     fingerprint = profile_fingerprint(loaded.profile)
     measured = _measured(loaded, fingerprint, calibrate, driver=None)
     deployment = resolve(loaded.profile)  # the one resolve of a dry run or a launch
-    inputs = gather(loaded, deployment=deployment, b12x_sizing=b12x_sizing, measured=measured)
+    inputs = gather(loaded, deployment, b12x_sizing=b12x_sizing, measured=measured)
     inputs = replace(
         inputs, qualified=_qualified(loaded, fingerprint, calibrate and use_qualified, None)
     )
@@ -65,7 +65,7 @@ def replan(
     inputs = replace(
         planned.inputs,
         # The cards change what others hold, none of the derived values.
-        deployment=replace(planned.deployment, profile=loaded.profile),
+        deployment=planned.deployment.with_profile(loaded.profile),
         gpu_memory=gpu_memory[0],
         gpu_memory_source=gpu_memory[1],
         measured=_measured(loaded, fingerprint, planned.calibrate, driver=driver),
@@ -124,11 +124,9 @@ def _planned(
     calibrate: bool,
     use_qualified: bool = True,
 ):
-    deployment = deployment_for(loaded.profile, inputs)
-    inputs = replace(inputs, deployment=deployment)
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(
-        loaded.profile, memory_plan, fingerprint=fingerprint, deployment=deployment
+        loaded.profile, memory_plan, fingerprint=fingerprint, deployment=inputs.deployment
     )
     return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from launcher.deployment import Deployment
 from launcher.launch.vllm_args import VllmCommand
-from launcher.plan.planner import MemoryPlan, PlanInputs, deployment_for
+from launcher.plan.planner import MemoryPlan, PlanInputs
 from launcher.profile import LoadedProfile
 
 
@@ -33,4 +33,4 @@ class Planned:
     def deployment(self) -> Deployment:
         """The profile's derived values, resolved once (``make_plan``); the run file
         carries them to the workers."""
-        return deployment_for(self.loaded.profile, self.inputs)
+        return self.inputs.deployment

@@ -11,7 +11,6 @@ import os
 import time
 from collections.abc import Callable
 
-from launcher.deployment import resolve
 from launcher.errors import EnvironmentProblem
 from launcher.launch.planned import Planned
 from launcher.plan.calibration import last_enumeration
@@ -24,9 +23,10 @@ def providers(planned: Planned, device: str = "cuda:0"):
     learned = planned.plan.ranks[0].learned if planned.plan.ranks else ()
     facts = load_facts(p.model.path, p.model.architecture)
     enumerated = last_enumeration(p, planned.fingerprint)
-    ctx = PrewarmContext(p, facts, 0, device, learned=learned, enumerated=enumerated)
+    d = planned.deployment
+    ctx = PrewarmContext(d, facts, 0, device, learned=learned, enumerated=enumerated)
     out = []
-    for name in resolve(p).prewarm or p.prewarm.providers:
+    for name in d.prewarm or p.prewarm.providers:
         try:
             out.append(load(name))
         except UnknownProvider as exc:
