@@ -9,7 +9,7 @@ a profile is accepted; nothing past this module calls them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from launcher.profile.rules import (
@@ -28,6 +28,11 @@ PREWARM_ALWAYS = ("census", "keys")
 """Prewarm providers that run whenever prewarm does, listed or not, last: the census replays
 what earlier boots of this deployment compiled late, then the key enumeration compiles every
 key the launches before it can reach in this deployment."""
+
+UNREAD = (("hardware", "reserved_by_others"), ("serving", "max_model_len"))
+"""Profile keys no derived value reads: a profile that differs from another only in these
+has the other's deployment (the cards' other processes at launch, a sweep's trial context
+length); ``tests/unit/test_resolved_once.py`` changes each and resolves again to check."""
 
 BackendFamily = Literal["sparse-mla-b12x", "sparse-mla-flashmla", "dense"]
 
@@ -79,6 +84,11 @@ class Deployment:
             why=dict(data.get("why", {})),
         )
 
+    def with_profile(self, p: Profile) -> Deployment:
+        """This deployment for ``p``, which differs from its profile only in ``UNREAD`` keys:
+        nothing to derive again."""
+        return replace(self, profile=p)
+
     @property
     def sparse_mla(self) -> bool:
         """The attention backend is the runtime's sparse-MLA backend."""
@@ -103,7 +113,9 @@ class Deployment:
 
 
 def resolve(p: Profile) -> Deployment:
-    """Decide every derived value of ``p`` (pure; cheap enough to call per plan)."""
+    """Decide every derived value of ``p`` (pure). Called only where a deployment is made:
+    ``pipeline`` (the plan, another vLLM line), each sweep combination and each suggestion
+    trial; everything else is handed the Deployment (``tests/unit/test_resolved_once.py``)."""
     runtime, runtime_how = runtime_of(p)
     captures = tuple(capture_sizes(p))
     family, family_how = _backend_family(p, runtime)

@@ -5,40 +5,20 @@ Each step is a named function; ``cli.py`` only parses and prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from launcher.deployment import Deployment, resolve
-from launcher.launch.vllm_args import VllmCommand, build_command
+from launcher.deployment import resolve
+from launcher.launch.planned import Planned
+from launcher.launch.vllm_args import build_command
 from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import gather
-from launcher.plan.planner import MemoryPlan, PlanInputs, Qualified, deployment_for, plan
+from launcher.plan.planner import PlanInputs, Qualified, plan
 from launcher.profile import LoadedProfile, load_profile
 
 if TYPE_CHECKING:
     from launcher.launch.preflight import GpuFacts
     from launcher.launch.start import Prepared
-
-
-@dataclass(frozen=True)
-class Planned:
-    loaded: LoadedProfile
-    plan: MemoryPlan
-    command: VllmCommand
-    fingerprint: str
-    inputs: PlanInputs
-    """The facts the plan was made from, kept so a launch can re-plan without reading them
-    again (checkpoint headers, b12x's sizing)."""
-    calibrate: bool = True
-    use_qualified: bool = True
-    """Pin the KV cache to a qualified size from the calibration store (qualify's own first
-    boot does not: it measures from the planned size)."""
-
-    @property
-    def deployment(self) -> Deployment:
-        """The profile's derived values, resolved once (``make_plan``); the run file
-        carries them to the workers."""
-        return deployment_for(self.loaded.profile, self.inputs)
 
 
 def load(path: str, overrides: tuple[str, ...] = (), *, force: bool = False) -> LoadedProfile:
@@ -55,7 +35,7 @@ def warnings(loaded: LoadedProfile) -> list[str]:
 def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     """Load and gather facts (catches unknown GPUs, architectures, bad checkpoints)."""
     loaded = load(path, overrides)
-    gather(loaded)
+    gather(loaded, resolve(loaded.profile))
     return loaded
 
 
@@ -69,7 +49,7 @@ def make_plan(
     fingerprint = profile_fingerprint(loaded.profile)
     measured = _measured(loaded, fingerprint, calibrate, driver=None)
     deployment = resolve(loaded.profile)  # the one resolve of a dry run or a launch
-    inputs = gather(loaded, deployment=deployment, b12x_sizing=b12x_sizing, measured=measured)
+    inputs = gather(loaded, deployment, b12x_sizing=b12x_sizing, measured=measured)
     inputs = replace(
         inputs, qualified=_qualified(loaded, fingerprint, calibrate and use_qualified, None)
     )
@@ -85,7 +65,7 @@ def replan(
     inputs = replace(
         planned.inputs,
         # The cards change what others hold, none of the derived values.
-        deployment=replace(planned.deployment, profile=loaded.profile),
+        deployment=planned.deployment.with_profile(loaded.profile),
         gpu_memory=gpu_memory[0],
         gpu_memory_source=gpu_memory[1],
         measured=_measured(loaded, fingerprint, planned.calibrate, driver=driver),
@@ -144,11 +124,9 @@ def _planned(
     calibrate: bool,
     use_qualified: bool = True,
 ):
-    deployment = deployment_for(loaded.profile, inputs)
-    inputs = replace(inputs, deployment=deployment)
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(
-        loaded.profile, memory_plan, fingerprint=fingerprint, deployment=deployment
+        loaded.profile, memory_plan, fingerprint=fingerprint, deployment=inputs.deployment
     )
     return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified)
 

@@ -47,6 +47,15 @@ vllm:
 
 # ---------------------------------------------------------------- tiers asked for
 
+
+def gathered(loaded, **kwargs):
+    """``gather`` with the profile's own deployment, resolved here as ``make_plan`` does."""
+    from launcher.deployment import resolve
+    from launcher.plan.inputs import gather
+
+    return gather(loaded, resolve(loaded.profile), **kwargs)
+
+
 REQUIRED_TIERS = "BLAUNCH_TEST_REQUIRE"
 """Comma-separated tiers the command asked for (tests/run sets it): in those, a missing
 dependency fails the test instead of skipping it."""

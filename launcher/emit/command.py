@@ -18,7 +18,7 @@ from launcher.emit import (
 from launcher.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
-    from launcher.pipeline import Planned
+    from launcher.launch.planned import Planned
 
 PER_NODE = ("runtime.node_rank", "runtime.master_addr")
 """Keys each target sets per node (``--node-rank``, the leader's address on Kubernetes)."""

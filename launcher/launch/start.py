@@ -11,12 +11,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from launcher import atomic, runfile
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
+from launcher.launch.planned import Planned
 from launcher.launch.preflight import (
     GpuFacts,
     check_argv,
@@ -37,9 +37,6 @@ from launcher.launch.vllm_args import (
 from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
-
-if TYPE_CHECKING:  # the launch stage runs what the pipeline planned
-    from launcher.pipeline import Planned
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from launcher.deployment import Deployment, resolve
+from launcher.deployment import Deployment
 from launcher.plan.planner import MemoryPlan
 from launcher.profile.schema import Profile
 from launcher.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
@@ -174,11 +174,11 @@ def build_command(
     plan_file: str = "",
     run_dir: str = "",
     fingerprint: str = "",
-    deployment: Deployment | None = None,
+    deployment: Deployment,
 ) -> VllmCommand:
     p = profile
     s = p.serving
-    d = deployment or resolve(p)
+    d = deployment  # resolved by the caller that made the deployment
     argv = [*entry_command(p), p.model.path]
     argv += ["--host", s.host, "--port", str(s.port)]
     if p.model.served_name:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.deployment import Deployment, resolve
+from launcher.deployment import Deployment
 from launcher.errors import ProfileError
 from launcher.plan import exl3_layout, runnable
 from launcher.plan.catalog import CatalogMiss, architecture_config, checkpoint, gpu
@@ -67,8 +67,8 @@ WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 
 def gather(
     loaded: LoadedProfile,
+    deployment: Deployment,
     *,
-    deployment: Deployment | None = None,
     b12x_sizing: bool = False,
     measured: dict[int, Measured] | None = None,
     gpu_memory: tuple[int, str] | None = None,
@@ -76,7 +76,7 @@ def gather(
     """Read the facts ``plan()`` needs for ``loaded``.
 
     Args:
-        deployment: the profile's derived values, when the caller resolved them already.
+        deployment: ``loaded``'s derived values, resolved by the caller.
         b12x_sizing: size workspaces with b12x's own plan functions (imports b12x and torch).
         measured: calibration records by rank.
         gpu_memory: (bytes, source) per GPU when a device query knows it.
@@ -85,7 +85,6 @@ def gather(
         ProfileError: located at the key whose value could not be used.
     """
     p = loaded.profile
-    d = deployment if deployment is not None else resolve(p)
     try:
         kind = gpu(p.hardware.gpu)
     except CatalogMiss as exc:
@@ -94,13 +93,13 @@ def gather(
     facts = model.facts
     check_against_facts(loaded, facts)
     _check_quantization(loaded, model)
-    runnable.check(loaded, facts, kind, d.runtime.name)
+    runnable.check(loaded, facts, kind, deployment.runtime.name)
     weights, source, detail = _weights(loaded, model)
     workspaces = None
     if b12x_sizing:
         from launcher.plan.b12x_sizing import size_workspaces
 
-        workspaces = size_workspaces(d, facts)
+        workspaces = size_workspaces(deployment, facts)
     memory, memory_source = gpu_memory if gpu_memory else (None, "catalog")
     return PlanInputs(
         facts=facts,
@@ -113,7 +112,7 @@ def gather(
         gpu_memory=memory,
         gpu_memory_source=memory_source,
         notes=model.notes,
-        deployment=d,
+        deployment=deployment,
     )
 
 

@@ -54,6 +54,8 @@ class PlanInputs:
     weights: tuple[int, ...]
     """Weights per rank, in rank order."""
     weights_source: str
+    deployment: Deployment
+    """The profile's derived values, resolved by the caller that made the deployment."""
     weights_detail: str = ""
     workspaces: tuple[Component, ...] | None = None
     """Workspace parts from b12x's own sizing; None: use formulas."""
@@ -65,8 +67,6 @@ class PlanInputs:
     """The qualified KV size; a pin in the profile takes precedence."""
     notes: tuple[str, ...] = ()
     """Lines about how the facts were gathered (a Hub that did not answer)."""
-    deployment: Deployment | None = None
-    """The profile's derived values, resolved once by the caller (``pipeline``)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,15 @@ def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
     return _plan(profile, inputs, suggest=True)
 
 
+def _deployment(profile: Profile, inputs: PlanInputs) -> Deployment:
+    """The deployment the caller resolved for ``profile`` (planning another profile on the
+    same inputs would plan it with the wrong derived values)."""
+    d = inputs.deployment
+    if d.profile != profile:
+        raise ValueError(f"the inputs' deployment is not {profile.name}'s: resolve it first")
+    return d
+
+
 def _total_detail(source: str, gpu: GpuKind) -> str:
     if source == "profile":
         return "hardware.memory"
@@ -145,13 +154,6 @@ def _total_detail(source: str, gpu: GpuKind) -> str:
     return f"what CUDA reports as the {gpu.name}'s total{sold}"
 
 
-def deployment_for(profile: Profile, inputs: PlanInputs) -> Deployment:
-    """The deployment the caller resolved for ``profile``; resolved here only for another
-    profile (a sweep's combination, a test's variant) the inputs were not gathered for."""
-    d = inputs.deployment
-    return d if d is not None and d.profile == profile else resolve(profile)
-
-
 def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     f, gpu = inputs.facts, inputs.gpu
     shapes = rank_shapes(
@@ -159,7 +161,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     )
     total = profile.hardware.memory or inputs.gpu_memory or gpu.memory
     total_source = "profile" if profile.hardware.memory else inputs.gpu_memory_source
-    d = deployment_for(profile, inputs)
+    d = _deployment(profile, inputs)
     layouts = [_layout(d, f, s) for s in shapes]
     ranks = [_rank_plan(profile, inputs, s, total, layouts[s.rank], d) for s in shapes]
     bounding = min(ranks, key=lambda r: (r.kv_blocks, r.rank))
@@ -393,7 +395,8 @@ def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
         return _with_serving(p, max_num_seqs=seqs, max_num_batched_tokens=batched)
 
     def fits(seqs: int) -> bool:
-        return _plan(trial(seqs), inputs, suggest=False).fits
+        t = trial(seqs)  # other sequences, other capture sizes: another deployment
+        return _plan(t, replace(inputs, deployment=resolve(t)), suggest=False).fits
 
     # Fewer sequences never need more memory, so the largest that fits is found by bisection.
     low, high = 0, p.serving.max_num_seqs - 1

@@ -12,6 +12,7 @@ import itertools
 import json
 from dataclasses import dataclass, replace
 
+from launcher.deployment import Deployment, resolve
 from launcher.errors import Issue, ProfileError
 from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import check_against_facts, gather
@@ -133,7 +134,8 @@ def run_sweep(
         sets = (*overrides, *((f"{k}={v}", "--vary") for k, v in combo))
         try:
             loaded = document.load(sets)
-            inputs = facts.inputs(loaded)
+            # Each combination is a deployment of its own (capture sizes, the line...).
+            inputs = facts.inputs(loaded, resolve(loaded.profile))
         except ProfileError as exc:
             rows.append(Row(combo, errors=tuple(exc.issues)))
             continue
@@ -171,7 +173,10 @@ def longest_model_len(p: Profile, inputs: PlanInputs, current: MemoryPlan) -> in
 
     def at(length: int) -> MemoryPlan:
         serving = p.serving.model_copy(update={"max_model_len": length})
-        return plan_without_suggestions(p.model_copy(update={"serving": serving}), inputs)
+        trial = p.model_copy(update={"serving": serving})
+        # max_model_len is a key no derived value reads: the same deployment, relabelled.
+        deployment = inputs.deployment.with_profile(trial)
+        return plan_without_suggestions(trial, replace(inputs, deployment=deployment))
 
     low, high = 0, min(cap, p.serving.max_model_len - 1)
     if current.fits:
@@ -198,16 +203,17 @@ class _Facts:
         self._versions: dict[str, str | None] | None = None
         self.gathered = 0
 
-    def inputs(self, loaded: LoadedProfile) -> PlanInputs:
+    def inputs(self, loaded: LoadedProfile, deployment: Deployment) -> PlanInputs:
+        """The facts for ``loaded``, with its own ``deployment``."""
         key = _fact_key(loaded.profile)
         cached = self._cache.get(key)
         if cached is None:
-            cached = self._cache[key] = gather(loaded)
+            cached = self._cache[key] = gather(loaded, deployment)
             self.gathered += 1
-        else:
-            # gather() refuses settings the model cannot take; so must a re-use.
-            check_against_facts(loaded, cached.facts)
-        return cached
+            return cached
+        # gather() refuses settings the model cannot take; so must a re-use.
+        check_against_facts(loaded, cached.facts)
+        return replace(cached, deployment=deployment)
 
     def measured(self, p: Profile, fingerprint: str) -> dict[int, Measured]:
         """The calibration records the dry run of this combination would read."""

@@ -15,6 +15,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
+from launcher.deployment import resolve
 from launcher.runtime.prewarm import PrewarmContext, load
 from launcher.runtime.prewarm import triton_kernels as tk
 
@@ -43,14 +44,15 @@ def standins(monkeypatch):
 
 
 def _context(device: int) -> PrewarmContext:
-    from launcher.plan.inputs import gather
     from launcher.profile import load_profile
-    from tests.conftest import PROFILES
+    from tests.conftest import PROFILES, gathered
 
     loaded = load_profile(PROFILES / "glm52.yaml", ("parallel.interleave=64",))
     parallel = SimpleNamespace(decode_context_parallel_size=4, cp_kv_cache_interleave_size=64)
     runner = SimpleNamespace(vllm_config=SimpleNamespace(parallel_config=parallel), dcp_rank=1)
-    return PrewarmContext(loaded.profile, gather(loaded).facts, 1, f"cuda:{device}", runner)
+    return PrewarmContext(
+        resolve(loaded.profile), gathered(loaded).facts, 1, f"cuda:{device}", runner
+    )
 
 
 def _serve(s, device: str) -> None:

@@ -271,3 +271,42 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
         done = pipeline.prepare(planned, force=False, run_dir=str(tmp_path / backend), gpus=gpus)
         assert done.planned.deployment.runtime.name == "gilded-gnosis"
         assert len(calls) == more, (backend, calls)
+
+
+TYPE_ONLY_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("launcher.deployment", "launcher.plan.model"): "ModelFacts, an argument of fp8_rope/kv_record",
+    ("launcher.profile.vllm_runtime", "launcher.plan.model"): "ModelFacts, read by the record "
+    "size rules of each line",
+    (
+        "launcher.report.render",
+        "launcher.launch.vllm_args",
+    ): "VllmCommand, rendered beside the plan",
+}
+"""Annotation-only imports against the order that remain, each with the type it names."""
+
+
+def _type_only_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_nodes(tree)
+    return {
+        node.module
+        for node in ast.walk(tree)
+        if id(node) in skipped
+        and isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("launcher.")
+    }
+
+
+def test_types_that_cross_rooms_live_in_the_lower_room():
+    """An import under ``if TYPE_CHECKING:`` runs never, but a later room named there is a
+    cycle of meaning (``launch`` naming the pipeline's ``Planned`` was one): such a type
+    belongs to the lowest room its parts come from."""
+    rank = {name: i for i, name in enumerate(ORDER)}
+    wrong = sorted(
+        f"{_module_name(path)} -> {imported}"
+        for path in PACKAGE.rglob("*.py")
+        for imported in _type_only_imports(path)
+        if rank[room(imported)] > rank[room(_module_name(path))]
+        and (_module_name(path), imported) not in TYPE_ONLY_EXCEPTIONS
+    )
+    assert not wrong, "type-only imports against the flow:\n" + "\n".join(wrong)

@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from launcher.plan.inputs import gather
+from launcher.deployment import resolve
 from launcher.profile import load_profile
 from launcher.runtime.prewarm import PrewarmContext, load
-from tests.conftest import PROFILES, ROOT, need_serving
+from tests.conftest import PROFILES, ROOT, gathered, need_serving
 
 GLM = str(PROFILES / "glm52.yaml")
 B12X_PROFILES = ["glm52", "glm52-dcp1", "glm52-dcp2", "deepseek-v32"]
@@ -34,7 +34,7 @@ B12X_FORK = ("vllm.runtime=b12x-fork", "vllm.attention_backend=B12X")
 
 def context(name: str, *overrides: str, device: str = "cpu") -> PrewarmContext:
     loaded = load_profile(PROFILES / f"{name}.yaml", overrides)
-    return PrewarmContext(loaded.profile, gather(loaded).facts, device=device)
+    return PrewarmContext(resolve(loaded.profile), gathered(loaded).facts, device=device)
 
 
 def fork(name: str) -> PrewarmContext:
@@ -50,11 +50,13 @@ def keyed_env() -> dict[str, str]:
 
 SPECS_SCRIPT = """
 import json, sys
+from launcher.deployment import resolve
 from launcher.plan.inputs import gather
 from launcher.runtime.prewarm import PrewarmContext, load
 from launcher.profile import load_profile
 loaded = load_profile(sys.argv[1], sys.argv[2:])
-ctx = PrewarmContext(loaded.profile, gather(loaded).facts)
+d = resolve(loaded.profile)
+ctx = PrewarmContext(d, gather(loaded, d).facts)
 provider = load("b12x")
 print(json.dumps({"applies": provider.applies(ctx), "specs": provider.specializations(ctx),
                   "heavy": [m for m in ("torch", "b12x", "vllm") if m in sys.modules]}))
@@ -328,10 +330,7 @@ def test_run_contains_a_group_that_cannot_prepare(b12x):
 def test_strict_freeze_reports_a_frozen_resolution_then_raises(b12x):
     from b12x import KernelResolutionFrozenError
 
-    ctx = context("glm52")
-    ctx.profile = ctx.profile.model_copy(
-        update={"prewarm": ctx.profile.prewarm.model_copy(update={"strict_jit": True})}
-    )
+    ctx = context("glm52", "prewarm.strict_jit=true")
 
     def step():
         raise KernelResolutionFrozenError(

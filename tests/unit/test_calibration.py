@@ -5,11 +5,10 @@ from dataclasses import replace
 
 from launcher.plan.calibration import SCHEMA, load_measured, save_record
 from launcher.plan.fingerprint import profile_fingerprint
-from launcher.plan.inputs import gather
 from launcher.plan.planner import plan
 from launcher.profile import load_profile
 from launcher.units import MiB
-from tests.conftest import MINIMAL
+from tests.conftest import MINIMAL, gathered
 
 
 def setup(write, tmp_path):
@@ -38,7 +37,7 @@ def test_round_trip_labels_measured_numbers(write, tmp_path):
     assert (tmp_path / "run" / "measure-rank3.json").exists()
     measured = load_measured(loaded.profile, fp, versions={"vllm": "0.33.0"})
     assert sorted(measured) == [0, 1, 2, 3]
-    p = plan(loaded.profile, replace(gather(loaded), measured=measured))
+    p = plan(loaded.profile, replace(gathered(loaded), measured=measured))
     c = p.ranks[1].component("jit_headroom")
     assert (c.bytes, c.source, c.detail) == (300 * MiB, "measured", "measured 2026-11-30")
     assert json.loads((tmp_path / "run" / "measure-rank0.json").read_text())["schema"] == SCHEMA

@@ -14,11 +14,11 @@ from launcher.plan.checkpoint import (
     rank_weights,
     read_header,
 )
-from launcher.plan.inputs import gather
 from launcher.plan.model import from_config
 from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import exl3_linear_bytes, load_buffers
 from launcher.profile import load_profile
+from tests.conftest import gathered
 
 HIDDEN, INTER, EXPERTS, VOCAB, TP = 64, 32, 4, 128, 2
 CONFIG = {
@@ -154,7 +154,7 @@ speculative: {{method: mtp, tokens: 1}}
 serving: {{max_model_len: 1024, max_num_seqs: 2, max_num_batched_tokens: 512}}
 """,
     )
-    inputs = gather(load_profile(profile))
+    inputs = gathered(load_profile(profile))
     assert inputs.weights_source == "headers"
     assert "EXL3 K=3:" in inputs.weights_detail
     # + what vLLM builds with the model: the RoPE caches and the DSA top-k buffer (none here)
@@ -187,7 +187,7 @@ def test_a_directory_without_its_checkpoint_is_an_error(tmp_path, write):
     (ckpt / "config.json").write_text(json.dumps(CONFIG))
     profile = write("p.yaml", LOCAL.format(path=ckpt))
     with pytest.raises(ProfileError) as exc:
-        gather(load_profile(profile))
+        gathered(load_profile(profile))
     (issue,) = exc.value.issues
     assert issue.key == "model.path" and issue.line == 2
     assert f"{ckpt} has config.json but no checkpoint (no *.safetensors file)" in issue.message
@@ -199,11 +199,11 @@ def test_random_weights_need_no_checkpoint_and_are_an_estimate(tmp_path, write):
     ckpt.mkdir()
     (ckpt / "config.json").write_text(json.dumps(CONFIG))
     text = LOCAL.format(path=ckpt) + "vllm: {extra_args: [--load-format, dummy]}\n"
-    inputs = gather(load_profile(write("p.yaml", text)))
+    inputs = gathered(load_profile(write("p.yaml", text)))
     assert inputs.weights_source == "estimate"
     assert "--load-format dummy: random weights" in inputs.weights_detail
     eq = LOCAL.format(path=ckpt) + "vllm: {extra_args: [--load-format=dummy]}\n"
-    assert gather(load_profile(write("q.yaml", eq))).weights_source == "estimate"
+    assert gathered(load_profile(write("q.yaml", eq))).weights_source == "estimate"
 
 
 def test_the_cli_names_the_missing_checkpoint(tmp_path, write):

@@ -10,8 +10,8 @@ from safetensors.numpy import save_file
 from launcher.errors import ProfileError
 from launcher.plan.checkpoint import iter_tensors
 from launcher.plan.exl3_layout import BF16, Exl3Layout, LayoutError, from_config, from_spec
-from launcher.plan.inputs import gather
 from launcher.profile import load_profile
+from tests.conftest import gathered
 
 H, INTER = 6144, 2048  # GLM-5.2 hidden and expert intermediate
 
@@ -137,8 +137,8 @@ def test_local_config_sizes_weights_like_the_catalog(tmp_path, write):
     block = {"tp": 4, "bits": "mixed", "bits_per_expert": "tier_bitmap.json:k"}
     glm_config(tmp_path / "ckpt", {**block, "rotation_layout": "shared_h_v1"})
     local = write("l.yaml", PROFILE.format(glm52=PROFILES / "glm52.yaml", path=tmp_path / "ckpt"))
-    got = gather(load_profile(local))
-    catalog = gather(load_profile(PROFILES / "glm52.yaml"))
+    got = gathered(load_profile(local))
+    catalog = gathered(load_profile(PROFILES / "glm52.yaml"))
     assert got.weights_source == "estimate" and catalog.weights_source == "catalog"
     assert "--load-format dummy: random weights" in got.weights_detail
     assert got.weights == catalog.weights
@@ -152,4 +152,4 @@ def test_a_bad_tier_bitmap_is_a_profile_error(tmp_path, write):
     glm_config(tmp_path / "ckpt", {"tp": 4, "bits": "mixed", "bits_per_expert": "missing.json:k"})
     local = write("l.yaml", PROFILE.format(glm52=PROFILES / "glm52.yaml", path=tmp_path / "ckpt"))
     with pytest.raises(ProfileError, match="hybrid_tr3_tail: cannot read"):
-        gather(load_profile(local))
+        gathered(load_profile(local))

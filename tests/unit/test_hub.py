@@ -13,9 +13,8 @@ import pytest
 
 from launcher.plan.checkpoint import read_header
 from launcher.plan.hub import cache_file, is_repo_id
-from launcher.plan.inputs import gather
 from launcher.profile import load_profile
-from tests.conftest import need_serving
+from tests.conftest import gathered, need_serving
 from tests.unit.test_checkpoint import write_checkpoint
 
 REPO = "tester/tiny-glm-exl3"
@@ -117,8 +116,8 @@ def test_sharded_checkpoint_has_two_shards(tmp_path):
 
 
 def test_repo_id_is_sized_from_hub_headers_without_downloading_a_weight(hub, tmp_path, write):
-    local = gather(load_profile(profile_for(write, str(hub.root), tmp_path / "c0")))
-    remote = gather(load_profile(profile_for(write, REPO, tmp_path / "c1")))
+    local = gathered(load_profile(profile_for(write, str(hub.root), tmp_path / "c0")))
+    remote = gathered(load_profile(profile_for(write, REPO, tmp_path / "c1")))
     assert remote.weights_source == "headers"
     assert "from the Hub" in remote.weights_detail
     assert remote.weights == local.weights  # the same bytes as reading the files on disk
@@ -129,10 +128,10 @@ def test_repo_id_is_sized_from_hub_headers_without_downloading_a_weight(hub, tmp
 
 def test_cached_headers_need_no_hub(hub, tmp_path, write):
     profile = profile_for(write, REPO, tmp_path / "cache")
-    first = gather(load_profile(profile))
+    first = gathered(load_profile(profile))
     hub.close()
     hub.requests.clear()
-    again = gather(load_profile(profile))
+    again = gathered(load_profile(profile))
     assert again.weights == first.weights and again.weights_source == "headers"
     assert hub.requests == []
 
@@ -149,7 +148,7 @@ model: {{path: {repo}, checkpoint: null}}
 runtime: {{cache_root: {tmp_path}}}
 """,
     )
-    inputs = gather(load_profile(profile))
+    inputs = gathered(load_profile(profile))
     assert inputs.weights_source == "catalog"
     assert len(inputs.notes) == 1
     assert inputs.notes[0].startswith(f"{repo}: Hub headers not read (")

@@ -2,13 +2,12 @@
 
 import pytest
 
-from launcher.plan.inputs import gather
 from launcher.plan.kv import indexer_bytes_per_token_layer, mla_bytes_per_token_layer
 from launcher.plan.model import load_facts
 from launcher.plan.planner import plan
 from launcher.profile import load_profile
 from launcher.profile.vllm_runtime import VLLM_LINES
-from tests.conftest import MINIMAL, PROFILES
+from tests.conftest import MINIMAL, PROFILES, gathered
 
 GLM = load_facts("/nonexistent", "glm-5.2")
 
@@ -56,7 +55,7 @@ def test_glm52_indexer_layers():
 
 def kv_of(write, overrides=(), text=MINIMAL):
     loaded = load_profile(write("p.yaml", text), list(overrides))
-    return plan(loaded.profile, gather(loaded)).kv
+    return plan(loaded.profile, gathered(loaded)).kv
 
 
 # GLM-5.2, nvfp4 (fork, 432 B), 78 layers + 1 MTP, indexer on 21 + 1 layers at 132 B.
@@ -103,7 +102,7 @@ def test_glm52_kv_geometry(write, overrides, per_token_per_rank, page):
 
 def test_shipped_glm52_geometry():
     loaded = load_profile(PROFILES / "glm52.yaml")
-    kv = plan(loaded.profile, gather(loaded)).kv
+    kv = plan(loaded.profile, gathered(loaded)).kv
     # gilded-gnosis with KV_FP8_ROPE=1: 368 B records on 79 layers, 132 B on 22 indexers
     assert kv.bytes_per_token_per_rank == (79 * 368 + 22 * 132) / 4 == 7994.0
     assert kv.runtime == "gilded-gnosis" and "368 B nvfp4 record" in kv.record
@@ -112,19 +111,19 @@ def test_shipped_glm52_geometry():
 
 def test_deepseek_v32_every_layer_has_an_indexer():
     loaded = load_profile(PROFILES / "deepseek-v32.yaml")
-    kv = plan(loaded.profile, gather(loaded)).kv
+    kv = plan(loaded.profile, gathered(loaded)).kv
     assert kv.layout.page_bytes == 64 * 62 * (656 + 132)  # 61 layers + MTP, fp8_ds_mla + indexer
     assert kv.bytes_per_token_per_rank == pytest.approx(62 * (656 + 132) / 8)
 
 
 def test_kimi_k2_has_no_indexer_and_no_mtp():
     loaded = load_profile(PROFILES / "kimi-k2.yaml")
-    kv = plan(loaded.profile, gather(loaded)).kv
+    kv = plan(loaded.profile, gathered(loaded)).kv
     assert kv.bytes_per_token_per_rank == 61 * 576
 
 
 def test_tiny_llama_standard_attention():
     loaded = load_profile(PROFILES / "tiny-cpu.yaml")
-    kv = plan(loaded.profile, gather(loaded)).kv
+    kv = plan(loaded.profile, gathered(loaded)).kv
     assert kv.bytes_per_token_per_rank == 2 * 2 * 1 * 64 * 2  # layers x K,V x kv heads x dim x bf16
     assert kv.layout.block_tokens == 128

@@ -4,18 +4,17 @@ from dataclasses import replace
 
 import pytest
 
-from launcher.plan.inputs import gather
 from launcher.plan.planner import Measured, plan
 from launcher.profile import load_profile
 from launcher.units import GiB, MiB
-from tests.conftest import MINIMAL
+from tests.conftest import MINIMAL, gathered
 
 SOURCES = {"measured", "b12x", "headers", "catalog", "config.json", "estimate", "profile"}
 
 
 def planned(write, overrides=(), **input_changes):
     loaded = load_profile(write("p.yaml", MINIMAL), list(overrides))
-    inputs = replace(gather(loaded), **input_changes)
+    inputs = replace(gathered(loaded), **input_changes)
     return plan(loaded.profile, inputs)
 
 

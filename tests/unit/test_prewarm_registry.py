@@ -2,6 +2,7 @@
 
 import pytest
 
+from launcher.deployment import resolve
 from launcher.plan.model import load_facts
 from launcher.profile import load_profile
 from launcher.runtime import prewarm
@@ -11,7 +12,7 @@ from tests.conftest import PROFILES
 
 def ctx_for(profile: str, rank: int = 0) -> PrewarmContext:
     p = load_profile(PROFILES / profile).profile
-    return PrewarmContext(p, load_facts(p.model.path, p.model.architecture), rank)
+    return PrewarmContext(resolve(p), load_facts(p.model.path, p.model.architecture), rank)
 
 
 def test_builtins_are_registered_and_load_without_torch():

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from launcher.deployment import resolve
 from launcher.plan import census
 from launcher.plan.model import load_facts
 from launcher.profile import load_profile
@@ -162,7 +163,7 @@ def ctx_for(runtime: str, dcp: int, interleave: int, rank: int = 0):
     runner = Runner(dcp, interleave, rank % dcp, config(dcp, interleave))
     worker = SimpleNamespace(model_runner=runner, vllm_config=runner.vllm_config)
     facts = load_facts(p.model.path, p.model.architecture)
-    return PrewarmContext(p, facts, rank, "cuda:0", runner, worker=worker)
+    return PrewarmContext(resolve(p), facts, rank, "cuda:0", runner, worker=worker)
 
 
 def run_in_config(ctx):
@@ -353,7 +354,9 @@ def test_the_census_provider_replays_through_triton_preload(monkeypatch):
         census.entry("b12x", "plan", ""),
     )
     p = load_profile(PROFILES / "glm52.yaml").profile
-    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), learned=learned)
+    ctx = PrewarmContext(
+        resolve(p), load_facts(p.model.path, p.model.architecture), learned=learned
+    )
     provider = CensusProvider()
     assert provider.applies(ctx) and len(provider.specializations(ctx)) == 3
     result = provider.run(ctx)

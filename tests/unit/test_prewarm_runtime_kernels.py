@@ -18,11 +18,11 @@ from types import ModuleType, SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from launcher.plan.inputs import gather
+from launcher.deployment import resolve
 from launcher.profile import load_profile
 from launcher.runtime.prewarm import PrewarmContext, load, run_after_forward
 from launcher.runtime.prewarm import triton_kernels as tk
-from tests.conftest import PROFILES, ROOT, need_serving
+from tests.conftest import PROFILES, ROOT, gathered, need_serving
 
 GLM = str(PROFILES / "glm52.yaml")
 LINES = {
@@ -43,7 +43,7 @@ SEED = "mask_empty_context_kernel"
 
 def context(line: str, *overrides: str, runner=None, rank: int = 0) -> PrewarmContext:
     loaded = load_profile(PROFILES / "glm52.yaml", (*LINES[line], *overrides))
-    return PrewarmContext(loaded.profile, gather(loaded).facts, rank, "cpu", runner)
+    return PrewarmContext(resolve(loaded.profile), gathered(loaded).facts, rank, "cpu", runner)
 
 
 def runner(dcp: int, interleave: int, rank: int) -> SimpleNamespace:

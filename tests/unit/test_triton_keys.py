@@ -22,6 +22,7 @@ need_serving("triton")
 from triton.backends.compiler import BaseBackend  # noqa: E402
 from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
+from launcher.deployment import resolve  # noqa: E402
 from launcher.plan.model import load_facts  # noqa: E402
 from launcher.profile import load_profile  # noqa: E402
 from launcher.runtime.prewarm import PrewarmContext  # noqa: E402
@@ -37,7 +38,9 @@ def keys(monkeypatch) -> list[str]:
 
 def provider_keys(keys: list[str]) -> set[str]:
     p = load_profile(PROFILES / "glm52.yaml").profile
-    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), rank=1, device="cpu")
+    ctx = PrewarmContext(
+        resolve(p), load_facts(p.model.path, p.model.architecture), rank=1, device="cpu"
+    )
     (kernel,) = tk._prefill_chunk_metadata(ctx, tk.dcp_of(ctx))
     kernel.launch(ds.build_prefill_chunk_metadata, "cpu")
     found = set(keys)
@@ -112,7 +115,9 @@ def test_the_all_to_all_combine_keys_serving_launches_are_compiled_before_sizing
     pack = _recording(monkeypatch, kernels["_dcp_a2a_pack_send_kernel"])
     unpack = _recording(monkeypatch, kernels["_dcp_a2a_unpack_combine_kernel"])
     p = load_profile(PROFILES / "glm52.yaml", ("parallel.dcp_comm_backend=a2a",)).profile
-    ctx = PrewarmContext(p, load_facts(p.model.path, p.model.architecture), rank=1, device="cpu")
+    ctx = PrewarmContext(
+        resolve(p), load_facts(p.model.path, p.model.architecture), rank=1, device="cpu"
+    )
     found = [k for k in tk.kernels(ctx) if "a2a" in k.name]
     assert [k.name for k in found] == [
         "_dcp_a2a_pack_send_kernel",

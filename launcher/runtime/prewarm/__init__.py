@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from functools import cached_property
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,7 +32,9 @@ BUILTIN: dict[str, str] = {
 class PrewarmContext:
     """What a provider may read inside a worker (or in ``b12x-launch prewarm``)."""
 
-    profile: Profile
+    deployment: Deployment
+    """The profile's derived values (block size, capture sizes, runtime), resolved by whoever
+    made the deployment (the launcher; the worker reads them from the run file)."""
     facts: ModelFacts
     rank: int = 0
     device: str = "cuda:0"
@@ -55,12 +56,9 @@ class PrewarmContext:
     cache; the worker runs what is left after the last provider. The fork lines create
     their EXL3 MoE units on each layer's first forward."""
 
-    @cached_property
-    def deployment(self) -> Deployment:
-        """The profile's derived values (block size, capture sizes, runtime), resolved once."""
-        from launcher.deployment import resolve
-
-        return resolve(self.profile)
+    @property
+    def profile(self) -> Profile:
+        return self.deployment.profile
 
 
 @dataclass

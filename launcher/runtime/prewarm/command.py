@@ -10,16 +10,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from launcher.deployment import resolve
 from launcher.errors import EnvironmentProblem
+from launcher.launch.planned import Planned
 from launcher.plan.calibration import last_enumeration
 from launcher.plan.model import load_facts
 from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
-
-if TYPE_CHECKING:  # annotations only: the runtime stage does not import the pipeline
-    from launcher.pipeline import Planned
 
 
 def providers(planned: Planned, device: str = "cuda:0"):
@@ -27,9 +23,10 @@ def providers(planned: Planned, device: str = "cuda:0"):
     learned = planned.plan.ranks[0].learned if planned.plan.ranks else ()
     facts = load_facts(p.model.path, p.model.architecture)
     enumerated = last_enumeration(p, planned.fingerprint)
-    ctx = PrewarmContext(p, facts, 0, device, learned=learned, enumerated=enumerated)
+    d = planned.deployment
+    ctx = PrewarmContext(d, facts, 0, device, learned=learned, enumerated=enumerated)
     out = []
-    for name in resolve(p).prewarm or p.prewarm.providers:
+    for name in d.prewarm or p.prewarm.providers:
         try:
             out.append(load(name))
         except UnknownProvider as exc:

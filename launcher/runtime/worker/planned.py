@@ -136,14 +136,13 @@ class PlannedMixin:
 
     # -- parts ----------------------------------------------------------------------------
     def _prewarm(self, run: RunPlan) -> tuple[list[PrewarmResult], Any]:
-        profile = run.profile
         deployment = run.deployment  # resolved by the launcher, read from the run file
         if not deployment.prewarm:
             return [], None
         facts = run.facts
         device = self._device_index()
         ctx = PrewarmContext(
-            profile,
+            deployment,
             facts,
             self.rank,
             f"cuda:{device}" if device is not None else "cpu",
@@ -154,7 +153,6 @@ class PlannedMixin:
         )
         self._providers = []
         results: list[PrewarmResult] = []
-        ctx.deployment = deployment
         names = list(deployment.prewarm)
 
         def run_all() -> None:
