@@ -73,7 +73,8 @@ def test_without_the_planned_worker_the_kv_differs(tiny_model, tmp_path):
     server.start()
     try:
         logged = parse_kv_lines(server.log())
-        assert "planned worker" not in server.log()
+        assert "rank 0: planned worker" not in server.log()  # the worker's own first line
+        assert "is not the planned worker" in server.log()  # the launcher warned before
         assert logged.tokens is not None and logged.tokens != server.plan()["kv"]["tokens"]
     finally:
         server.kill()
