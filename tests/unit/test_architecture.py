@@ -14,12 +14,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
 
 ORDER = (
     "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
+    "gpu",  # beside vLLM: the cards' memory read from any process (NVML, cudaMemGetInfo)
     "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
     "deployment",  # resolve once: the profile's derived values, each with its reason
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner
     "report",  # a plan rendered (the dry run ends here), pictures, sweeps, `report RUN_DIR`
     "launch",  # preflight, vLLM argv/env, run directory, exec (writes the rendered plan)
-    "runtime",  # inside vLLM: planned worker, prewarm providers, measurement, JIT watchdog
+    "runtime",  # inside vLLM: planned worker, prewarm providers, KV budget, JIT watchdog
     "pipeline",  # load -> plan -> render -> launch, step by step, for the commands
     "qualify",  # boots the planned deployment and drives its worst case
     "emit",  # the planned deployment as other targets' files (LeaderWorkerSet, compose)
