@@ -311,3 +311,22 @@ def test_types_that_cross_rooms_live_in_the_lower_room():
         and (_module_name(path), imported) not in TYPE_ONLY_EXCEPTIONS
     )
     assert not wrong, "type-only imports against the flow:\n" + "\n".join(wrong)
+
+
+INTO_THE_WORKER_ROOM = {
+    ("launcher.cli", "launcher.runtime.prewarm.command"): "`prewarm` runs the providers itself",
+}
+"""The only imports of the runtime room (what vLLM's workers load, with the ``--worker-cls``
+alias ``launcher.worker``) from another room; the launcher's tools read the cards through
+``launcher.gpu`` instead."""
+
+
+def test_only_the_prewarm_command_reaches_inside_vllm():
+    found = {
+        (importer, imported)
+        for importer, targets in import_graph().items()
+        if room(importer) != "runtime"
+        for imported in targets
+        if room(imported) == "runtime"
+    }
+    assert found == set(INTO_THE_WORKER_ROOM), sorted(found)
