@@ -13,7 +13,7 @@ and a transient scratch workspace (autotune / compile scratch).
 - Scenario A (upstream order): free after weights − margin becomes the KV cache,
   then the request runs and meets memory nobody reserved.
 - Scenario B (the launcher's order): the request runs once under
-  ``launcher.runtime.measure.measure`` before sizing, ``jit_headroom`` + margin is kept
+  ``launcher.gpu.measure.measure`` before sizing, ``jit_headroom`` + margin is kept
   free, the KV cache takes the rest, and the request runs with the Triton watchdog
   armed strictly.
 
@@ -122,7 +122,7 @@ def _is_oom(error: str) -> bool:
 def child(scenario: str, a: argparse.Namespace) -> dict:
     import torch
 
-    from launcher.runtime import measure as M
+    from launcher.gpu import measure as M
     from launcher.runtime.jit_watch import JitWatch, LateCompileError
 
     dev, margin = 0, a.margin_mib * MiB

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from launcher.deployment import Deployment
 from launcher.plan.planner import MemoryPlan
 from launcher.profile.schema import Profile
+from launcher.profile.vllm_flags import FlagValues, render
 from launcher.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
 
 # `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
@@ -20,42 +20,9 @@ PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 # The module every node of a multi-node mp profile starts (see launcher/vllm_serve.py).
 SERVE_MODULE = "launcher.vllm_serve"
 
-GPU_WORKER = "launcher.worker.PlannedWorker"
-CPU_WORKER = "launcher.worker.PlannedCPUWorker"
-
 # Slack on top of the context estimate when choosing --gpu-memory-utilization: vLLM
 # refuses to start unless free memory at start-up covers utilization x total.
 UTILIZATION_SLACK = 512 * 1024**2
-
-# Which profile key each flag comes from, so a flag vLLM rejects names its key.
-FLAG_KEYS = {
-    "--host": "serving.host",
-    "--port": "serving.port",
-    "--served-model-name": "model.served_name",
-    "--tensor-parallel-size": "parallel.tensor",
-    "--pipeline-parallel-size": "parallel.pipeline",
-    "--decode-context-parallel-size": "parallel.decode_context",
-    "--cp-kv-cache-interleave-size": "parallel.interleave",
-    "--dcp-comm-backend": "parallel.dcp_comm_backend",
-    "--enable-expert-parallel": "parallel.expert",
-    "--quantization": "model.quantization",
-    "--dtype": "model.dtype",
-    "--attention-backend": "vllm.attention_backend",
-    "--kv-cache-dtype": "serving.kv_cache_dtype",
-    "--block-size": "serving.block_size",
-    "--max-model-len": "serving.max_model_len",
-    "--max-num-seqs": "serving.max_num_seqs",
-    "--max-num-batched-tokens": "serving.max_num_batched_tokens",
-    "--compilation-config": "serving.cudagraph_capture_sizes",
-    "--speculative-config": "speculative",
-    "--worker-cls": "vllm.worker_cls",
-    "--jit-monitor-mode": "prewarm.strict_jit",
-    "--kv-cache-memory-bytes": "memory.kv_cache_bytes",
-    "--nnodes": "hardware.nodes",
-    "--node-rank": "runtime.node_rank",
-    "--master-addr": "runtime.master_addr",
-    "--master-port": "runtime.master_port",
-}
 
 CACHE_DIRS = {
     "TRITON_CACHE_DIR": "triton",
@@ -73,12 +40,6 @@ class VllmCommand:
     argv: list[str]
     env: dict[str, str]
     """Only what the launcher sets; the process also inherits the caller's environment."""
-
-
-def worker_class(profile: Profile) -> str:
-    if profile.vllm.worker_cls != "auto":
-        return profile.vllm.worker_cls
-    return CPU_WORKER if profile.hardware.gpu == "cpu" else GPU_WORKER
 
 
 def gpu_memory_utilization(plan: MemoryPlan) -> float:
@@ -119,26 +80,6 @@ def cache_env(profile: Profile) -> dict[str, str]:
     return {var: os.path.join(root, sub) for var, sub in CACHE_DIRS.items()}
 
 
-def multinode_args(p: Profile) -> list[str]:
-    """vLLM's own multi-node launch: Ray, or one process per node (node 0 serves the API)."""
-    r = p.runtime
-    if p.hardware.nodes == 1:
-        return []
-    if r.multinode == "ray":
-        return ["--distributed-executor-backend", "ray"]
-    args = [
-        "--nnodes",
-        str(p.hardware.nodes),
-        "--node-rank",
-        str(r.node_rank),
-        "--master-addr",
-        str(r.master_addr),
-        "--master-port",
-        str(r.master_port),
-    ]
-    return [*args, "--headless"] if r.node_rank > 0 else args
-
-
 def interpreter(command: list[str]) -> list[str]:
     """``command`` with a bare Python name replaced by the interpreter running the launcher.
 
@@ -177,65 +118,15 @@ def build_command(
     deployment: Deployment,
 ) -> VllmCommand:
     p = profile
-    s = p.serving
     d = deployment  # resolved by the caller that made the deployment
-    argv = [*entry_command(p), p.model.path]
-    argv += ["--host", s.host, "--port", str(s.port)]
-    if p.model.served_name:
-        argv += ["--served-model-name", p.model.served_name]
-    argv += ["--tensor-parallel-size", str(p.parallel.tensor)]
-    if p.parallel.pipeline > 1:
-        argv += ["--pipeline-parallel-size", str(p.parallel.pipeline)]
-    if p.parallel.decode_context > 1:
-        argv += [
-            "--decode-context-parallel-size",
-            str(p.parallel.decode_context),
-            "--cp-kv-cache-interleave-size",
-            str(p.parallel.interleave),
-        ]
-        if p.parallel.dcp_comm_backend:
-            argv += ["--dcp-comm-backend", p.parallel.dcp_comm_backend]
-    if p.parallel.expert:
-        argv.append("--enable-expert-parallel")
-    argv += multinode_args(p)
-    if p.model.quantization:
-        argv += ["--quantization", p.model.quantization]
-    argv += ["--dtype", p.model.dtype]
-    if p.vllm.attention_backend:
-        argv += ["--attention-backend", p.vllm.attention_backend]
-    argv += ["--kv-cache-dtype", s.kv_cache_dtype, "--block-size", str(d.block_size)]
-    argv += [
-        "--max-model-len",
-        str(s.max_model_len),
-        "--max-num-seqs",
-        str(s.max_num_seqs),
-        "--max-num-batched-tokens",
-        str(s.max_num_batched_tokens),
-    ]
-    argv.append(
-        "--enable-chunked-prefill" if s.enable_chunked_prefill else "--no-enable-chunked-prefill"
+    values = FlagValues(
+        profile=p,
+        block_size=d.block_size,
+        capture_sizes=d.capture_sizes,
+        gpu_memory_utilization=gpu_memory_utilization(plan),
+        kv_cache_bytes=vllm_kv_bytes(p, plan),
     )
-    argv.append(
-        "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"
-    )
-    if p.hardware.gpu != "cpu":
-        compilation = {"cudagraph_mode": s.cudagraph_mode}
-        if s.cudagraph_mode != "NONE":
-            compilation["cudagraph_capture_sizes"] = list(d.capture_sizes)
-        argv += ["--compilation-config", json.dumps(compilation, separators=(",", ":"))]
-    if p.mtp_tokens:
-        spec = {"method": p.speculative.method, "num_speculative_tokens": p.mtp_tokens}
-        argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    argv += ["--worker-cls", worker_class(p)]
-    if p.hardware.gpu != "cpu":  # vLLM's own watch for compiles after its warmup
-        argv += ["--jit-monitor-mode", "error" if p.prewarm.strict_jit else "warn"]
-    if p.hardware.gpu != "cpu":
-        argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization(plan):.3f}"]
-    kv_bytes = vllm_kv_bytes(p, plan)
-    if kv_bytes is not None:
-        argv += ["--kv-cache-memory-bytes", str(kv_bytes)]
-    if p.model.trust_remote_code:
-        argv.append("--trust-remote-code")
+    argv = [*entry_command(p), p.model.path, *render(values)]
     argv += list(p.vllm.extra_args)
     env = {**cache_env(p), **p.env}
     for key, value in (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from launcher.deployment import Deployment
 from launcher.errors import EnvironmentProblem, LauncherError
@@ -195,38 +195,115 @@ def trellis_codebook(f: ModelFacts) -> str:
     return book if book in TRELLIS_CODEBOOKS else "mcg"
 
 
-def describe(s: Specs) -> list[str]:
-    """Human-readable specializations (what the prewarm provider lists)."""
-    out = []
+Kernel = Literal["sparse_mla", "dsa_indexer", "fused_moe"]
+
+
+@dataclass(frozen=True)
+class SpecGroup:
+    """One group of b12x plans: a workspace part of the plan (``component``), a line of the
+    prewarm's list (``listed``) and, when ``prewarmed``, requests of the b12x provider."""
+
+    component: str
+    kernel: Kernel
+    specs: tuple[Any, ...]
+    """``MlaSpec``, ``IndexerSpec`` or (one) ``MoeSpec`` by ``kernel``."""
+    replaces: str
+    """The formula part (``estimates.workspace_parts``) these plans size instead."""
+    listed: str
+    detail: str
+    """What the plan's part says it is (b12x's call, with the note on the device added)."""
+    prewarmed: bool = True
+
+
+def groups(s: Specs) -> tuple[SpecGroup, ...]:
+    """The one enumeration of the b12x plan groups ``s`` holds, in the plan's order: sizing,
+    the prewarm's list and the b12x provider's requests all iterate it."""
+    out: list[SpecGroup] = []
     if s.mla_decode:
         m = s.mla_decode[-1]
+        lse = f" lse {m.lse_scale}" if m.return_lse else ""
         out.append(
-            f"sparse_mla decode rows={_rows(s.mla_decode)} heads={m.heads} chunks={m.chunks} "
-            f"kv={m.kv_cache_dtype}{' fp8-rope' if m.fp8_rope else ''}"
-            f"{f' lse {m.lse_scale}' if m.return_lse else ''}"
+            SpecGroup(
+                "b12x_sparse_mla_decode",
+                "sparse_mla",
+                s.mla_decode,
+                "b12x_sparse_mla",
+                f"sparse_mla decode rows={_rows(s.mla_decode)} heads={m.heads} chunks={m.chunks} "
+                f"kv={m.kv_cache_dtype}{' fp8-rope' if m.fp8_rope else ''}{lse}",
+                f"sparse_mla.plan(mode=decode, rows {_rows(s.mla_decode)}, heads {m.heads}, "
+                f"chunks {m.chunks}, "
+                f"kv {m.kv_cache_dtype}{', return_lse' if m.return_lse else ''}) scratch",
+            )
         )
-    if s.mla_extend:
-        out.append(f"sparse_mla extend T={s.mla_extend.rows} heads={s.mla_extend.heads}")
-    if s.mla_ckv_extend:
-        m = s.mla_ckv_extend
-        out.append(f"sparse_mla extend T={m.rows} heads={m.heads} (full-CKV gather, local heads)")
+    if m := s.mla_extend:
+        out.append(
+            SpecGroup(
+                "b12x_sparse_mla_extend",
+                "sparse_mla",
+                (m,),
+                "b12x_sparse_mla",
+                f"sparse_mla extend T={m.rows} heads={m.heads}",
+                f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}) scratch",
+            )
+        )
+    if m := s.mla_ckv_extend:
+        out.append(
+            SpecGroup(
+                "b12x_sparse_mla_ckv_extend",
+                "sparse_mla",
+                (m,),
+                "b12x_sparse_mla",
+                f"sparse_mla extend T={m.rows} heads={m.heads} (full-CKV gather, local heads)",
+                f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}: full-CKV gather) "
+                "scratch",
+                # only a line of another kernel package gathers: its own provider prewarms it
+                prewarmed=False,
+            )
+        )
     if s.indexer_decode:
         i = s.indexer_decode[-1]
         out.append(
-            f"dsa_indexer decode rows={_rows(s.indexer_decode)} heads={i.heads} "
-            f"pages={i.pages} top-{i.topk}"
+            SpecGroup(
+                "b12x_dsa_indexer_decode",
+                "dsa_indexer",
+                s.indexer_decode,
+                "dsa_indexer",
+                f"dsa_indexer decode rows={_rows(s.indexer_decode)} heads={i.heads} "
+                f"pages={i.pages} top-{i.topk}",
+                f"dsa_indexer.plan(mode=decode, rows {_rows(s.indexer_decode)}, heads {i.heads}, "
+                f"{i.pages} pages, top-{i.topk}) scratch",
+            )
         )
-    if s.indexer_prefill:
+    if i := s.indexer_prefill:
         out.append(
-            f"dsa_indexer prefill T={s.indexer_prefill.rows} pages={s.indexer_prefill.pages}"
+            SpecGroup(
+                "b12x_dsa_indexer_prefill",
+                "dsa_indexer",
+                (i,),
+                "dsa_indexer",
+                f"dsa_indexer prefill T={i.rows} pages={i.pages}",
+                f"dsa_indexer.plan(mode=prefill, T={i.rows}, {i.pages} pages) scratch",
+            )
         )
-    if s.moe:
-        m = s.moe
+    if e := s.moe:
         out.append(
-            f"fused_moe exl3 T in {{{', '.join(map(str, m.tokens))}}} experts={m.experts} "
-            f"inter={m.intermediate} K={m.bits} {m.codebook}"
+            SpecGroup(
+                "b12x_fused_moe",
+                "fused_moe",
+                (e,),
+                "b12x_fused_moe",
+                f"fused_moe exl3 T in {{{', '.join(map(str, e.tokens))}}} experts={e.experts} "
+                f"inter={e.intermediate} K={e.bits} {e.codebook}",
+                f"fused_moe.plan(exl3 w4a16 K={e.bits} {e.codebook}, {e.experts} experts x "
+                f"{e.hidden}x{e.intermediate}, top-{e.top_k}, T in {list(e.tokens)}) scratch",
+            )
         )
-    return out
+    return tuple(out)
+
+
+def describe(s: Specs) -> list[str]:
+    """Human-readable specializations (what the prewarm provider lists)."""
+    return [g.listed for g in groups(s)]
 
 
 # -------------------------------------------------------------- b12x plans (lazy imports)
@@ -403,57 +480,22 @@ def _b12x_parts(s: Specs, device: str, note: str) -> list[Component]:
                 best, at = req.scratch_nbytes, size
         parts.append(Component(name, best, "b12x", f"{what}; max at {at}; {note}", shared=True))
 
-    if s.mla_decode:
-        m = s.mla_decode[-1]
-        add(
-            "b12x_sparse_mla_decode",
-            [(x.rows, mla_plan(x, device)) for x in s.mla_decode],
-            f"sparse_mla.plan(mode=decode, rows {_rows(s.mla_decode)}, heads {m.heads}, "
-            f"chunks {m.chunks}, "
-            f"kv {m.kv_cache_dtype}{', return_lse' if m.return_lse else ''}) scratch",
-        )
-    if s.mla_extend:
-        m = s.mla_extend
-        add(
-            "b12x_sparse_mla_extend",
-            [(m.rows, mla_plan(m, device))],
-            f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}) scratch",
-        )
-    if s.mla_ckv_extend:
-        m = s.mla_ckv_extend
-        add(
-            "b12x_sparse_mla_ckv_extend",
-            [(m.rows, mla_plan(m, device))],
-            f"sparse_mla.plan(mode=extend, T={m.rows}, heads {m.heads}: full-CKV gather) scratch",
-        )
-    if s.indexer_decode:
-        i = s.indexer_decode[-1]
-        add(
-            "b12x_dsa_indexer_decode",
-            [(x.rows, indexer_plan(x, device)) for x in s.indexer_decode],
-            f"dsa_indexer.plan(mode=decode, rows {_rows(s.indexer_decode)}, heads {i.heads}, "
-            f"{i.pages} pages, top-{i.topk}) scratch",
-        )
-    if s.indexer_prefill:
-        i = s.indexer_prefill
-        add(
-            "b12x_dsa_indexer_prefill",
-            [(i.rows, indexer_plan(i, device))],
-            f"dsa_indexer.plan(mode=prefill, T={i.rows}, {i.pages} pages) scratch",
-        )
-    if s.moe:
-        m = s.moe
-        weights = moe_weight_plan(m)
-        plans = [(t, _Scratch(moe_scratch_plan(m, t, device, weights))) for t in m.tokens]
-        add(
-            "b12x_fused_moe",
-            plans,
-            f"fused_moe.plan(exl3 w4a16 K={m.bits} {m.codebook}, {m.experts} experts x "
-            f"{m.hidden}x{m.intermediate}, top-{m.top_k}, T in {list(m.tokens)}) scratch",
-        )
+    for g in groups(s):
+        add(g.component, _plans(g, device), g.detail)
     for key, need in persistent.items():
         parts.append(Component(f"b12x_persistent_{key}", need, "b12x", f"persistent; {note}"))
     return parts
+
+
+def _plans(g: SpecGroup, device: str) -> list[tuple[int, Any]]:
+    """(rows or tokens, b12x plan) for each shape of the group; imports b12x."""
+    if g.kernel == "sparse_mla":
+        return [(x.rows, mla_plan(x, device)) for x in g.specs]
+    if g.kernel == "dsa_indexer":
+        return [(x.rows, indexer_plan(x, device)) for x in g.specs]
+    (m,) = g.specs
+    weights = moe_weight_plan(m)
+    return [(t, _Scratch(moe_scratch_plan(m, t, device, weights))) for t in m.tokens]
 
 
 class _Scratch:
@@ -472,13 +514,7 @@ def _formula_rest(p: Profile, f: ModelFacts, s: Specs) -> list[Component]:
     """Formula parts for what b12x does not serve here (DCP buffers, a non-b12x indexer)."""
     from launcher.plan.catalog import gpu
 
-    replaced = set()
-    if s.mla_decode:
-        replaced.add("b12x_sparse_mla")
-    if s.indexer_decode:
-        replaced.add("dsa_indexer")
-    if s.moe:
-        replaced.add("b12x_fused_moe")
+    replaced = {g.replaces for g in groups(s)}
     return [
         Component(name, size, "estimate", detail, shared=shared)
         for name, size, detail, shared in estimates.workspace_parts(p, f, gpu(p.hardware.gpu))

@@ -24,7 +24,7 @@ NCCL_GROUP_BYTES = 384 * MiB
 # Device memory per captured graph and decoder layer, fitted to the published capture of GLM-5.2
 # 3.42 bpw on 4x RTX PRO 6000 (C12, graphs to 48, FULL_AND_PIECEWISE: 0.74 GiB per rank).
 GRAPH_LAYER_BYTES = 810 * KiB
-# Until a run measures it, the headroom formula of launcher.runtime.measure.jit_headroom applied
+# Until a run measures it, the headroom formula of launcher.gpu.measure.jit_headroom applied
 # to the planned workspaces as the prewarm's peak, with a 2.5x margin on its 10 %: a full
 # prewarm leaves only what comes and goes plus a margin (the H200 test: 1.5 GiB for a
 # workload with a 1 GiB scratch and 3.9 GiB of local memory, docs/benchmarks.md).

@@ -17,60 +17,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from launcher.profile.schema import Profile
+from launcher.profile.vllm_flags import PLANNED_FLAGS, PLANNED_WORKERS
 from launcher.units import GiB
-
-PLANNED_FLAGS = frozenset(
-    {
-        "--host",
-        "--port",
-        "--served-model-name",
-        "--tensor-parallel-size",
-        "--pipeline-parallel-size",
-        "--decode-context-parallel-size",
-        "--cp-kv-cache-interleave-size",
-        "--dcp-comm-backend",
-        "--enable-expert-parallel",
-        "--quantization",
-        "--dtype",
-        "--attention-backend",
-        "--kv-cache-dtype",
-        "--block-size",
-        "--max-model-len",
-        "--max-num-seqs",
-        "--max-num-batched-tokens",
-        "--enable-chunked-prefill",
-        "--no-enable-chunked-prefill",
-        "--enable-prefix-caching",
-        "--no-enable-prefix-caching",
-        "--compilation-config",
-        "--speculative-config",
-        "--worker-cls",
-        "--jit-monitor-mode",
-        "--gpu-memory-utilization",
-        "--kv-cache-memory-bytes",
-        "--nnodes",
-        "--node-rank",
-        "--master-addr",
-        "--master-port",
-        "--headless",
-        "--distributed-executor-backend",
-        "--trust-remote-code",
-        # vLLM's short aliases of the planned flags
-        "-tp",
-        "-pp",
-        "-dcp",
-        "-q",
-    }
-)
-"""Flags the launcher writes from the plan (``launch/vllm_args.py``; a unit test keeps the
-two in step). Repeated in ``vllm.extra_args`` the later one wins and the plan is not what
-runs."""
 
 SECRET_FLAGS = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
 """vLLM flags that carry a secret on the command line, and the variable that carries it
 instead (a process's argv is readable by every user of the machine)."""
-
-PLANNED_WORKERS = ("launcher.worker.PlannedWorker", "launcher.worker.PlannedCPUWorker")
 
 DCP_COMM_BACKENDS = ("ag_rs", "a2a")
 """vLLM's ``--dcp-comm-backend`` choices: all-gather + reduce-scatter, or all-to-all."""

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from launcher.runtime.measure import Sampler
+from launcher.gpu.measure import Sampler
 
 Reader = Any
 """A callable returning free bytes of one device."""
@@ -36,9 +36,9 @@ def _visible_devices(count: int, env: Mapping[str, str]) -> list[str]:
 
 def nvml_readers(count: int, env: Mapping[str, str] | None = None) -> dict[int, Reader] | None:
     """A free-bytes reader per rank, or None when NVML is not available. The driver's own
-    libnvidia-ml through ``launcher.runtime.nvml`` (the reader the GPU tier uses), so the
+    libnvidia-ml through ``launcher.gpu.nvml`` (the reader the GPU tier uses), so the
     figures do not depend on whether nvidia-ml-py is installed."""
-    from launcher.runtime import nvml
+    from launcher.gpu import nvml
 
     devices = _visible_devices(count, os.environ if env is None else env)
     try:

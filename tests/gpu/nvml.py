@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from launcher.runtime.measure import Sampler as LoopSampler
-from launcher.runtime.nvml import Memory, NvmlError, device_count, memory, visible_indices
+from launcher.gpu.measure import Sampler as LoopSampler
+from launcher.gpu.nvml import Memory, NvmlError, device_count, memory, visible_indices
 
 __all__ = [
     "Memory",

@@ -1,7 +1,7 @@
 """The prewarm physics on a real card (see benchmarks/gpu_prewarm.py for the workload).
 
 Scenario A sizes the KV cache before the first request runs, as upstream vLLM does;
-scenario B prewarms under ``launcher.runtime.measure`` first. Each runs in a fresh process.
+scenario B prewarms under ``launcher.gpu.measure`` first. Each runs in a fresh process.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import pytest
 from launcher import pipeline
 from launcher.launch.preflight import check_argv, vllm_parser
 from launcher.launch.start import parser_flags
-from launcher.launch.vllm_args import FLAG_KEYS
+from launcher.profile.vllm_flags import FLAG_KEYS
 from tests.conftest import PROFILES, need_module
 
 

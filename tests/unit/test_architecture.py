@@ -14,12 +14,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
 
 ORDER = (
     "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
+    "gpu",  # beside vLLM: the cards' memory read from any process (NVML, cudaMemGetInfo)
     "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
     "deployment",  # resolve once: the profile's derived values, each with its reason
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner
     "report",  # a plan rendered (the dry run ends here), pictures, sweeps, `report RUN_DIR`
     "launch",  # preflight, vLLM argv/env, run directory, exec (writes the rendered plan)
-    "runtime",  # inside vLLM: planned worker, prewarm providers, measurement, JIT watchdog
+    "runtime",  # inside vLLM: planned worker, prewarm providers, KV budget, JIT watchdog
     "pipeline",  # load -> plan -> render -> launch, step by step, for the commands
     "qualify",  # boots the planned deployment and drives its worst case
     "emit",  # the planned deployment as other targets' files (LeaderWorkerSet, compose)
@@ -310,3 +311,22 @@ def test_types_that_cross_rooms_live_in_the_lower_room():
         and (_module_name(path), imported) not in TYPE_ONLY_EXCEPTIONS
     )
     assert not wrong, "type-only imports against the flow:\n" + "\n".join(wrong)
+
+
+INTO_THE_WORKER_ROOM = {
+    ("launcher.cli", "launcher.runtime.prewarm.command"): "`prewarm` runs the providers itself",
+}
+"""The only imports of the runtime room (what vLLM's workers load, with the ``--worker-cls``
+alias ``launcher.worker``) from another room; the launcher's tools read the cards through
+``launcher.gpu`` instead."""
+
+
+def test_only_the_prewarm_command_reaches_inside_vllm():
+    found = {
+        (importer, imported)
+        for importer, targets in import_graph().items()
+        if room(importer) != "runtime"
+        for imported in targets
+        if room(imported) == "runtime"
+    }
+    assert found == set(INTO_THE_WORKER_ROOM), sorted(found)

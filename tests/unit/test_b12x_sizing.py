@@ -142,6 +142,26 @@ def test_full_ckv_local_head_extend_plan(overrides, heads):
         assert "sparse_mla extend T=3072 heads=16 (full-CKV gather, local heads)" in describe(s)
 
 
+def test_every_spec_is_in_exactly_one_group():
+    """``groups`` is the one enumeration sizing, the list and the prewarm read: a field of
+    ``Specs`` it leaves out would be sized by none of them."""
+    from dataclasses import fields
+
+    from launcher.plan.b12x_sizing import groups, specs
+
+    ctx = context("glm52")  # full-CKV gather on: every attention group
+    exl3 = context("glm52", "model.quantization=exl3")
+    for s in (specs(ctx.deployment, ctx.facts), specs(exl3.deployment, exl3.facts)):
+        held = [x for f in fields(s) for x in _as_tuple(getattr(s, f.name))]
+        grouped = [x for g in groups(s) for x in g.specs]
+        assert grouped == held
+        assert len({g.component for g in groups(s)}) == len(groups(s))
+
+
+def _as_tuple(value):
+    return value if isinstance(value, tuple) else (() if value is None else (value,))
+
+
 def test_decode_rows_are_the_runtime_token_counts():
     from launcher.deployment import resolve
 

@@ -52,7 +52,7 @@ def test_the_sampler_keeps_the_lowest_free_per_device(monkeypatch):
 
 
 def test_visible_indices_follow_cuda_visible_devices(monkeypatch):
-    from launcher.runtime import nvml as driver  # where the tier's reader lives
+    from launcher.gpu import nvml as driver  # where the tier's reader lives
 
     monkeypatch.setattr(driver, "device_count", lambda: 4)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0,7")

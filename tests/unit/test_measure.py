@@ -1,4 +1,4 @@
-"""The pure parts of launcher.runtime.measure: no torch, no GPU (the reader is injected)."""
+"""The pure parts of launcher.gpu.measure: no torch, no GPU (the reader is injected)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from launcher.runtime.measure import (
+from launcher.gpu.measure import (
     HighWaterSampler,
     MiB,
     PrewarmMeasurement,
@@ -33,7 +33,7 @@ def _m(retained: int, peak: int) -> PrewarmMeasurement:
 
 def test_modules_import_light():
     code = (
-        "import sys, launcher.runtime.measure, launcher.runtime.jit_watch; "
+        "import sys, launcher.gpu.measure, launcher.runtime.jit_watch; "
         "heavy = {'torch', 'triton', 'pynvml', 'vllm'} & set(sys.modules); "
         "assert not heavy, heavy"
     )
@@ -148,7 +148,7 @@ def test_measure_reports_transient_no_smaller_than_retained():
 def test_headroom_counts_only_what_grew_outside_torch_when_torch_was_sampled():
     """Serving batches on the scratch KV cache allocate activations through torch (vLLM's
     profile reserves those); only memory outside torch's allocator is JIT headroom."""
-    from launcher.runtime.measure import HighWaterSampler
+    from launcher.gpu.measure import HighWaterSampler
 
     frees = iter([10_000, 6_000, 5_000, 5_000, 9_900])  # baseline, 3 samples, end
     reserved = iter([0, 3_000, 3_000, 3_000, 4_500, 5_000, 5_000, 0])

@@ -112,8 +112,8 @@ def test_without_nvidia_ml_py_the_drivers_library_is_read(monkeypatch):
     """Machines without nvidia-ml-py (the H200 test machine, slim images) still sample."""
     import sys
 
+    from launcher.gpu import nvml
     from launcher.qualify import sampler
-    from launcher.runtime import nvml
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     monkeypatch.setattr(nvml, "index_of", lambda ident: 1 if ident == "GPU-b" else int(ident))

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from launcher.launch.vllm_args import FLAG_KEYS
 from launcher.profile import settings_checks
+from launcher.profile.vllm_flags import FLAG_KEYS
 from launcher.runtime import prewarm
 from tests.conftest import PROFILES
 

@@ -78,22 +78,23 @@ class B12xProvider:
     def build_requests(self, ctx: PrewarmContext) -> dict[str, list[Any]]:
         """b12x requests by group (sparse_mla, dsa_indexer, fused_moe); imports b12x. The
         fused MoE needs the model's own experts: empty until ``run`` has looked them up."""
-        s = sizing.specs(ctx.deployment, ctx.facts)
         dev = ctx.device
-        mla = [*s.mla_decode, *([s.mla_extend] if s.mla_extend else [])]
-        idx = [*s.indexer_decode, *([s.indexer_prefill] if s.indexer_prefill else [])]
+        shapes: dict[str, list[Any]] = {"sparse_mla": [], "dsa_indexer": []}
+        for g in sizing.groups(sizing.specs(ctx.deployment, ctx.facts)):
+            if g.prewarmed and g.kernel in shapes:  # fused_moe: from the model's own experts
+                shapes[g.kernel] += g.specs
         return {
             "sparse_mla": [
                 sizing.mla_plan(m, dev).request(
                     name=f"b12x.sparse_mla.{m.mode}.m{m.rows}", prepare_call=_mla_call(m, dev)
                 )
-                for m in mla
+                for m in shapes["sparse_mla"]
             ],
             "dsa_indexer": [
                 sizing.indexer_plan(i, dev).request(
                     name=f"b12x.dsa_indexer.{i.mode}.m{i.rows}", prepare_call=_index_call(i, dev)
                 )
-                for i in idx
+                for i in shapes["dsa_indexer"]
             ],
             "fused_moe": self.moe_requests(ctx),
         }

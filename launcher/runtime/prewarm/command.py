@@ -76,7 +76,7 @@ def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> N
             "--list shows what it would compile"
         )
     torch.cuda.set_device(device)
-    from launcher.runtime.measure import measure
+    from launcher.gpu.measure import measure
 
     ctx, provs = providers(planned, f"cuda:{device}")
     for prov in provs:

@@ -183,7 +183,7 @@ class PlannedMixin:
         if device is None:
             run_all()
             return results, None
-        from launcher.runtime.measure import measure
+        from launcher.gpu.measure import measure
 
         # No Triton hook before sizing: the prewarm counts compiles by reading Triton's
         # caches (jit_watch.loaded); the watchdog's hooks go in after vLLM's own warmup.
@@ -201,7 +201,7 @@ class PlannedMixin:
             return int(configured), "profile"
         comp = run.rank(self.rank)["components"]["jit_headroom"]
         if measurement is not None:
-            from launcher.runtime.measure import jit_headroom
+            from launcher.gpu.measure import jit_headroom
 
             fresh = jit_headroom(measurement)
             if comp["source"] == "measured" and int(comp["bytes"]) > fresh:
@@ -339,7 +339,7 @@ class PlannedMixin:
             return None
         import torch
 
-        from launcher.runtime.measure import device_memory
+        from launcher.gpu.measure import device_memory
 
         mem = device_memory(device)
         return {

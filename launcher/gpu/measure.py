@@ -55,7 +55,7 @@ def device_memory(device: int) -> DeviceMemory:
 def _nvml_index(device: int) -> int:
     """The NVML index of CUDA device ``device``: CUDA ordinals and NVML indices differ under
     CUDA_VISIBLE_DEVICES, so match by UUID where torch knows it."""
-    from launcher.runtime import nvml
+    from launcher.gpu import nvml
 
     torch = _torch_cuda()
     if torch is not None:
@@ -72,7 +72,7 @@ def make_reader(device: int, method: str = "cudart") -> tuple[Reader, int]:
     """A free-bytes reader for ``device`` and the total it is relative to.
 
     ``cudart``: ``cudaMemGetInfo`` through torch. ``nvml``: the driver's free figure through
-    ``launcher.runtime.nvml`` (raises ``NvmlError`` without a driver). Compare figures of one
+    ``launcher.gpu.nvml`` (raises ``NvmlError`` without a driver). Compare figures of one
     method only: NVML's total includes memory the driver reserves.
     """
     if method == "cudart":
@@ -81,7 +81,7 @@ def make_reader(device: int, method: str = "cudart") -> tuple[Reader, int]:
         _, total = torch.cuda.mem_get_info(device)
         return (lambda: int(torch.cuda.mem_get_info(device)[0])), int(total)
     if method == "nvml":
-        from launcher.runtime import nvml
+        from launcher.gpu import nvml
 
         index = _nvml_index(device)
         return (lambda: nvml.memory(index).free), nvml.memory(index).total
