@@ -3,7 +3,8 @@
 Run ``docker compose -f compose.node<N>.yaml up -d`` on node N (node 0 at
 ``runtime.master_addr``). Host networking: vLLM's workers reach each other (and node 0's
 ``runtime.master_port``) on the hosts' addresses, as NCCL needs. Each node keeps its own JIT
-cache in the ``cache`` volume; only node 0 has the health check (workers serve no HTTP).
+cache in the ``cache`` volume; only node 0 has the health check (workers serve no HTTP: the
+image's HEALTHCHECK is disabled on them).
 """
 
 from __future__ import annotations
@@ -60,7 +61,11 @@ def service(t: Target, rank: int) -> dict:
     if p.hardware.gpu != "cpu":
         device = {"driver": "nvidia", "count": p.hardware.count, "capabilities": ["gpu"]}
         s["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
-    if rank == 0:
+    if rank > 0:
+        # A headless node serves no HTTP: the image's own HEALTHCHECK would call it unhealthy
+        # (or, on one host with host networking, report node 0's health as its own).
+        s["healthcheck"] = {"disable": True}
+    else:
         s["healthcheck"] = {
             "test": ["CMD-SHELL", HEALTHCHECK],
             "interval": "30s",
