@@ -267,8 +267,7 @@ def _rank_plan(
                 "weights", inputs.weights[s.rank], inputs.weights_source, inputs.weights_detail
             )
         )
-    # vLLM's profile stand-ins are upstream's code, checked on 0.26; a fork's are unmeasured
-    stand_ins = d.runtime.name == "upstream"
+    stand_ins = d.runtime.profile_stand_ins
     peak = estimates.activation_peak(p, f, gpu, d.block_size, stand_ins)
     comps.append(Component("activation_peak", *_est(peak)))
     comps.append(_workspaces(p, inputs))

@@ -87,6 +87,10 @@ class VllmLine:
     gathers_ckv: bool = False
     """DCP prefill gathers the full compressed KV when ``VLLM_B12X_MLA_CKV_GATHER=1``: an
     extend plan over the rank's own heads and the DCP top-k remap kernels."""
+    profile_stand_ins: bool = False
+    """Its profile run's stand-ins (the MLA context chunk, the indexer's logits, the MTP
+    drafter repeating both at capture) are what the plan's boot-1 estimates model: measured
+    on upstream 0.26 (H200); a fork line keeps the earlier estimate until a run measures it."""
 
     @property
     def versioned(self) -> bool:
@@ -152,6 +156,7 @@ VLLM_LINES: dict[str, VllmLine] = {
             markers=(),
             tables=capabilities.upstream_tables("upstream"),
             image="vllm/vllm-openai:v0.33.0",
+            profile_stand_ins=True,
         ),
         VllmLine(
             name="gilded-gnosis",

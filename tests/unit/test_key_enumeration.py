@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from launcher.runtime.prewarm import keys as K
-from tests.conftest import need, need_module
+from tests.conftest import need, need_serving
 
 # The GLM tier profile (tests/gpu/profiles/glm-dsa-h200.yaml): 8 sequences, 2048-token
 # chunks, 2 speculative tokens, 64 heads.
@@ -29,8 +29,8 @@ VLLM026_FILE = "vllm/v1/attention/ops/triton_merge_attn_states.py"
 
 @pytest.fixture
 def triton():
-    need_module("unit", "torch", "the binder takes torch tensors")
-    return need_module("unit", "triton", "Triton's binder")
+    need_serving("torch")
+    return need_serving("triton")
 
 
 def binder_of(triton, kernel):
@@ -74,7 +74,7 @@ def merge_module(monkeypatch, triton):
     need(
         "unit", bool(src) and path.is_file(), f"vLLM 0.26's {VLLM026_FILE} (tests/run extracts it)"
     )
-    need_module("unit", "vllm.platforms", "the module imports vllm.platforms")
+    need_serving("vllm.platforms")
     spec = importlib.util.spec_from_file_location("vllm026_merge_attn_states", path)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)
@@ -137,7 +137,7 @@ def eagle_launch(module, torch, num_reqs: int, spec_tokens: int = 2) -> None:
 def test_eagle_prepare_next_token_serving_keys_are_among_the_enumerated(monkeypatch, triton):
     import torch
 
-    module = need_module("unit", "vllm.v1.spec_decode.utils", "vLLM's EAGLE utilities")
+    module = need_serving("vllm.v1.spec_decode.utils")
     seen = recording(monkeypatch, triton, module, "eagle_prepare_next_token_padded_kernel")
     for n in (2, 3, 8):  # the waves' decode batches: qualify's first boot then ran 1 alone
         eagle_launch(module, torch, n)
@@ -159,7 +159,7 @@ def test_without_the_request_count_role_the_late_eagle_key_is_missed(monkeypatch
 
     import torch
 
-    module = need_module("unit", "vllm.v1.spec_decode.utils", "vLLM's EAGLE utilities")
+    module = need_serving("vllm.v1.spec_decode.utils")
     seen = recording(monkeypatch, triton, module, "eagle_prepare_next_token_padded_kernel")
     monkeypatch.setattr(K, "REQUEST_NAMES", re.compile(r"^$"))
     for n in (2, 3):

@@ -268,7 +268,7 @@ def moe_model(torch):
         def forward(self, x):
             return self.experts(x, x)
 
-    return FusedMoE, torch.nn.Sequential(MoeBlock(), MoeBlock())
+    return torch.nn.Sequential(MoeBlock(), MoeBlock())
 
 
 @pytest.mark.parametrize("v2_runner", [False, True])
@@ -277,18 +277,14 @@ def test_the_moe_blocks_run_at_every_bucket_and_config_change_on_either_runner(
 ):
     """No KV cache and no attention: each distinct MoE block alone, at every token count
     whose fused-MoE key differs, where the runtime's config chooser changes tiles too."""
-    from launcher.runtime.prewarm import vllm_warmup
-    from tests.conftest import need_module
+    from tests.conftest import need_serving
 
-    torch = need_module("unit", "torch", "the MoE stand-in is a torch module")
-    forward_context = need_module("unit", "vllm.forward_context", "vLLM's forward context")
-    fused_moe = need_module(
-        "unit", "vllm.model_executor.layers.fused_moe.fused_moe", "vLLM's MoE config chooser"
-    )
+    torch = need_serving("torch")
+    forward_context = need_serving("vllm.forward_context")
+    fused_moe = need_serving("vllm.model_executor.layers.fused_moe.fused_moe")
     if v2_runner:
         monkeypatch.delattr(Runner, "_init_minimal_kv_cache_for_profiling")
-    layer_cls, model = moe_model(torch)
-    monkeypatch.setattr(vllm_warmup, "_function", _with({vllm_warmup.FUSED_MOE: layer_cls}))
+    model = moe_model(torch)
     monkeypatch.setattr(
         forward_context, "set_forward_context", lambda *a, **k: contextlib.nullcontext()
     )
@@ -304,14 +300,6 @@ def test_the_moe_blocks_run_at_every_bucket_and_config_change_on_either_runner(
     assert second == []  # one block per distinct expert shape
     assert {1, 2, 3, 16, 17, 96, 97, 2048, 2049, 3072} <= set(first)
     assert ctx.model_runner.dummy_runs == []
-
-
-def _with(overrides: dict):
-    """``vllm_warmup._function`` with some paths answered by stand-ins."""
-    from launcher.runtime.prewarm import vllm_warmup
-
-    real = vllm_warmup._function
-    return lambda path: overrides[path] if path in overrides else real(path)
 
 
 def test_a_warmup_outside_the_config_context_fails_and_is_reported(fork_modules):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import PROFILES, need_module, need_serving
+from tests.conftest import PROFILES, need_serving
 
 torch = need_serving("torch")
 need_serving("triton")
@@ -103,7 +103,7 @@ def test_the_all_to_all_combine_keys_serving_launches_are_compiled_before_sizing
     every size up to max_num_seqs, masked (per request) and not."""
     import triton
 
-    dcp_ops = need_module("unit", "vllm.v1.attention.ops.dcp", "vLLM's DCP ops")
+    dcp_ops = need_serving("vllm.v1.attention.ops.dcp")
     # vLLM on a CPU keeps its kernels as plain functions (no Triton backend): the real
     # decorator gives them Triton's parameters back, to bind (nothing compiles).
     monkeypatch.setattr(dcp_ops, "triton", triton)

@@ -498,12 +498,13 @@ def _mask_empty_context(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         for tokens, reqs in ((1, 1), (16, 2), (17, 2)):
             lse = torch.zeros(heads, tokens, dtype=torch.float32, device=device)
             out = torch.zeros(tokens, heads, dim, dtype=torch.bfloat16, device=device)
-            starts = torch.tensor([0, *([tokens] * reqs)], **i32)
-            starts[1:reqs] = torch.arange(1, reqs, **i32)
-            for offset in (0, 1):  # the prefills' slice behind a decode row, or not
-                loc = torch.cat([torch.zeros(offset, **i32), starts])[offset:]
-                rows = torch.zeros((2, reqs + 1), **i32)
-                fn(lse, out, loc, rows[offset])
+            # query offsets [0, 1, .., T] behind one padding element; empty context chunks
+            starts = torch.tensor([0, 0, *range(1, reqs), tokens], **i32)
+            empty = torch.zeros(reqs + 2, **i32)
+            # a fresh (16-byte aligned) tensor, then a slice 4 bytes in: the prefills' rows
+            # behind a decode row
+            fn(lse, out, starts[1:].clone(), empty[1:].clone())
+            fn(lse, out, starts[1:], empty[1:])
 
     yield Kernel(
         "mask_empty_context_kernel",

@@ -244,7 +244,6 @@ def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[i
     return sorted(c for c in counts if 1 <= c <= max_tokens)
 
 
-FUSED_MOE = "vllm.model_executor.layers.fused_moe.layer:FusedMoE"
 MOE_CONFIG = "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config"
 WEIGHTS = ("w13_weight", "w2_weight")
 
@@ -308,7 +307,7 @@ def _moe_buckets(ctx: PrewarmContext):
     model = getattr(ctx.model_runner, "model", None)
     blocks = moe_blocks(model)
     if not blocks:
-        return f"missing: no {FUSED_MOE.replace(':', '.')} layer in the loaded model"
+        return f"missing: no fused-MoE expert weights ({', '.join(WEIGHTS)}) in the loaded model"
     config = ctx.worker.vllm_config
     max_tokens = int(config.scheduler_config.max_num_batched_tokens)
     captures = list(ctx.deployment.capture_sizes)
