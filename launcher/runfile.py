@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
+from launcher.units import format_size
 
 RUN_FILE_VERSION = 2
 """plan.json's layout for the worker (2: the resolved deployment and the model facts; the
@@ -105,28 +106,34 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
 
 
 # -- a worker's record -------------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class Budget:
-    """What the worker handed vLLM for the KV cache, and what it kept back (by component)."""
+    """What the worker handed vLLM for the KV cache (``bytes``, on ``basis``), what it kept
+    back by component, and the room it measured it could give (free after vLLM's profile
+    less the reserves: the plan's figure is checked against it even when returned)."""
 
     bytes: int
     basis: str
-    measured_room: int | None = None
     reserved: dict[str, int] = field(default_factory=dict)
+    room: int | None = None
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{k} {format_size(v)}" for k, v in self.reserved.items())
+        return f"{format_size(self.bytes)} ({self.basis}; reserved {parts})"
 
     def to_dict(self) -> dict[str, Any]:
         # Flat, as the records always were: the reserved components beside the figure.
         return {
             "bytes": self.bytes,
             "basis": self.basis,
-            "measured_room": self.measured_room,
+            "measured_room": self.room,
             **self.reserved,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Budget:
         rest = {k: v for k, v in d.items() if k not in ("bytes", "basis", "measured_room")}
-        return cls(int(d["bytes"]), str(d.get("basis", "")), d.get("measured_room"), rest)
+        return cls(int(d["bytes"]), str(d.get("basis", "")), rest, d.get("measured_room"))
 
 
 @dataclass

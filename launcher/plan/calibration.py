@@ -74,6 +74,15 @@ def read_record(path: Path, warn: Callable[[str], None] = _warn) -> dict[str, An
         return None
 
 
+def _typed(path: Path, warn: Callable[[str], None]) -> RankRecord | None:
+    """The record at ``path``, typed, or None (with a warning) if it is corrupt or foreign."""
+    try:
+        return runfile.read_record(path)
+    except RunFileError as exc:
+        warn(f"ignoring {exc}")
+        return None
+
+
 def load_measured(
     profile: Profile,
     fingerprint: str,
@@ -93,17 +102,16 @@ def load_measured(
     stack = machine_stack(versions, driver)
     out: dict[int, Measured] = {}
     for path in sorted(folder.glob("rank*.json")):
-        data = read_record(path, warn)
-        if data is None:
+        record = _typed(path, warn)
+        if record is None:
             continue
-        env = data.get("environment", {})
+        env = record.environment
         if env.get("gpu_kind") not in (None, profile.hardware.gpu):
             continue
         stale = stale_in(env, stack)
         if stale:
             warn(f"ignoring {path}: measured with other versions of {', '.join(stale)}")
             continue
-        record = RankRecord.from_dict(data)
         figures = {k: v for k, v in record.measured.items() if k in MEASURABLE}
         learned = census.merge(record.learned, record.late_compiles)
         out[record.rank] = Measured(figures, record.when[:10], tuple(learned))
@@ -115,10 +123,10 @@ def last_enumeration(
 ) -> tuple[dict, ...]:
     """The key enumeration the newest record of ``rank`` holds (``prewarm --list``)."""
     path = store_dir(profile, fingerprint) / f"rank{rank}.json"
-    data = read_record(path, warn) if path.is_file() else None
-    if data is None:
+    record = _typed(path, warn) if path.is_file() else None
+    if record is None:
         return ()
-    found = [r.get("enumeration") or [] for r in data.get("prewarm") or [] if isinstance(r, dict)]
+    found = [r.get("enumeration") or [] for r in record.prewarm if isinstance(r, dict)]
     return tuple(e for group in found for e in group if isinstance(e, dict))
 
 

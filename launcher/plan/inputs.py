@@ -13,7 +13,7 @@ from typing import Any
 from launcher.deployment import Deployment
 from launcher.errors import ProfileError
 from launcher.plan import exl3_layout, runnable
-from launcher.plan.catalog import CatalogMiss, architecture_config, checkpoint, gpu
+from launcher.plan.catalog import CatalogMiss, GpuKind, architecture_config, checkpoint, gpu
 from launcher.plan.checkpoint import (
     CheckpointError,
     TensorInfo,
@@ -91,9 +91,8 @@ def gather(
         raise ProfileError([loaded.issue("hardware.gpu", str(exc))]) from None
     model = _model_source(loaded)
     facts = model.facts
-    check_against_facts(loaded, facts)
+    check_against_facts(loaded, facts, kind, deployment.runtime.name)
     _check_quantization(loaded, model)
-    runnable.check(loaded, facts, kind, deployment.runtime.name)
     weights, source, detail = _weights(loaded, model)
     workspaces = None
     if b12x_sizing:
@@ -233,8 +232,10 @@ def _facts(loaded: LoadedProfile) -> ModelFacts:
         raise ProfileError([loaded.issue("model.path", str(exc))]) from None
 
 
-def check_against_facts(loaded: LoadedProfile, f: ModelFacts) -> None:
-    """Refuse settings the model cannot take (a sweep re-checks each combination)."""
+def check_against_facts(loaded: LoadedProfile, f: ModelFacts, kind: GpuKind, line: str) -> None:
+    """Refuse settings the model cannot take, and what vLLM line ``line`` cannot run of it on
+    ``kind`` (a sweep re-checks each combination on its cached facts)."""
+    runnable.check(loaded, f, kind, line)
     p = loaded.profile
     issues = []
     if p.mtp_tokens and f.mtp_layers == 0:

@@ -10,8 +10,9 @@ if it does not fit the free memory less the safety margin).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from launcher.runfile import Budget
 from launcher.units import format_size
 
 
@@ -36,20 +37,6 @@ class BudgetInputs:
     calibrated: bool = False
     """Every measurable component of this rank's plan is a measurement of an earlier boot:
     the plan's KV size is then the contract (returned whenever it fits)."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    bytes: int
-    basis: str
-    reserved: dict[str, int] = field(default_factory=dict)
-    room: int | None = None
-    """What this rank measured it could give (free after vLLM's profile less the reserves):
-    the plan's figure is checked against it, even when the plan's figure is returned."""
-
-    def describe(self) -> str:
-        parts = ", ".join(f"{k} {format_size(v)}" for k, v in self.reserved.items())
-        return f"{format_size(self.bytes)} ({self.basis}; reserved {parts})"
 
 
 def kv_budget(i: BudgetInputs) -> Budget:

@@ -18,7 +18,7 @@ from typing import Any
 
 from launcher.plan import census
 from launcher.plan.calibration import save_record, stack_versions
-from launcher.runfile import Activation, Budget, KvActual, RankRecord
+from launcher.runfile import Activation, KvActual, RankRecord
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load, run_after_forward
@@ -85,7 +85,7 @@ class PlannedMixin:
             plan={k: v["bytes"] for k, v in run.rank(rank)["components"].items()},
             measured=self._measured(run, before, after, measurement, headroom, headroom_source),
             vllm_available=int(vllm_available),
-            budget=Budget(budget.bytes, budget.basis, budget.room, dict(budget.reserved)),
+            budget=budget,
             prewarm=[vars(r) for r in results],
             prewarm_seconds={r.provider: round(r.seconds, 2) for r in results},
             prewarm_measurement=measurement.to_dict() if measurement else None,
