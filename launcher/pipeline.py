@@ -131,13 +131,9 @@ def _planned(
     return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified)
 
 
-def render(
-    planned: Planned, *, as_json: bool, command_only: bool = False, color: bool = False
-) -> str:
+def render(planned: Planned, *, as_json: bool, color: bool = False) -> str:
     from launcher.report import render as report
 
-    if command_only:
-        return report.command_line(planned.command) + "\n"
     if as_json:
         return report.to_json(planned.plan, planned.command, planned.fingerprint)
     return report.render_table(planned.plan, planned.command, planned.fingerprint, color=color)
@@ -181,7 +177,7 @@ def prepare(
     if cards is not None:
         planned = on_cards(planned, cards)
         notes = (*cards.notes, *notes)
-    driver = (cards.driver or None) if cards is not None else None
+    driver = cards.driver if cards is not None else None
     return start.finish(planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm, driver=driver)
 
 
@@ -192,9 +188,7 @@ def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
         update={"reserved_by_others": max(p.hardware.reserved_by_others, cards.reserved_by_others)}
     )
     loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
-    return replan(
-        planned, loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver or None
-    )
+    return replan(planned, loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver)
 
 
 def launch(

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 
 _SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE|AUTH)", re.I)
-_SECRET_FLAGS = ("--api-key", "--hf-token", "--ssl-keyfile-password")
+SECRET_FLAGS: dict[str, str | None] = {
+    "--api-key": "VLLM_API_KEY",
+    "--hf-token": "HF_TOKEN",
+    "--ssl-keyfile-password": None,
+}
+"""vLLM flags that carry a secret on the command line (masked wherever argv is shown), and
+the variable that carries it instead where there is one (a process's argv is readable by
+every user of the machine)."""
 MASK = "***"
 
 
@@ -25,7 +32,7 @@ def redact_argv(argv: list[str]) -> list[str]:
             hide = False
             continue
         flag, eq, _ = arg.partition("=")
-        if flag in _SECRET_FLAGS:
+        if flag in SECRET_FLAGS:
             if eq:
                 out.append(f"{flag}={MASK}")
             else:

@@ -65,6 +65,11 @@ class Target:
     has it (``--profile-ref``)."""
 
     @property
+    def secret_names(self) -> list[str]:
+        """The variables passed by name only (a Secret, the host's environment)."""
+        return [k for k in self.env if is_secret(k)]
+
+    @property
     def shipped_name(self) -> str:
         """The shipped profile's file name under ``PROFILES_MOUNT``."""
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", self.loaded.profile.name or "").strip(".-")
@@ -106,8 +111,7 @@ def shipped_profile(loaded: LoadedProfile, overrides: tuple[str, ...], fingerpri
     env = data.get("env")
     if isinstance(env, dict):
         data["env"] = {k: v for k, v in env.items() if not is_secret(str(k))}
-    for key in ("node_rank",):  # set per node by each target
-        (data.get("runtime") or {}).pop(key, None)
+    (data.get("runtime") or {}).pop("node_rank", None)  # set per node by each target
     head = (
         f"# {loaded.profile.name}: plan {fingerprint}, written by b12x-launch emit from "
         f"{loaded.path}\n# (extends and --set resolved; secret variables come from the "

@@ -54,11 +54,7 @@ def emit(
     public = tuple(o for o in overrides if not secret_override(o))
     shipped = ""
     if profile_ref is None:
-        shipped = shipped_profile(
-            loaded,
-            tuple(o for o in overrides if not o.lstrip("~").startswith(PER_NODE[0])),
-            planned.fingerprint,
-        )
+        shipped = shipped_profile(loaded, overrides, planned.fingerprint)
     target = Target(
         loaded,
         planned.fingerprint,

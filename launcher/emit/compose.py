@@ -89,7 +89,7 @@ def render(t: Target) -> dict[str, str]:
         )
         if t.shipped:
             head += f"#   with {SHIPPED_PREFIX}{t.shipped_name} beside this file (the profile)\n"
-        secrets = [k for k in t.env if is_secret(k)]
+        secrets = t.secret_names
         if secrets:
             head += (
                 f"#   {', '.join(secrets)}: from the shell or an .env file beside this file, "

@@ -227,10 +227,6 @@ def profile_config_map(t: Target) -> dict:
     }
 
 
-def secret_names(t: Target) -> list[str]:
-    return [k for k in t.env if is_secret(k)]
-
-
 def render(t: Target) -> dict[str, str]:
     """File name -> text."""
     p = t.profile
@@ -243,7 +239,7 @@ def render(t: Target) -> dict[str, str]:
         f"# kubectl apply {' '.join('-f ' + f for f in files)}\n"
         "#   (needs the LeaderWorkerSet controller)\n"
     )
-    secrets = secret_names(t)
+    secrets = t.secret_names
     if secrets:
         literals = " ".join(f"--from-literal={k}=..." for k in secrets)
         head += f"# first: kubectl create secret generic {name}-secrets {literals}\n"

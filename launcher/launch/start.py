@@ -31,9 +31,8 @@ from launcher.launch.vllm_args import (
     VllmCommand,
     build_command,
     entry_command,
-    spans_nodes,
 )
-from launcher.profile.vllm_flags import FLAG_KEYS
+from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
 from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from launcher.deployment import Deployment
 from launcher.plan.planner import MemoryPlan
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_flags import FlagValues, render
+from launcher.profile.vllm_flags import FlagValues, render, spans_nodes
 from launcher.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
 
 # `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
@@ -89,11 +89,6 @@ def interpreter(command: list[str]) -> list[str]:
     if command and PYTHON_NAME.match(command[0]):
         return [sys.executable, *command[1:]]
     return list(command)
-
-
-def spans_nodes(profile: Profile) -> bool:
-    """One model over several nodes with vLLM's multiprocess launch (not Ray)."""
-    return profile.hardware.nodes > 1 and profile.runtime.multinode == "mp"
 
 
 def entry_command(profile: Profile) -> list[str]:

@@ -29,6 +29,7 @@ from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import Recipe, estimate_rank_weights, load_buffers
 from launcher.profile import LoadedProfile
 from launcher.profile.settings_checks import quantization_matches_checkpoint
+from launcher.profile.vllm_runtime import VllmLine
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def gather(
         raise ProfileError([loaded.issue("hardware.gpu", str(exc))]) from None
     model = _model_source(loaded)
     facts = model.facts
-    check_against_facts(loaded, facts, kind, deployment.runtime.name)
+    check_against_facts(loaded, facts, kind, deployment.runtime)
     _check_quantization(loaded, model)
     weights, source, detail = _weights(loaded, model)
     workspaces = None
@@ -232,7 +233,9 @@ def _facts(loaded: LoadedProfile) -> ModelFacts:
         raise ProfileError([loaded.issue("model.path", str(exc))]) from None
 
 
-def check_against_facts(loaded: LoadedProfile, f: ModelFacts, kind: GpuKind, line: str) -> None:
+def check_against_facts(
+    loaded: LoadedProfile, f: ModelFacts, kind: GpuKind, line: VllmLine
+) -> None:
     """Refuse settings the model cannot take, and what vLLM line ``line`` cannot run of it on
     ``kind`` (a sweep re-checks each combination on its cached facts)."""
     runnable.check(loaded, f, kind, line)

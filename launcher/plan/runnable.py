@@ -16,16 +16,13 @@ from launcher.plan.model import ModelFacts
 from launcher.profile import LoadedProfile, capabilities
 from launcher.profile.capabilities import Line
 from launcher.profile.schema import Profile
+from launcher.profile.vllm_runtime import VllmLine
 
 
 def arch_major(gpu: GpuKind) -> int:
     """The card's compute-capability major (``sm_90`` -> 9); 0 for the CPU backend."""
     digits = "".join(c for c in gpu.arch if c.isdigit())
     return int(digits[:-1] or 0) if len(digits) >= 2 else 0
-
-
-def line_of(p: Profile, runtime: str) -> Line:
-    return capabilities.line_for(runtime, p.vllm.release)
 
 
 def issues(
@@ -74,10 +71,10 @@ def issues(
     return out
 
 
-def check(loaded: LoadedProfile, f: ModelFacts, gpu: GpuKind, runtime: str) -> None:
+def check(loaded: LoadedProfile, f: ModelFacts, gpu: GpuKind, runtime: VllmLine) -> None:
     """Refuse (``ProfileError``, each issue at its key with the fix) what the profile's line
     cannot run."""
     p = loaded.profile
-    found = issues(p, f, gpu, line_of(p, runtime))
+    found = issues(p, f, gpu, runtime.table(p.vllm.release))
     if found:
         raise ProfileError([loaded.issue(key, message) for key, message in found])

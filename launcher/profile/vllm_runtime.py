@@ -154,7 +154,7 @@ VLLM_LINES: dict[str, VllmLine] = {
                 "capture_shapes",
             ),
             markers=(),
-            tables=capabilities.upstream_tables("upstream"),
+            tables=capabilities.upstream_tables(),
             image="vllm/vllm-openai:v0.33.0",
             profile_stand_ins=True,
         ),

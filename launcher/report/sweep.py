@@ -212,7 +212,7 @@ class _Facts:
             self.gathered += 1
             return cached
         # gather() refuses settings the model cannot take; so must a re-use.
-        check_against_facts(loaded, cached.facts, cached.gpu, deployment.runtime.name)
+        check_against_facts(loaded, cached.facts, cached.gpu, deployment.runtime)
         return replace(cached, deployment=deployment)
 
     def measured(self, p: Profile, fingerprint: str) -> dict[int, Measured]:

@@ -12,6 +12,7 @@ from launcher.plan.catalog import gpu
 from launcher.plan.model import from_config
 from launcher.profile import capabilities
 from launcher.profile.capabilities import LINES
+from launcher.profile.vllm_runtime import VLLM_LINES
 from tests.conftest import need, need_serving
 from tests.gpu.models import glm_dsa
 
@@ -67,7 +68,7 @@ def test_sparse_mla_dcp_on_0_26_is_refused_with_the_fix(tmp_path):
     loaded = load_profile(str(profile), ())
     facts = from_config(glm_dsa(), "glm_dsa", "config.json")
     with pytest.raises(ProfileError) as err:
-        runnable.check(loaded, facts, gpu("h200"), "upstream")
+        runnable.check(loaded, facts, gpu("h200"), VLLM_LINES["upstream"])
     text = str(err.value)
     assert "p.yaml:3 parallel.decode_context" in text
     assert "FLASHMLA_SPARSE" in text and "upstream vLLM 0.26" in text

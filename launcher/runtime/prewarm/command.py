@@ -14,14 +14,13 @@ from collections.abc import Callable
 from launcher.errors import EnvironmentProblem
 from launcher.launch.planned import Planned
 from launcher.plan.calibration import last_enumeration
-from launcher.plan.model import load_facts
 from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
 
 
 def providers(planned: Planned, device: str = "cuda:0"):
     p = planned.loaded.profile
     learned = planned.plan.ranks[0].learned if planned.plan.ranks else ()
-    facts = load_facts(p.model.path, p.model.architecture)
+    facts = planned.inputs.facts  # what the plan used: no second read of the checkpoint
     enumerated = last_enumeration(p, planned.fingerprint)
     d = planned.deployment
     ctx = PrewarmContext(d, facts, 0, device, learned=learned, enumerated=enumerated)
