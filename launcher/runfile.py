@@ -175,6 +175,9 @@ class RankRecord:
     kv: KvActual | None = None
     free_after_warmup: int | None = None
     activation: Activation | None = None
+    measured_why: dict[str, str] = field(default_factory=dict)
+    """For a measured figure that is more than one reading, how it was made (the next plan's
+    detail string carries it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, keys in the order records have always had."""
@@ -200,6 +203,8 @@ class RankRecord:
             out["free_after_warmup"] = self.free_after_warmup
         if self.activation is not None:
             out["activation"] = vars(self.activation).copy()
+        if self.measured_why:
+            out["measured_why"] = dict(self.measured_why)
         return out
 
     @classmethod
@@ -222,6 +227,7 @@ class RankRecord:
             kv=KvActual(**kv) if isinstance(kv, dict) else None,
             free_after_warmup=d.get("free_after_warmup"),
             activation=Activation(**act) if isinstance(act, dict) else None,
+            measured_why={str(k): str(v) for k, v in (d.get("measured_why") or {}).items()},
         )
 
 

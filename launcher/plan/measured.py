@@ -26,3 +26,5 @@ class Measured:
     """ISO date of the measurement."""
     learned: tuple[dict, ...] = ()
     """The late-JIT census of earlier boots (``launcher.plan.census`` entries)."""
+    why: tuple[tuple[str, str], ...] = ()
+    """(component, how the worker made the figure) where it is more than one reading."""

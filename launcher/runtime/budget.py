@@ -11,6 +11,7 @@ if it does not fit the free memory less the safety margin).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.runfile import Budget
 from launcher.units import format_size
@@ -78,3 +79,12 @@ def kv_budget(i: BudgetInputs) -> Budget:
             "reserves; the plan was too optimistic (run b12x-launch report on this run)"
         )
     return Budget(room, basis, reserved, room)
+
+
+def beside_kv(taken: int, kv_cache_config: Any) -> int:
+    """What vLLM allocated beside the KV cache while building it (``taken``: device free
+    before less after): attention metadata buffers and the like, which the budget must
+    leave room for on the next boot. vLLM's ``KVCacheConfig`` names each tensor's bytes."""
+    tensors = getattr(kv_cache_config, "kv_cache_tensors", None) or ()
+    kv = sum(int(getattr(t, "size", 0)) for t in tensors)
+    return max(0, taken - kv) if kv else 0

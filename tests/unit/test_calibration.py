@@ -102,3 +102,15 @@ def test_fingerprint_ignores_memory_other_processes_hold(write, tmp_path):
         ["hardware.reserved_by_others=3GiB", f"runtime.cache_root={tmp_path / 'cache'}"],
     )
     assert profile_fingerprint(busy.profile) == fp
+
+
+def test_how_a_figure_was_made_reaches_the_next_plans_detail(write, tmp_path):
+    loaded, fp = setup(write, tmp_path)
+    r = record(fp, 0, cudagraph_pool=178 * MiB)
+    r["measured_why"] = {"cudagraph_pool": "graphs 100 MiB + 78 MiB beside the KV cache"}
+    save_record(r, tmp_path / "run", loaded.profile)
+    measured = load_measured(loaded.profile, fp, versions={"vllm": "0.33.0"})
+    p = plan(loaded.profile, replace(gathered(loaded), measured=measured))
+    c = p.ranks[0].component("cudagraph_pool")
+    assert (c.bytes, c.source) == (178 * MiB, "measured")
+    assert c.detail == "measured 2026-11-30: graphs 100 MiB + 78 MiB beside the KV cache"

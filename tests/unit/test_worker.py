@@ -296,3 +296,46 @@ def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
     env = GpuWorker()._environment(run)
     assert (env["driver"], env["gpu"], env["gpu_kind"]) == ("580.159.04", "NVIDIA H200", "cpu")
+
+
+def _gpu_run(source: str, nbytes: int):
+    from launcher.runfile import RunFile
+    from launcher.runtime.worker.runplan import RunPlan
+
+    comp = {"bytes": nbytes, "source": source}
+    ranks = [{"components": {"jit_headroom": comp}}]
+    profile = SimpleNamespace(memory=SimpleNamespace(jit_headroom="measure"))
+    return RunPlan(RunFile("", ranks, {}, {}, {}, {}), profile, None, "")
+
+
+def test_without_a_serving_pass_before_sizing_the_headroom_estimate_stays(monkeypatch):
+    """On a runner with no scratch-KV stage (vLLM 0.26's V2 runner: the MoE tier model) the
+    first requests load what the prewarm never ran; the H200 boot that reserved only the
+    measured 64 MiB fell 21 MiB under the safety margin."""
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+        rank = 0
+
+    MiB = 2**20
+    small = SimpleNamespace(transient_peak_bytes=0, outside_torch_peak_bytes=0, retained_bytes=0)
+    worker = GpuWorker()
+    estimate = _gpu_run("estimate", 256 * MiB)
+    assert worker._headroom(estimate, small, served=False) == (
+        256 * MiB,
+        "plan (estimate): no serving pass ran before sizing",
+    )
+    assert worker._headroom(estimate, small, served=True) == (64 * MiB, "measured")
+    calibrated = _gpu_run("measured", 300 * MiB)
+    assert worker._headroom(calibrated, small, served=True)[0] == 300 * MiB
+
+
+def test_what_vllm_allocates_beside_the_kv_cache_is_counted():
+    from launcher.runtime.budget import beside_kv
+
+    config = SimpleNamespace(
+        kv_cache_tensors=[SimpleNamespace(size=1000), SimpleNamespace(size=24)]
+    )
+    assert beside_kv(1024 + 78, config) == 78
+    assert beside_kv(1000, config) == 0  # a reading under the KV's own size is no allocation
+    assert beside_kv(5000, SimpleNamespace()) == 0  # no tensors named: nothing to tell

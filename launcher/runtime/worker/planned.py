@@ -20,7 +20,7 @@ from launcher.plan import census
 from launcher.plan.calibration import save_record, stack_versions
 from launcher.runfile import Activation, KvActual, RankRecord
 from launcher.runtime import jit_watch
-from launcher.runtime.budget import BudgetError, BudgetInputs, kv_budget
+from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_budget
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load, run_after_forward
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.units import format_size
@@ -52,7 +52,8 @@ class PlannedMixin:
         with self._activation_probe():
             vllm_available = super().determine_available_memory()
         after = self._device_snapshot()
-        headroom, headroom_source = self._headroom(run, measurement)
+        served = any(r.scratch for r in results)
+        headroom, headroom_source = self._headroom(run, measurement, served)
         self._after_profile = after
         pinned = run.component(rank, "kv_cache") if run.pinned else None
         inputs = BudgetInputs(
@@ -98,9 +99,13 @@ class PlannedMixin:
         return budget.bytes
 
     def initialize_from_config(self, kv_cache_config: Any) -> None:
+        before = self._device_snapshot() if self._run is not None else None
         super().initialize_from_config(kv_cache_config)
         if self._run is None:
             return
+        after = self._device_snapshot()
+        if before and after:
+            self._beside_kv = beside_kv(before["free"] - after["free"], kv_cache_config)
         blocks = int(getattr(kv_cache_config, "num_blocks", 0))
         kv = self._run.kv
         tokens = blocks * kv["block_tokens"] * kv.get("dcp", 1)
@@ -120,7 +125,14 @@ class PlannedMixin:
         after = self._device_snapshot()
         margin = self._run.profile.memory.safety_margin
         if before and after:
-            self._record.measured["cudagraph_pool"] = max(0, before["free"] - after["free"])
+            warmup = max(0, before["free"] - after["free"])
+            beside = getattr(self, "_beside_kv", 0)
+            self._record.measured["cudagraph_pool"] = warmup + beside
+            if beside:
+                self._record.measured_why["cudagraph_pool"] = (
+                    f"graphs and warmup {format_size(warmup)} + {format_size(beside)} vLLM "
+                    "allocated beside the KV cache when it built it"
+                )
             self._record.free_after_warmup = after["free"]
             self._net_activation()
             if after["free"] < margin:
@@ -195,21 +207,29 @@ class PlannedMixin:
         )
         return results, measurement
 
-    def _headroom(self, run: RunPlan, measurement: Any) -> tuple[int, str]:
+    def _headroom(self, run: RunPlan, measurement: Any, served: bool) -> tuple[int, str]:
+        """The JIT headroom to keep free: this boot's prewarm measurement, unless the plan
+        holds more. ``served``: the prewarm ran the serving path on a scratch KV cache."""
         configured = run.profile.memory.jit_headroom
         if configured != "measure":
             return int(configured), "profile"
         comp = run.rank(self.rank)["components"]["jit_headroom"]
-        if measurement is not None:
-            from launcher.gpu.measure import jit_headroom
+        if measurement is None:
+            return int(comp["bytes"]), f"plan ({comp['source']})"
+        from launcher.gpu.measure import jit_headroom
 
-            fresh = jit_headroom(measurement)
-            if comp["source"] == "measured" and int(comp["bytes"]) > fresh:
-                # An earlier boot needed more (a cold cache, the census's late compiles):
-                # keep the larger, as the plan does.
-                return int(comp["bytes"]), "measured (calibrated plan)"
-            return fresh, "measured"
-        return int(comp["bytes"]), f"plan ({comp['source']})"
+        fresh = jit_headroom(measurement)
+        planned = int(comp["bytes"])
+        if comp["source"] == "measured" and planned > fresh:
+            # An earlier boot needed more (a cold cache, the census's late compiles):
+            # keep the larger, as the plan does.
+            return planned, "measured (calibrated plan)"
+        if not served and comp["source"] == "estimate" and planned > fresh:
+            # Without a serving pass before sizing, what the first requests load (kernels
+            # vLLM's profile run skips, the sampler's top-k/top-p) is not in the measurement:
+            # the estimate stays (the H200's MoE boot fell 21 MiB under the margin without).
+            return planned, "plan (estimate): no serving pass ran before sizing"
+        return fresh, "measured"
 
     def _measured(
         self,
