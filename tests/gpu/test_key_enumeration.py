@@ -49,3 +49,35 @@ def test_every_enumerated_key_is_found_compiled_by_a_later_launch(cuda_device):
     finally:
         watch.uninstall()
     assert late == [], [event.describe() for event in late]
+
+
+def test_a_compile_only_launch_runs_nothing_and_leaves_its_key_loaded(cuda_device):
+    """The MoE bucket pass's mode: launches inside compile their keys in threads and return
+    without running; afterwards each key is compiled and loaded, and a real launch of it
+    compiles nothing."""
+    import torch
+
+    from launcher.runtime.prewarm.parallel_compile import compile_only
+    from tests.gpu.keys_kernel import masked_rows
+
+    dev = f"cuda:{cuda_device}"
+    out = torch.zeros(64 * 4096, device=dev)
+    starts = torch.arange(0, 64, dtype=torch.int32, device=dev)
+    with compile_only([masked_rows]):
+        for tokens in (3, 32):
+            masked_rows[(4,)](out, starts[1:], tokens, 1, 4, HEADS=4)
+    torch.cuda.synchronize()
+    assert int((out != 0).sum()) == 0, "a compile-only launch ran"
+    assert "run" not in vars(masked_rows)
+    ((cache, *_),) = masked_rows.device_caches.values()
+    compiled = [k for k in cache.values() if not hasattr(k, "result")]
+    assert len(compiled) >= 2 and all(k.module is not None for k in compiled)
+    late: list = []
+    watch = jit_watch.JitWatch()
+    watch.arm(late.append)
+    try:
+        masked_rows[(4,)](out, starts[1:], 3, 1, 4, HEADS=4)
+        torch.cuda.synchronize()
+    finally:
+        watch.uninstall()
+    assert late == [] and int((out != 0).sum()) > 0

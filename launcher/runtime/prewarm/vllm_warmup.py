@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, run_after_forward
+from launcher.runtime.prewarm.parallel_compile import compile_only
 
 Thunk = Callable[[], Any]
 
@@ -245,6 +246,23 @@ def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[i
 
 
 MOE_CONFIG = "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config"
+MOE_KERNELS = "vllm.model_executor.layers.fused_moe.fused_moe"
+"""Where vLLM's fused-MoE Triton kernels live (``fused_moe_kernel``, ``..._gptq_awq``)."""
+
+
+def moe_kernels() -> list[Any]:
+    """vLLM's fused-MoE ``@triton.jit`` kernels, where this vLLM has them."""
+    try:
+        module = importlib.import_module(MOE_KERNELS)
+    except Exception:  # another layout: the bucket pass launches as serving would
+        return []
+    return [
+        fn
+        for name, fn in vars(module).items()
+        if name.startswith("fused_moe_kernel") and hasattr(fn, "device_caches")
+    ]
+
+
 WEIGHTS = ("w13_weight", "w2_weight")
 
 
@@ -321,6 +339,12 @@ def _moe_buckets(ctx: PrewarmContext):
         from vllm.forward_context import set_forward_context
 
         dtype = config.model_config.dtype
+        # Compile-only launches of the fused-MoE kernels, in threads: 28 keys took 23 s one by
+        # one on the H200 (GLM tier), the largest part of boot 1 after the serving waves.
+        with compile_only(moe_kernels()):
+            run_blocks(torch, set_forward_context, dtype)
+
+    def run_blocks(torch: Any, set_forward_context: Any, dtype: Any) -> None:
         for block, layer, weights in blocks:
             device = weights.w13_weight.device
             hidden = int(getattr(weights, "hidden_size", 0) or weights.w2_weight.shape[1])
