@@ -6,16 +6,14 @@ planned one wins (vLLM's parser keeps the last), a worker class that is not the 
 does not keep the budget, a prewarm provider that does not exist fails in the workers after
 the weights load. Each check returns ``(key, message)`` pairs, the message ending with the
 fix; ``rules.py`` registers them. Nothing here imports the launch or runtime stages: the
-prewarm registry's names are read from its source text.
+prewarm providers' names come from ``prewarm_providers``, in this room.
 """
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
-from functools import lru_cache
-from pathlib import Path
 
+from launcher.profile import prewarm_providers
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_flags import PLANNED_FLAGS, PLANNED_WORKERS
 from launcher.secrets import SECRET_FLAGS
@@ -23,9 +21,6 @@ from launcher.units import GiB
 
 DCP_COMM_BACKENDS = ("ag_rs", "a2a")
 """vLLM's ``--dcp-comm-backend`` choices: all-gather + reduce-scatter, or all-to-all."""
-
-PREWARM_REGISTRY = Path(__file__).resolve().parent.parent / "runtime" / "prewarm" / "__init__.py"
-PREWARM_ENTRY_POINTS = "b12x_launch.prewarm"
 
 
 def _flag_name(arg: str) -> str:
@@ -106,40 +101,14 @@ def ports_distinct(p: Profile) -> Iterator[tuple[str, str]]:
         )
 
 
-@lru_cache(maxsize=1)
-def builtin_providers() -> tuple[str, ...]:
-    """The registry's built-in names, read from ``BUILTIN`` in its source (importing the
-    registry would be the runtime stage's business, not the profile's)."""
-    try:
-        tree = ast.parse(PREWARM_REGISTRY.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return ()
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        value = getattr(node, "value", None)
-        if isinstance(target, ast.Name) and target.id == "BUILTIN" and isinstance(value, ast.Dict):
-            return tuple(k.value for k in value.keys if isinstance(k, ast.Constant))
-    return ()
-
-
-def _entry_point_providers() -> tuple[str, ...]:
-    from importlib import metadata  # only when a name is not built in
-
-    return tuple(ep.name for ep in metadata.entry_points(group=PREWARM_ENTRY_POINTS))
-
-
 def prewarm_providers_known(p: Profile) -> Iterator[tuple[str, str]]:
-    builtin = builtin_providers()
-    if not builtin:
-        return
+    builtin = prewarm_providers.BUILTIN
     unknown = [
         (i, n) for i, n in enumerate(p.prewarm.providers) if ":" not in n and n not in builtin
     ]
     if not unknown:
         return
-    known = (*builtin, *(n for n in _entry_point_providers() if n not in builtin))
+    known = tuple(prewarm_providers.available())  # the entry points, only for a name not built in
     import difflib  # only for a name that is wrong
 
     for i, name in unknown:

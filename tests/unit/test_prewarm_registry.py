@@ -2,9 +2,10 @@
 
 import pytest
 
-from launcher.deployment import resolve
+from launcher.deployment import PREWARM_ALWAYS, resolve
 from launcher.plan.model import load_facts
-from launcher.profile import load_profile
+from launcher.profile import load_profile, prewarm_providers, settings_checks
+from launcher.profile.schema import Prewarm, Profile
 from launcher.runtime import prewarm
 from launcher.runtime.prewarm import PrewarmContext, UnknownProvider
 from tests.conftest import PROFILES
@@ -15,10 +16,22 @@ def ctx_for(profile: str, rank: int = 0) -> PrewarmContext:
     return PrewarmContext(resolve(p), load_facts(p.model.path, p.model.architecture), rank)
 
 
-def test_builtins_are_registered_and_load_without_torch():
-    assert {"b12x", "vllm", "triton"} <= set(prewarm.available())
-    for name in ("b12x", "vllm", "triton"):
-        assert prewarm.load(name).name == name
+def with_providers(*names: str) -> Profile:
+    """GLM-5.2's profile listing ``names``, unchecked (the check is what is tested)."""
+    p = load_profile(PROFILES / "glm52.yaml").profile
+    return p.model_copy(update={"prewarm": p.prewarm.model_copy(update={"providers": list(names)})})
+
+
+def test_every_name_the_profile_accepts_loads_that_provider():
+    """One table for both rooms: each name the settings check lets through is one ``load``
+    instantiates, as the class the table names, and the defaults are among them."""
+    names = prewarm_providers.available()
+    assert {*Prewarm().providers, *PREWARM_ALWAYS} <= set(names)
+    assert list(settings_checks.prewarm_providers_known(with_providers(*names))) == []
+    for name, target in names.items():
+        provider = prewarm.load(name)
+        assert provider.name == name
+        assert f"{type(provider).__module__}:{type(provider).__qualname__}" == target
 
 
 def test_a_provider_can_be_named_by_module_and_class():
@@ -26,9 +39,19 @@ def test_a_provider_can_be_named_by_module_and_class():
     assert provider.name == "failing"
 
 
-def test_an_unknown_provider_lists_the_known_ones():
-    with pytest.raises(UnknownProvider, match="known: b12x, vllm, triton"):
+def test_an_unknown_name_is_refused_by_the_check_and_the_loader_alike():
+    known = ", ".join(prewarm_providers.available())
+    refused = settings_checks.prewarm_providers_known(with_providers("b12x", "cutlass-magic"))
+    assert list(refused) == [
+        (
+            "prewarm.providers.1",
+            "unknown prewarm provider 'cutlass-magic' (the workers would fail on it after the "
+            f"weights load); known: {known}, or a package.module:Class",
+        )
+    ]
+    with pytest.raises(UnknownProvider) as loading:
         prewarm.load("cutlass-magic")
+    assert str(loading.value) == f"unknown prewarm provider 'cutlass-magic'; known: {known}"
 
 
 def test_triton_specializations_follow_dcp_and_rank():

@@ -9,7 +9,6 @@ from click.testing import CliRunner
 from launcher.cli import cli
 from launcher.profile import settings_checks
 from launcher.profile.vllm_flags import FLAG_KEYS
-from launcher.runtime import prewarm
 from tests.conftest import PROFILES
 
 GLM = str(PROFILES / "glm52.yaml")
@@ -22,10 +21,6 @@ def run(*args):
 def test_every_flag_the_planner_writes_is_protected():
     assert set(FLAG_KEYS) <= settings_checks.PLANNED_FLAGS
     assert "--gpu-memory-utilization" in settings_checks.PLANNED_FLAGS
-
-
-def test_the_provider_names_are_the_registrys():
-    assert settings_checks.builtin_providers() == tuple(prewarm.BUILTIN)
 
 
 def test_force_lets_a_planned_flag_through_and_it_runs_last():

@@ -1,7 +1,7 @@
 """Prewarm providers: compile and run every kernel specialization before sizing.
 
-A provider is registered by name here, or by a third party through the entry-point
-group ``b12x_launch.prewarm`` (``name = "pkg.module:ProviderClass"``). Providers are
+A provider is registered by name in ``launcher.profile.prewarm_providers`` (the built-ins,
+or a third party's entry point), or named as ``package.module:Class``. Providers are
 imported lazily: the dry run lists them without importing torch, vLLM or b12x.
 """
 
@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, Protocol
+
+from launcher.profile.prewarm_providers import available
 
 if TYPE_CHECKING:
     from launcher.deployment import Deployment
     from launcher.plan.model import ModelFacts
     from launcher.profile.schema import Profile
-
-ENTRY_POINT_GROUP = "b12x_launch.prewarm"
-
-BUILTIN: dict[str, str] = {
-    "b12x": "launcher.runtime.prewarm.b12x:B12xProvider",
-    "vllm": "launcher.runtime.prewarm.vllm_warmup:VllmWarmupProvider",
-    "triton": "launcher.runtime.prewarm.triton_kernels:TritonProvider",
-    "census": "launcher.runtime.prewarm.census:CensusProvider",
-    "keys": "launcher.runtime.prewarm.keys:KeysProvider",
-}
 
 
 @dataclass
@@ -101,14 +92,6 @@ class Provider(Protocol):
 
 class UnknownProvider(LookupError):
     pass
-
-
-def available() -> dict[str, str]:
-    """Provider name -> ``module:Class``, built-ins first, then entry points."""
-    out = dict(BUILTIN)
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        out.setdefault(ep.name, ep.value)
-    return out
 
 
 def load(name: str) -> Provider:
