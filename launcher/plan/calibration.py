@@ -65,16 +65,7 @@ def _warn(message: str) -> None:
     print(f"b12x-launch: warning: {message}", file=sys.stderr)
 
 
-def read_record(path: Path, warn: Callable[[str], None] = _warn) -> dict[str, Any] | None:
-    """A measurement record's JSON, or None (with a warning) if it is corrupt or foreign."""
-    try:
-        return runfile.check_record(path, runfile.read_json(path, "measurement record"))
-    except RunFileError as exc:
-        warn(f"ignoring {exc}")
-        return None
-
-
-def _typed(path: Path, warn: Callable[[str], None]) -> RankRecord | None:
+def read_record(path: Path, warn: Callable[[str], None] = _warn) -> RankRecord | None:
     """The record at ``path``, typed, or None (with a warning) if it is corrupt or foreign."""
     try:
         return runfile.read_record(path)
@@ -102,7 +93,7 @@ def load_measured(
     stack = machine_stack(versions, driver)
     out: dict[int, Measured] = {}
     for path in sorted(folder.glob("rank*.json")):
-        record = _typed(path, warn)
+        record = read_record(path, warn)
         if record is None:
             continue
         env = record.environment
@@ -124,7 +115,7 @@ def last_enumeration(
 ) -> tuple[dict, ...]:
     """The key enumeration the newest record of ``rank`` holds (``prewarm --list``)."""
     path = store_dir(profile, fingerprint) / f"rank{rank}.json"
-    record = _typed(path, warn) if path.is_file() else None
+    record = read_record(path, warn) if path.is_file() else None
     if record is None:
         return ()
     found = [r.get("enumeration") or [] for r in record.prewarm if isinstance(r, dict)]

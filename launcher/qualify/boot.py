@@ -18,6 +18,7 @@ from launcher.qualify.progress import Progress
 from launcher.qualify.sampler import FreeMemorySampler, late_compiles, nvml_readers, rank_records
 from launcher.qualify.server import ServerProcess
 from launcher.qualify.workload import Workload
+from launcher.runfile import PLAN_FILE, RankRecord, read_run_file
 
 
 @dataclass
@@ -27,12 +28,16 @@ class Boot:
     planned: Planned
     run_dir: Path
     result: WorkloadResult
-    records: dict[int, dict[str, Any]]
+    records: dict[int, RankRecord]
     low_water: dict[int, int]
     sampled: bool
     samples: int
     exit_code: int | None
     seconds: dict[str, float] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+    """A message naming each measurement record that could not be read."""
+    driver: str | None = None
+    """The GPU driver the launcher read on the cards, from the boot's run file."""
 
     @property
     def late(self) -> list[dict[str, Any]]:
@@ -40,7 +45,7 @@ class Boot:
 
     @property
     def blocks(self) -> dict[int, int]:
-        return {r: int(d.get("kv", {}).get("blocks", 0)) for r, d in self.records.items()}
+        return {r: rec.kv.blocks if rec.kv else 0 for r, rec in self.records.items()}
 
     def survived(self) -> bool:
         return not self.result.failed and not self.result.timed_out
@@ -78,6 +83,9 @@ def boot(
         )
     progress.phase(f"{label}: booting")
     prepared = prepare(planned, force=force, run_dir=str(run_dir))
+    # The driver nvidia-smi reported to prepare, as its run file hands it to the workers:
+    # the qualified record carries the same value, without asking the GPUs again.
+    driver = read_run_file(prepared.run_dir / PLAN_FILE).driver
     ranks = len(prepared.planned.plan.ranks)
     readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks, prepared.env)
     if profile.hardware.gpu != "cpu" and readers is None:
@@ -95,8 +103,8 @@ def boot(
     def arm_when_kv_exists() -> None:
         if sampler.armed:
             return
-        records = rank_records(run_dir)
-        if len(records) >= ranks and all("kv" in d for d in records.values()):
+        records = rank_records(run_dir)  # a bad one is reported from the final read
+        if len(records) >= ranks and all(r.kv is not None for r in records.values()):
             sampler.arm()
 
     def ticker() -> None:
@@ -141,16 +149,19 @@ def boot(
             f"free-memory sampling stopped during the run ({sampler.error}); the low-water "
             "mark is incomplete: check the GPUs (nvidia-smi) and qualify again"
         )
+    unreadable: list[str] = []
     return Boot(
         planned=prepared.planned,
         run_dir=run_dir,
         result=result,
-        records=rank_records(run_dir),
+        records=rank_records(run_dir, unreadable.append),
         low_water=dict(sampler.low_water),
         sampled=sampler.available,
         samples=sampler.samples,
         exit_code=code,
         seconds=times,
+        unreadable=unreadable,
+        driver=driver,
     )
 
 

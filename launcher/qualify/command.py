@@ -86,6 +86,10 @@ def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
     kv_plan = b.planned.plan.kv
     layout = kv_plan.layout
     ranks = len(b.planned.plan.ranks)
+    if b.unreadable:
+        raise QualifyFailed(
+            f"{'; '.join(b.unreadable)}: qualify sizes the KV cache from every rank's record"
+        )
     if len(b.blocks) < ranks or not all(b.blocks.values()):
         raise QualifyFailed(
             f"{ranks} rank(s) should have written a measurement record with their KV cache "
@@ -105,7 +109,7 @@ def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
     return {
         "when": datetime.datetime.now().isoformat(timespec="seconds"),
         "profile": b.planned.loaded.profile.name,
-        "environment": _environment(b.planned.loaded.profile.hardware.gpu),
+        "environment": _environment(b),
         "kv": {
             "blocks": ceiling.blocks,
             "tokens": ceiling.tokens,
@@ -166,7 +170,7 @@ def _verify(
             "withdrawn from the calibration store"
         ) from None
     got = set(second.blocks.values())
-    passed = second.survived() and got == {record["kv"]["blocks"]}
+    passed = second.survived() and not second.unreadable and got == {record["kv"]["blocks"]}
     record = {**record, "boots": 2}
     record["verify"] = {
         "passed": passed,
@@ -179,7 +183,11 @@ def _verify(
     if not passed:
         _withdraw(loaded, planned.fingerprint)
         atomic.write_json(root / NAME, {"schema": SCHEMA, **record})
-        why = _failures(second.result) if not second.survived() else f"KV blocks {sorted(got)}"
+        why = (
+            _failures(second.result)
+            if not second.survived()
+            else "; ".join(second.unreadable) or f"KV blocks {sorted(got)}"
+        )
         raise QualifyFailed(
             f"the verify boot at the qualified size failed ({why}); the qualified size is "
             f"withdrawn from the calibration store. See {second.run_dir / 'vllm.log'}"
@@ -210,17 +218,12 @@ def _failures(result: WorkloadResult) -> str:
     return f"{len(failed)} of {len(result.outcomes)} requests failed; first: {first[:300]}"
 
 
-def _environment(gpu_kind: str) -> dict[str, Any]:
-    env: dict[str, Any] = {"gpu_kind": gpu_kind, **stack_versions()}
-    if gpu_kind != "cpu":
-        from launcher.launch.hardware import NoGpuInfo, query_gpus
-
-        try:
-            gpus = query_gpus()
-        except NoGpuInfo:
-            gpus = []
-        if gpus and gpus[0].driver:
-            env["driver"] = gpus[0].driver
+def _environment(b: Boot) -> dict[str, Any]:
+    # No fallback query for a run file without a driver: a CPU run has none, and on GPUs
+    # it is what nvidia-smi reported a moment before the boot (asking again tells no more).
+    env: dict[str, Any] = {"gpu_kind": b.planned.loaded.profile.hardware.gpu, **stack_versions()}
+    if b.driver:
+        env["driver"] = b.driver
     return env
 
 

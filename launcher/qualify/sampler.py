@@ -10,14 +10,14 @@ its size.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from launcher.gpu.measure import Sampler
+from launcher.runfile import RankRecord, RunFileError, read_record
 
 Reader = Any
 """A callable returning free bytes of one device."""
@@ -102,24 +102,28 @@ class FreeMemorySampler(Sampler):
             return min(self.low_water.values()) if self.low_water else None
 
 
-def rank_records(run_dir: Path) -> dict[int, dict[str, Any]]:
-    """The workers' measurement records in ``run_dir`` by rank (unreadable ones skipped: a
-    worker may be rewriting its record this instant; the next read gets it)."""
-    out: dict[int, dict[str, Any]] = {}
+def rank_records(
+    run_dir: Path, unreadable: Callable[[str], None] | None = None
+) -> dict[int, RankRecord]:
+    """The workers' measurement records in ``run_dir`` by rank. A record that cannot be read
+    is left out; ``unreadable``, when given, gets a message naming it (the workers write
+    their records whole, so a bad one stays bad)."""
+    out: dict[int, RankRecord] = {}
     for path in sorted(run_dir.glob("measure-rank*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            record = read_record(path)
+        except RunFileError as exc:
+            if unreadable is not None:
+                unreadable(str(exc))
             continue
-        if isinstance(data, dict) and isinstance(data.get("rank"), int):
-            out[data["rank"]] = data
+        out[record.rank] = record
     return out
 
 
-def late_compiles(records: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def late_compiles(records: dict[int, RankRecord]) -> list[dict[str, Any]]:
     """Every compile after sizing the workers recorded, as ``{"rank", "what"}``."""
     return [
         {"rank": rank, "what": str(what)}
-        for rank, data in sorted(records.items())
-        for what in data.get("late_compiles", []) or []
+        for rank, record in sorted(records.items())
+        for what in record.late_compiles
     ]

@@ -21,6 +21,7 @@ from launcher.report.render import kv_source
 
 if TYPE_CHECKING:
     from launcher.report.sweep import Sweep
+    from launcher.runfile import RankRecord
 
 FORMATS = (".svg", ".png")
 GiB = 2**30
@@ -86,7 +87,7 @@ def plan_bars(plan: MemoryPlan) -> list[Bar]:
     ]
 
 
-def run_bars(plan: dict[str, Any], records: list[dict[str, Any]]) -> list[Bar]:
+def run_bars(plan: dict[str, Any], records: list[RankRecord]) -> list[Bar]:
     """Per measured rank, its planned bar and its measured bar side by side.
 
     A component the worker did not measure (weights, margins) keeps the plan's figure and
@@ -95,24 +96,21 @@ def run_bars(plan: dict[str, Any], records: list[dict[str, Any]]) -> list[Bar]:
     bars = []
     ranks = {r["rank"]: r for r in plan["ranks"]}
     for record in records:
-        planned = ranks.get(record["rank"], plan["ranks"][0])
+        planned = ranks.get(record.rank, plan["ranks"][0])
         comps = planned["components"]
         names = [n for n in (*ORDER, "kv_cache") if n in comps]
         plan_segments = tuple(Segment(n, comps[n]["bytes"], comps[n]["source"]) for n in names)
-        measured = record.get("measured", {})
         got = []
         for n in names:
             if n == "kv_cache":
-                budget = (record.get("budget") or {}).get("bytes")
-                if budget is not None:
-                    got.append(Segment(n, budget, "measured"))
-            elif n in measured:
-                got.append(Segment(n, measured[n], "measured"))
+                got.append(Segment(n, record.budget.bytes, "measured"))
+            elif n in record.measured:
+                got.append(Segment(n, record.measured[n], "measured"))
             else:
                 got.append(Segment(n, comps[n]["bytes"], comps[n]["source"]))
         total = planned["total_bytes"]
-        bars.append(Bar(f"rank {record['rank']}\nplan", total, plan_segments))
-        bars.append(Bar(f"rank {record['rank']}\nmeasured", total, tuple(got)))
+        bars.append(Bar(f"rank {record.rank}\nplan", total, plan_segments))
+        bars.append(Bar(f"rank {record.rank}\nmeasured", total, tuple(got)))
     return bars
 
 
@@ -127,7 +125,7 @@ def plot_plan(plan: MemoryPlan, path: str, fingerprint: str = "") -> Path:
     return _cards(plan_bars(plan), f"{title}\n{subtitle}", path)
 
 
-def plot_run(plan: dict[str, Any], records: list[dict[str, Any]], name: str, path: str) -> Path:
+def plot_run(plan: dict[str, Any], records: list[RankRecord], name: str, path: str) -> Path:
     if not records:
         bars = [
             Bar(

@@ -12,11 +12,13 @@ from launcher.plan import census
 from launcher.plan.calibration import read_record
 from launcher.plan.planner import ORDER
 from launcher.report.vllm_log import parse_kv_lines
+from launcher.runfile import RankRecord
 from launcher.units import in_unit, table_unit
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
-    """The run's plan, its ranks' records (sorted by rank) and warnings."""
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]]:
+    """The run's plan, its ranks' records (sorted by rank) and warnings (one per record that
+    cannot be read, naming it: the report shows the others)."""
     plan_file = run_dir / "plan.json"
     try:
         plan = json.loads(plan_file.read_text())
@@ -32,7 +34,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[
         for p in sorted(run_dir.glob("measure-rank*.json"))
         if (r := read_record(p, warnings.append)) is not None
     ]
-    return plan, sorted(records, key=lambda r: r["rank"]), warnings
+    return plan, sorted(records, key=lambda r: r.rank), warnings
 
 
 def render_run(run_dir: Path, log_file: Path | None = None) -> str:
@@ -53,33 +55,27 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
     table.add_column(f"PLAN ({unit})", justify="right")
     table.add_column("SOURCE")
     for r in records:
-        table.add_column(f"RANK {r['rank']} ({unit})", justify="right")
+        table.add_column(f"RANK {r.rank} ({unit})", justify="right")
     planned = plan["ranks"][0]["components"]
     for name in (*ORDER, "kv_cache"):
         if name not in planned:
             continue
         cells = []
         for r in records:
-            value = (
-                (r.get("budget") or {}).get("bytes")
-                if name == "kv_cache"
-                else r.get("measured", {}).get(name)
-            )
+            value = r.budget.bytes if name == "kv_cache" else r.measured.get(name)
             cells.append(in_unit(value, unit) if value is not None else "-")
         table.add_row(name, in_unit(planned[name]["bytes"], unit), planned[name]["source"], *cells)
     console.print(table)
     kv = plan["kv"]
     for r in records:
-        got = r.get("kv")
-        line = f"rank {r['rank']}: "
-        if got:
-            line += f"KV {got['tokens']:,} tokens (plan {kv['tokens']:,})"
+        line = f"rank {r.rank}: "
+        if r.kv is not None:
+            line += f"KV {r.kv.tokens:,} tokens (plan {kv['tokens']:,})"
         else:
             line += "KV cache not allocated yet (the run stopped before, or is still starting)"
-        late = r.get("late_compiles") or []
-        line += f"; {len(late)} late compile(s)"
+        line += f"; {len(r.late_compiles)} late compile(s)"
         console.print(line)
-        for entry in late:  # each late kernel, and what the next boot does about it
+        for entry in r.late_compiles:  # each late kernel, and what the next boot does about it
             text = census.describe(entry) if isinstance(entry, dict) else f"{entry} (recorded)"
             console.print(f"  late: {text}")
     if not records:

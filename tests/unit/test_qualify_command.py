@@ -3,12 +3,15 @@
 import pytest
 
 from launcher import pipeline
+from launcher.errors import EXIT_USER_ERROR
 from launcher.qualify.boot import Boot
 from launcher.qualify.client import Outcome, WorkloadResult
 from launcher.qualify.command import QualifyFailed, _record
+from launcher.qualify.sampler import rank_records
 from launcher.qualify.workload import worst_case
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL
+from tests.unit.test_qualify_sampler import write_record
 
 
 @pytest.fixture
@@ -17,10 +20,17 @@ def planned(write, tmp_path):
     return pipeline.make_plan(loaded, use_qualified=False)
 
 
-def evidence(planned, tmp_path, blocks, low_water, sampled=True):
+def evidence(planned, tmp_path, blocks, low_water, sampled=True, driver=None):
+    """A boot whose workers wrote their records (``blocks`` per rank) into ``tmp_path``,
+    read back as ``boot`` reads them."""
     result = WorkloadResult([Outcome(i, True, 1.0, 8) for i in range(4)], seconds=4.0)
-    records = {r: {"rank": r, "kv": {"blocks": b}, "late_compiles": []} for r, b in blocks.items()}
-    return Boot(planned, tmp_path, result, records, low_water, sampled, 100, 0)
+    for r, b in blocks.items():
+        write_record(tmp_path, r, kv={"blocks": b, "tokens": 0, "planned_tokens": 0})
+    unreadable = []
+    records = rank_records(tmp_path, unreadable.append)
+    return Boot(
+        planned, tmp_path, result, records, low_water, sampled, 100, 0, {}, unreadable, driver
+    )
 
 
 def test_sampled_low_water_sets_the_size_and_the_tightest_rank_bounds_it(planned, tmp_path):
@@ -62,3 +72,26 @@ def test_too_little_room_for_one_request_is_an_error(planned, tmp_path):
     b = evidence(planned, tmp_path, {r: n for r in range(4)}, low)
     with pytest.raises(QualifyFailed, match="fewer than one max_model_len request"):
         _record(b, worst_case(planned.loaded.profile), margin)
+
+
+def test_a_malformed_record_is_an_error_naming_it(planned, tmp_path):
+    n = planned.plan.kv.blocks_per_rank
+    (tmp_path / "measure-rank3.json").write_text('{"schema": "b12x-launch/measurement/1"}')
+    b = evidence(planned, tmp_path, {0: n, 1: n, 2: n}, {}, sampled=False)
+    with pytest.raises(QualifyFailed) as err:
+        _record(b, worst_case(planned.loaded.profile), 512 * MiB)
+    assert str(err.value).startswith(f"{tmp_path / 'measure-rank3.json'}: malformed measured")
+    assert err.value.exit_code == EXIT_USER_ERROR  # as for a missing record
+
+
+def test_the_record_carries_the_driver_of_the_run_file(planned, tmp_path, monkeypatch):
+    from launcher.launch import hardware
+
+    def no_query():
+        raise AssertionError("qualify asked the GPUs for the driver again")
+
+    monkeypatch.setattr(hardware, "query_gpus", no_query)
+    n = planned.plan.kv.blocks_per_rank
+    b = evidence(planned, tmp_path, {r: n for r in range(4)}, {}, sampled=False, driver="580.1")
+    rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
+    assert rec["environment"]["driver"] == "580.1"

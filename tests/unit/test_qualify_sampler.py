@@ -1,11 +1,12 @@
 """The free-memory sampler, the late-compile census and the progress lines."""
 
 import io
-import json
 import time
 
+from launcher import runfile
 from launcher.qualify.progress import Progress
 from launcher.qualify.sampler import FreeMemorySampler, late_compiles, rank_records
+from launcher.runfile import RankRecord
 from launcher.units import GiB
 
 
@@ -44,18 +45,26 @@ def test_the_background_thread_samples_on_its_own():
     assert s.samples >= 20 and s.low_water == {0: 42}
 
 
+def write_record(run_dir, rank, **fields):
+    """A worker's record of ``rank`` in ``run_dir``, as the worker writes it."""
+    kv = {"blocks": 9, "tokens": 9 * 256, "planned_tokens": 9 * 256}
+    record = RankRecord.from_dict({"rank": rank, "measured": {}, "kv": kv, **fields})
+    runfile.write_record(record.to_dict(), [run_dir / runfile.record_name(rank)])
+
+
 def test_late_compiles_are_read_from_the_workers_records(tmp_path):
     for rank, late in ((0, []), (1, ["triton _fwd_kernel (M=3)", "b12x decode rows=5"])):
-        (tmp_path / f"measure-rank{rank}.json").write_text(
-            json.dumps({"rank": rank, "late_compiles": late, "kv": {"blocks": 9}})
-        )
+        write_record(tmp_path, rank, late_compiles=late)
     (tmp_path / "measure-rank2.json").write_text("{half-written")
-    records = rank_records(tmp_path)
-    assert sorted(records) == [0, 1]
+    unreadable = []
+    records = rank_records(tmp_path, unreadable.append)
+    assert sorted(records) == [0, 1] and records[1].kv.blocks == 9
     assert late_compiles(records) == [
         {"rank": 1, "what": "triton _fwd_kernel (M=3)"},
         {"rank": 1, "what": "b12x decode rows=5"},
     ]
+    [message] = unreadable  # named, for qualify to say
+    assert message.startswith(f"unreadable measurement record {tmp_path / 'measure-rank2.json'}")
 
 
 def test_plain_progress_lines_off_a_terminal():

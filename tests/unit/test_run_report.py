@@ -2,12 +2,14 @@
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
 from launcher.plan import census
 from launcher.plan.calibration import save_record
 from launcher.profile import load_profile
+from launcher.runfile import RECORD_SCHEMA
 from tests.conftest import MINIMAL
 
 
@@ -27,7 +29,11 @@ def make_run(tmp_path, write):
                 "when": "2026-11-30",
                 "measured": {"jit_headroom": 123 * 2**20},
                 "budget": {"bytes": kv},
-                "kv": {"tokens": plan["kv"]["tokens"]},
+                "kv": {
+                    "blocks": plan["kv"]["blocks_per_rank"],
+                    "tokens": plan["kv"]["tokens"],
+                    "planned_tokens": plan["kv"]["tokens"],
+                },
                 "late_compiles": ["triton _dcp_gather[DCP=4]"] if rank == 2 else [],
             },
             run,
@@ -56,12 +62,26 @@ def test_report_on_a_directory_that_is_not_a_run(tmp_path):
     assert "Traceback" not in out.output
 
 
-def test_report_skips_a_corrupt_record_with_a_warning(tmp_path, write):
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("{oops", "unreadable measurement record {path}"),
+        (
+            json.dumps({"schema": RECORD_SCHEMA, "rank": 1, "measured": {"weights": -1}}),
+            "{path}: malformed measured figures",
+        ),
+    ],
+    ids=["unreadable", "malformed"],
+)
+def test_report_skips_a_bad_record_with_a_warning_naming_it(tmp_path, write, text, says):
     run, _ = make_run(tmp_path, write)
-    (run / "measure-rank1.json").write_text("{oops")
-    out = CliRunner().invoke(cli, ["report", str(run)])
-    assert out.exit_code == 0 and "warning: ignoring unreadable" in out.output
-    assert "RANK 1 (GiB)" not in out.output
+    path = run / "measure-rank1.json"
+    path.write_text(text)
+    for args in ([], ["--plot", str(tmp_path / "run.svg")]):
+        out = CliRunner().invoke(cli, ["report", str(run), *args])
+        assert out.exit_code == 0, out.output
+        assert f"warning: ignoring {says.format(path=path)}" in " ".join(out.output.split())
+        assert "RANK 1 (GiB)" not in out.output and "Traceback" not in out.output
 
 
 def test_the_census_reaches_the_report_the_next_dry_run_and_the_prewarm_list(tmp_path, write):
