@@ -43,9 +43,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine, fallback
+# The lines' registry is imported where a launch is checked, not here: importing it loads
+# launcher.profile (pydantic, yaml), which tripled the entrypoint's start-up.
+if TYPE_CHECKING:
+    from launcher.profile.vllm_runtime import VllmLine
 
 MOUNT_ENV = "BLAUNCH_CACHE_MOUNT"
 BUILD_ID_ENV = "BLAUNCH_BUILD_ID"
@@ -86,22 +89,20 @@ DRY_FLAGS = ("--dry-run", "--json", "--print-command")
 NO_CACHE_COMMANDS = ("validate", "schema")
 """Subcommands that read no cache: passed through without touching /cache."""
 
+
 # The bases the image builds on (Dockerfile's VLLM_IMAGE; docs/operations.md, "Which base"):
 # each line's ``image`` in the lines' registry, named here for the Dockerfile's tests.
-UPSTREAM_IMAGE = fallback().image
-FORK_IMAGE = next(line.image for line in VLLM_LINES.values() if line.markers and line.image)
-"""The local-inference-lab vLLM fork (Gilded Gnosis) as its own compose examples publish it."""
+def upstream_image() -> str | None:
+    from launcher.profile.vllm_runtime import fallback
+
+    return fallback().image
 
 
-def only_in(line: VllmLine) -> dict[str, frozenset[str]]:
-    """What ``line`` has and the fallback (upstream) line lacks, by profile key: a profile
-    asking for it needs that line's image."""
-    base = fallback()
-    return {
-        "vllm.attention_backend": frozenset(line.sparse_mla_backends)
-        - frozenset(base.sparse_mla_backends),
-        "model.quantization": frozenset({"exl3"} if line.exl3 and not base.exl3 else ()),
-    }
+def fork_image() -> str:
+    """The local-inference-lab vLLM fork (Gilded Gnosis) as its own compose examples publish it."""
+    from launcher.profile.vllm_runtime import VLLM_LINES
+
+    return next(line.image for line in VLLM_LINES.values() if line.markers and line.image)
 
 
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -312,7 +313,7 @@ def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
     its marker files) or ``capabilities.read_installed`` (what a known backend's class can
     run): this asks whether a name the profile uses is registered at all, which holds for a
     vLLM of no known line too, and a plugin can change it; so it reads the registries. The
-    lines' registry then names the image that has what is missing (:func:`only_in`).
+    lines' registry then names the image that has what is missing (:func:`runtime_issues`).
     """
     import importlib.util
 
@@ -349,6 +350,8 @@ def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], VllmLine 
     """Each profile key the installed vLLM cannot serve, located; the first line with a base
     image that has every one of them (None: none has); whether a key the profile sets could
     not be checked."""
+    from launcher.profile.vllm_runtime import VLLM_LINES, fallback, lines_with
+
     p = loaded.profile
     wanted = [
         ("vllm.attention_backend", p.vllm.attention_backend, caps.attention_backends,
@@ -364,10 +367,13 @@ def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], VllmLine 
             continue
         missing.append((key, value))
         issues.append(str(loaded.issue(key, f"{what} {value!r} is not registered")))
+    # Only a value the fallback (upstream) lacks calls for a line's image: one that sets no
+    # line apart, every line is taken to have, so another base is no sure fix.
+    base, needs = fallback(), [lines_with(k, v) for k, v in missing]
     having = [
         line
         for line in VLLM_LINES.values()
-        if line.markers and line.image and all(v in only_in(line)[k] for k, v in missing)
+        if line.image and all(line in n and base not in n for n in needs)
     ]
     return issues, (having[0] if missing and having else None), unknown
 
@@ -381,7 +387,7 @@ def runtime_fix(line: VllmLine | None) -> str:
         )
     return (
         "build the image on a vLLM that has them (docker build --build-arg VLLM_IMAGE=...; "
-        f"the upstream base is {UPSTREAM_IMAGE}), or change those keys"
+        f"the upstream base is {upstream_image()}), or change those keys"
     )
 
 

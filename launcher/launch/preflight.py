@@ -19,12 +19,7 @@ from launcher.launch.planned import Planned
 from launcher.profile import capabilities
 from launcher.profile.capabilities import UPSTREAM_RELEASES
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import (
-    VLLM_LINES,
-    VllmLine,
-    lines_with_backend,
-    sparse_mla_backends,
-)
+from launcher.profile.vllm_runtime import VllmLine, lines_with
 from launcher.units import format_size
 
 # A fresh card shows a little memory in use before any process runs (driver reservations).
@@ -194,23 +189,23 @@ def runtime_issues(profile: Profile, installed: VllmLine, how: str) -> list[Issu
             )
         )
     backend = p.vllm.attention_backend
-    if backend in sparse_mla_backends() and backend not in installed.sparse_mla_backends:
-        having = [r.name for r in lines_with_backend(backend)]
+    having = lines_with("vllm.attention_backend", backend)
+    if installed not in having:
         issues.append(
             Issue(
                 f"{backend} is not a sparse-MLA backend of this vLLM: {seen}; set "
                 f"vllm.attention_backend to {' or '.join(installed.sparse_mla_backends)}, or "
-                f"install a vLLM of the line that has it ({', '.join(having)})",
+                f"install a vLLM of the line that has it ({', '.join(r.name for r in having)})",
                 key="vllm.attention_backend",
             )
         )
-    if p.model.quantization == "exl3" and not installed.exl3:
-        having = [r.name for r in VLLM_LINES.values() if r.exl3]
+    having = lines_with("model.quantization", p.model.quantization)
+    if installed not in having:
         issues.append(
             Issue(
                 f"exl3 checkpoints are not loaded by this vLLM: {seen}; install a vLLM of "
-                f"the fork lines that load them ({', '.join(having)}), or serve a checkpoint "
-                "in another quantization",
+                f"the fork lines that load them ({', '.join(r.name for r in having)}), or "
+                "serve a checkpoint in another quantization",
                 key="model.quantization",
             )
         )

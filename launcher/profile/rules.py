@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 from launcher.profile import settings_checks, vllm_runtime
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine, sparse_mla_backends
+from launcher.profile.vllm_runtime import VllmLine, lines_with, sparse_mla_backends
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 
@@ -180,17 +180,18 @@ def _runtime_offers(p: Profile):
         return
     runtime, _ = runtime_of(p)
     backend = p.vllm.attention_backend
-    if backend in sparse_mla_backends() and backend not in runtime.sparse_mla_backends:
+    if runtime not in lines_with("vllm.attention_backend", backend):
         yield (
             "vllm.attention_backend",
             f"{backend} is not a backend of vllm.runtime {runtime.name} ({runtime.title}); "
             f"use {' or '.join(runtime.sparse_mla_backends)}, or another vllm.runtime",
         )
-    if p.model.quantization == "exl3" and not runtime.exl3:
+    having = lines_with("model.quantization", p.model.quantization)
+    if runtime not in having:
         yield (
             "model.quantization",
             f"exl3 is not loaded by vllm.runtime {runtime.name} ({runtime.title}); "
-            f"set vllm.runtime to {' or '.join(n for n, r in VLLM_LINES.items() if r.exl3)}",
+            f"set vllm.runtime to {' or '.join(line.name for line in having)}",
         )
 
 

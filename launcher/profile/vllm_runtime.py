@@ -6,8 +6,8 @@ record size, the kernel package behind the backend and which warmup entry points
 A :class:`VllmLine` holds those facts and the line's capability tables
 (:mod:`launcher.profile.capabilities`, one per release). :data:`VLLM_LINES` is the only list
 of lines: the schema validates ``vllm.runtime`` against it, :func:`infer` and
-:func:`probe_installed` walk it, the rules, preflight and the container entrypoint read its
-entries' fields. A new line is one entry there.
+:func:`probe_installed` walk it, and the rules, preflight and the container entrypoint ask
+:func:`lines_with` which lines have what a profile asks for. A new line is one entry there.
 
 The profile names a line (``vllm.runtime``, a user-facing key that keeps its name) or says
 ``auto``; the dry run then infers it from the attention backend, and a launch probes the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from launcher.profile import capabilities
 from launcher.profile.capabilities import Line
@@ -228,11 +228,6 @@ def fallback() -> VllmLine:
     return next(line for line in VLLM_LINES.values() if not line.markers)
 
 
-def lines_with_backend(backend: str | None) -> list[VllmLine]:
-    """The lines that have ``backend`` for sparse MLA."""
-    return [line for line in VLLM_LINES.values() if backend in line.sparse_mla_backends]
-
-
 def b12x_sparse_mla_backends() -> tuple[str, ...]:
     """The fork lines' b12x sparse-MLA backends: each line with a kernel package, its
     sparse-MLA backends that the fallback lacks (upstream's own ``B12X`` is paged attention,
@@ -254,11 +249,26 @@ def sparse_mla_backends() -> tuple[str, ...]:
     return tuple(dict.fromkeys((*b12x_sparse_mla_backends(), *every)))
 
 
+LineKey = Literal["vllm.attention_backend", "model.quantization"]
+"""The profile keys whose values set lines apart."""
+
+
+def lines_with(key: LineKey, value: str | None) -> list[VllmLine]:
+    """The lines that have what profile ``key`` asks for as ``value``: a sparse-MLA backend
+    (``vllm.attention_backend``) or EXL3 (``model.quantization``). Any other value (another
+    backend or method, or none) sets no line apart, so every line is taken to have it."""
+    if key == "vllm.attention_backend" and value in sparse_mla_backends():
+        return [line for line in VLLM_LINES.values() if value in line.sparse_mla_backends]
+    if key == "model.quantization" and value == "exl3":
+        return [line for line in VLLM_LINES.values() if line.exl3]
+    return list(VLLM_LINES.values())
+
+
 def infer(backend: str | None) -> VllmLine:
     """The line a profile's attention backend implies (``vllm.runtime: auto`` on a dry run):
     a sparse-MLA backend only one line has (``B12X_MLA_SPARSE``: Gilded Gnosis; ``B12X``:
     the b12x-package line) names that line; anything else runs on the fallback (upstream)."""
-    having = lines_with_backend(backend)
+    having = lines_with("vllm.attention_backend", backend)
     return having[0] if len(having) == 1 else fallback()
 
 

@@ -304,6 +304,6 @@ def test_a_bad_profile_exits_1_with_the_key_as_on_the_host(image, shared_tmp, tm
 def test_glm52_on_an_upstream_base_stops_before_loading_naming_the_fork_image(image):
     out = run_image(image, "glm52", timeout=300)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert entrypoint.FORK_IMAGE in out.stderr
+    assert entrypoint.fork_image() in out.stderr
     assert "vllm.attention_backend" in out.stderr and "model.quantization" in out.stderr
     assert "Traceback" not in out.stderr

@@ -66,7 +66,7 @@ def test_glm52_on_upstream_vllm_exits_1_before_anything_loads(entry_env, tmp_pat
     )
     assert out.returncode == 1, out.stderr
     assert "B12X_MLA_SPARSE" in out.stderr and "exl3" in out.stderr
-    assert entrypoint.FORK_IMAGE in out.stderr
+    assert entrypoint.fork_image() in out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "cache" / "runs").exists() or not any(
         (tmp_path / "cache" / "runs").iterdir()

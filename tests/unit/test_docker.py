@@ -346,32 +346,34 @@ def test_compose_sets_no_variable_in_b12x_compile_key(service):
 
 
 def test_the_default_base_is_the_entrypoints_upstream_image(df):
-    from launcher.entrypoint import UPSTREAM_IMAGE
+    from launcher.entrypoint import upstream_image
 
-    assert df.base_image() == UPSTREAM_IMAGE
+    assert df.base_image() == upstream_image()
 
 
 def test_compose_builds_glm52_on_the_fork_image(compose, service):
     """The shipped GLM-5.2 profile needs EXL3 and B12X_MLA_SPARSE: only the fork has them."""
-    from launcher.entrypoint import FORK_IMAGE, only_in
-    from launcher.profile.vllm_runtime import VLLM_LINES
+    from launcher.entrypoint import fork_image
+    from launcher.profile.vllm_runtime import VLLM_LINES, fallback, lines_with
 
-    assert service["build"]["args"]["VLLM_IMAGE"] == FORK_IMAGE
+    assert service["build"]["args"]["VLLM_IMAGE"] == fork_image()
     glm = yaml.safe_load((ROOT / service["command"][0]).read_text())
-    fork = next(line for line in VLLM_LINES.values() if line.image == FORK_IMAGE)
-    assert glm["model"]["quantization"] in only_in(fork)["model.quantization"]
-    assert glm["vllm"]["attention_backend"] in only_in(fork)["vllm.attention_backend"]
+    fork = next(line for line in VLLM_LINES.values() if line.image == fork_image())
+    for key in ("model.quantization", "vllm.attention_backend"):
+        section, name = key.split(".")
+        having = lines_with(key, glm[section][name])
+        assert fork in having and fallback() not in having, key
 
 
 def test_docs_name_the_base_of_every_shipped_profile():
-    from launcher.entrypoint import FORK_IMAGE, UPSTREAM_IMAGE
+    from launcher.entrypoint import fork_image, upstream_image
 
     ops = (ROOT / "docs" / "operations.md").read_text()
     table = ops[ops.index("### Which base") :]
     table = table[: table.index("\n\n", table.index("|---"))]
-    assert FORK_IMAGE in table and UPSTREAM_IMAGE in table
+    assert fork_image() in table and upstream_image() in table
     for profile in PROFILES.glob("*.yaml"):
         assert f"`{profile.name}`" in table, (
             f"docs/operations.md does not name {profile.name}'s base"
         )
-    assert FORK_IMAGE in DOCKERFILE.read_text()
+    assert fork_image() in DOCKERFILE.read_text()

@@ -353,6 +353,18 @@ def test_no_heavy_imports():
     assert out.stdout.strip() == "[]"
 
 
+def test_importing_the_entrypoint_leaves_the_profile_stage_unloaded():
+    """Every container start imports it: launcher.profile (pydantic, yaml) tripled that."""
+    code = (
+        "import sys, launcher.entrypoint; "
+        "print(sorted(m for m in ('launcher.profile', 'pydantic', 'yaml') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
 def test_every_cache_command_takes_set():
     """The container points caches with ``--set``: a profile command without it would compile
     into the image's home directory instead of the volume."""
@@ -401,7 +413,7 @@ def test_upstream_vllm_refuses_the_glm52_profile_naming_the_fork_image(
     assert f"{glm52}:{line_of(glm52, 'quantization')} model.quantization" in err
     assert "'B12X_MLA_SPARSE' is not registered" in err and "'exl3' is not registered" in err
     assert "vLLM 9.9 at /x/vllm cannot serve" in err
-    assert f"--build-arg VLLM_IMAGE={entrypoint.FORK_IMAGE}" in err
+    assert f"--build-arg VLLM_IMAGE={entrypoint.fork_image()}" in err
     assert "Traceback" not in err
 
 
@@ -415,7 +427,7 @@ def test_a_missing_upstream_method_names_the_upstream_base(env, execs, capsys, m
     assert entrypoint.main(["kimi-k2"], env) == 1
     err = capsys.readouterr().err
     assert "model.quantization: quantization method 'fp8' is not registered" in err
-    assert entrypoint.UPSTREAM_IMAGE in err and entrypoint.FORK_IMAGE not in err
+    assert entrypoint.upstream_image() in err and entrypoint.fork_image() not in err
 
 
 def test_the_check_reads_the_profile_after_set(env, execs, monkeypatch):
