@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from launcher.emit import CACHE_HOST_PATH, CACHE_MOUNT, IMAGE_UID, PROFILES_MOUNT, Target
+from launcher.plan.catalog import gpu
 from launcher.secrets import is_secret
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -25,20 +26,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """The label NVIDIA's GPU feature discovery puts on a node: the CUDA device name, spaces as
 dashes (``kubectl get nodes -L nvidia.com/gpu.product`` shows it)."""
-GPU_PRODUCTS = {
-    "rtx-pro-6000": (
-        "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-        "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition",
-        "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition",
-    ),
-    "rtx-5090": ("NVIDIA-GeForce-RTX-5090",),
-    "dgx-spark": ("NVIDIA-GB10",),
-    "h100": ("NVIDIA-H100-80GB-HBM3",),
-    "h200": ("NVIDIA-H200",),
-    "b200": ("NVIDIA-B200",),
-}
-"""The product label values of each catalog GPU kind: the plan was made for that card's
-memory, so its pods go only to nodes that have it."""
 CPU_PER_GPU = 4
 """CPU cores requested per GPU: vLLM runs one worker process per GPU, plus the API server and
 the tokenizer on the leader."""
@@ -147,8 +134,9 @@ def _cache_owner(t: Target) -> dict:
 
 
 def _gpu_affinity(t: Target) -> dict | None:
-    """Only nodes with the GPU the plan was made for (its memory is the plan's)."""
-    products = GPU_PRODUCTS.get(t.profile.hardware.gpu)
+    """Only nodes with the GPU the plan was made for (its memory is the plan's): the
+    catalog's ``k8s_products`` of its kind."""
+    products = gpu(t.profile.hardware.gpu).k8s_products
     if not products:
         return None
     term = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": list(products)}

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Self
 
 MiB = 1024**2
 
@@ -89,7 +89,9 @@ def make_reader(device: int, method: str = "cudart") -> tuple[Reader, int]:
 
 
 class Sampler:
-    """Calls ``sample()`` every ``interval_s`` on a background thread until ``stop()``.
+    """Samples on the calling thread at ``start()``, every ``interval_s`` on a background
+    thread, and on the calling thread again at ``stop()``; a subclass says what one
+    ``sample()`` reads and keeps.
 
     The one sampling loop of the launcher: the worker's prewarm measurement
     (``HighWaterSampler``) and qualify's per-rank low water
@@ -102,43 +104,55 @@ class Sampler:
         self.interval_s = interval_s
         self.samples = 0
         self.error: str | None = None
+        self._lock = threading.Lock()
+        """Guards what a sample keeps: the caller may read it while the thread samples."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sample(self) -> Any:
         raise NotImplementedError
 
+    def _first_sample(self) -> None:
+        """On the calling thread before the thread starts: a failing read raises there."""
+        self.sample()
+
+    def _last_sample(self) -> None:
+        """On the calling thread after the thread ended (the caller synchronised the device)."""
+        self.sample()
+
     def _bind_thread(self) -> None:
         """Run first on the sampling thread (per-thread device state)."""
+
+    def _try_sample(self) -> bool:
+        """One sample; a failing read is kept in ``error`` (False), never raised."""
+        try:
+            self.sample()
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            return False
+        return True
 
     def _loop(self) -> None:
         self._bind_thread()
         while not self._stop.wait(self.interval_s):
-            try:
-                self.sample()
-            except Exception as exc:
-                self.error = f"{type(exc).__name__}: {exc}"
+            if not self._try_sample():
                 return
 
-    def _start_thread(self) -> None:
+    def start(self) -> Self:
+        self._first_sample()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name=type(self).__name__, daemon=True)
         self._thread.start()
+        return self
 
-    def _stop_thread(self) -> None:
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._last_sample()
 
-    def start(self) -> Sampler:
-        self._start_thread()
-        return self
-
-    def stop(self) -> None:
-        self._stop_thread()
-
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -178,9 +192,8 @@ class HighWaterSampler(Sampler):
         self.baseline_free = self.min_free = self.end_free = 0
         self._baseline_reserved = 0
         self.outside_torch_peak = 0
-        self._lock = threading.Lock()
 
-    def _sample(self) -> int:
+    def sample(self) -> int:
         if self._torch_reader is None:
             free = self._reader()
             outside = None
@@ -202,8 +215,17 @@ class HighWaterSampler(Sampler):
                 self.outside_torch_peak = max(self.outside_torch_peak, outside)
         return free
 
-    def sample(self) -> int:
-        return self._sample()
+    def _first_sample(self) -> None:
+        # The baseline every figure is relative to.
+        if self._reader is None:
+            self._reader, self.total = make_reader(self.device, self.method)
+        if self._torch_reader is not None:
+            self._baseline_reserved = self._torch_reader()
+        self.baseline_free = self.min_free = self._reader()
+        self.samples = 1
+
+    def _last_sample(self) -> None:
+        self.end_free = self.sample()
 
     def _bind_thread(self) -> None:
         # The CUDA runtime's current device is per thread and starts at 0: make the
@@ -212,21 +234,6 @@ class HighWaterSampler(Sampler):
             torch = _torch_cuda()
             if torch is not None:
                 torch.cuda.set_device(self.device)
-
-    def start(self) -> HighWaterSampler:
-        if self._reader is None:
-            self._reader, self.total = make_reader(self.device, self.method)
-        if self._torch_reader is not None:
-            self._baseline_reserved = self._torch_reader()
-        # On the calling thread (raises there): the baseline every figure is relative to.
-        self.baseline_free = self.min_free = self._reader()
-        self.samples = 1
-        self._start_thread()
-        return self
-
-    def stop(self) -> None:
-        self._stop_thread()
-        self.end_free = self._sample()  # on the calling thread, after the device synced
 
     @property
     def peak_above_baseline(self) -> int:

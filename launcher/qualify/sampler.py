@@ -11,10 +11,9 @@ its size.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from launcher.gpu.measure import Sampler
 from launcher.runfile import RankRecord, RunFileError, read_record
@@ -62,7 +61,6 @@ class FreeMemorySampler(Sampler):
         self.current: dict[int, int] = {}
         self.low_water: dict[int, int] = {}
         self.armed = False
-        self._lock = threading.Lock()
 
     def sample(self) -> None:
         now = {rank: read() for rank, read in self.readers.items()}
@@ -77,25 +75,20 @@ class FreeMemorySampler(Sampler):
         """Count samples from now on (the KV cache exists)."""
         with self._lock:
             self.armed = True
-        if self.available and self.error is None:
-            try:
-                self.sample()
-            except Exception as exc:  # as in the loop: reported, never raised mid-workload
-                self.error = f"{type(exc).__name__}: {exc}"
+        self._sample_unless_failed()
 
-    def start(self) -> FreeMemorySampler:
-        if self.available:
-            self.sample()
-            self._start_thread()  # NVML can fail mid-run (a GPU falls off the bus): error
-        return self
+    def start(self) -> Self:
+        # without readers (the CPU backend) nothing is sampled and no thread runs
+        return super().start() if self.available else self
 
-    def stop(self) -> None:
-        self._stop_thread()
+    def _last_sample(self) -> None:
+        self._sample_unless_failed()
+
+    def _sample_unless_failed(self) -> None:
+        """A sample on the calling thread; as in the loop, a failing read is kept in
+        ``error``, never raised mid-workload."""
         if self.available and self.error is None:
-            try:
-                self.sample()
-            except Exception as exc:
-                self.error = f"{type(exc).__name__}: {exc}"
+            self._try_sample()
 
     def low_water_min(self) -> int | None:
         with self._lock:

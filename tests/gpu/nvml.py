@@ -33,15 +33,6 @@ class Sampler(LoopSampler):
             self.low[d] = min(self.low.get(d, free), free)
         self.samples += 1
 
-    def start(self) -> Sampler:
-        self.sample()
-        self._start_thread()
-        return self
-
-    def stop(self) -> None:
-        self._stop_thread()
-        self.sample()
-
 
 def wait_idle(devices: list[int], used_below: int, timeout: float = 60.0) -> dict[int, int]:
     """Wait until every device's used memory is under ``used_below``; the used figures."""

@@ -156,9 +156,9 @@ def test_headroom_counts_only_what_grew_outside_torch_when_torch_was_sampled():
         0, interval_s=3600, reader=lambda: next(frees), torch_reader=lambda: next(reserved)
     )
     s.start()
-    s._sample()  # torch 3,000 stable: used 4,000 -> 1,000 outside
-    s._sample()  # torch moved 3,000 -> 4,500 during the read: not used
-    s._sample()  # torch 5,000 stable: used 5,000 -> 0 outside
+    s.sample()  # torch 3,000 stable: used 4,000 -> 1,000 outside
+    s.sample()  # torch moved 3,000 -> 4,500 during the read: not used
+    s.sample()  # torch 5,000 stable: used 5,000 -> 0 outside
     s._stop.set()
     assert s.outside_torch_peak == 1_000 and s.peak_above_baseline == 5_000
     m = PrewarmMeasurement(

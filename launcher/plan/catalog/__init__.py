@@ -31,6 +31,8 @@ class GpuKind:
     sold_as: str = ""
     """The marketing figure (``96GB``, binary: 96 GiB of memory), for the plan to explain
     its total (what the driver keeps is the difference)."""
+    k8s_products: tuple[str, ...] = ()
+    """The node label ``nvidia.com/gpu.product`` values of this card, for emit's affinity."""
 
 
 @cache
@@ -57,6 +59,7 @@ def gpu(key: str) -> GpuKind:
         match=tuple(entry.get("match", ())),
         unified_memory=entry.get("unified_memory", False),
         sold_as=str(entry.get("sold_as", "")),
+        k8s_products=tuple(entry.get("k8s_products", ())),
     )
 
 
