@@ -30,6 +30,11 @@ def booted() -> bool:
     return bool(_boots)
 
 
+def ready_seconds(name: str) -> float | None:
+    """Time to ready of the boot named ``name`` in this pytest session (None: not run)."""
+    return next((b.ready_seconds for b in _boots if b.spec.name == name), None)
+
+
 def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GiB:.2f}"
 
