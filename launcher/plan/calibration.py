@@ -105,7 +105,7 @@ def load_measured(
             continue
         figures = {k: v for k, v in record.measured.items() if k in MEASURABLE}
         learned = census.merge(record.learned, record.late_compiles)
-        why = tuple((k, v) for k, v in record.measured_why.items() if k in figures)
+        why = {k: v for k, v in record.measured_why.items() if k in figures}
         out[record.rank] = Measured(figures, record.when[:10], tuple(learned), why)
     return out
 

@@ -4,7 +4,7 @@ rank's measured figures. Shared by the planner (which uses them) and the worker'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MEASURABLE = (
     "cuda_context",
@@ -26,5 +26,5 @@ class Measured:
     """ISO date of the measurement."""
     learned: tuple[dict, ...] = ()
     """The late-JIT census of earlier boots (``launcher.plan.census`` entries)."""
-    why: tuple[tuple[str, str], ...] = ()
-    """(component, how the worker made the figure) where it is more than one reading."""
+    why: dict[str, str] = field(default_factory=dict)
+    """Component -> how the worker made the figure, where it is more than one reading."""

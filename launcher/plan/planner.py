@@ -334,7 +334,7 @@ def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
                 f"measured {m.when} + {late / 2**20:.0f} MiB of late compiles the census "
                 "cannot replay",
             )
-    why = dict(m.why).get(c.name)
+    why = m.why.get(c.name)
     detail = f"measured {m.when}" + (f": {why}" if why else "")
     return Component(c.name, m.components[c.name], "measured", detail)
 

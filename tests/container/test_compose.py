@@ -34,7 +34,7 @@ import pytest
 from tests.conftest import PROFILES, need
 from tests.container.conftest import host_env, host_launcher
 from tests.container.engine import docker, docker_env
-from tests.integration.server import free_port
+from tests.integration.server import complete, free_port
 
 NODES = 2
 START_TIMEOUT_S = 900
@@ -217,15 +217,7 @@ def cluster(image, tiny_model, shared_tmp, engine) -> Cluster:
             up(c, rank)
         wait_ready(c, started)
         print(f"compose {version}: two nodes ready in {c.ready_s:.0f}s")
-        body = json.dumps(
-            {"model": "tiny", "prompt": "w1 w2 w3 w4", "max_tokens": 8, "temperature": 0}
-        ).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{c.port}/v1/completions", data=body,
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=120) as r:
-            c.status, c.reply = r.status, json.loads(r.read())
+        c.status, c.reply = complete(f"http://127.0.0.1:{c.port}", "w1 w2 w3 w4", timeout=120)
         # The emitted health check (every 30 s) turns node 0's container healthy.
         deadline = time.monotonic() + HEALTHY_WITHIN_S
         while time.monotonic() < deadline:

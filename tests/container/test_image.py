@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from launcher import entrypoint
 from tests.container.conftest import host_env, host_launcher
 from tests.container.engine import docker
+from tests.integration.server import complete
 
 UID_GID = "10001:10001"
 PORT = 8000
@@ -95,15 +95,7 @@ def serve(image: str, name: str, model: Path, volume: str) -> Serving:
     result.logs = docker("logs", name).stderr + docker("logs", name).stdout
     assert result.health == "healthy", f"health {result.health!r}:\n{result.logs[-4000:]}"
     ip = docker("inspect", "--format", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
-    body = json.dumps(
-        {"model": "tiny", "prompt": "w1 w2 w3 w4", "max_tokens": 8, "temperature": 0}
-    ).encode()
-    request = urllib.request.Request(
-        f"http://{ip}:{PORT}/v1/completions", data=body,
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    with urllib.request.urlopen(request, timeout=120) as r:
-        result.reply = json.loads(r.read())
+    result.reply = complete(f"http://{ip}:{PORT}", "w1 w2 w3 w4", timeout=120)[1]
     result.user = docker("exec", name, "id", "-u").stdout.strip()
     result.diff = docker("diff", name).stdout.split("\n")
     top = docker("top", name, "-eo", "pid").stdout.split()[1:]

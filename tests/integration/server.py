@@ -90,14 +90,7 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
     def complete(self, prompt: str, max_tokens: int = 8) -> dict:
-        body = json.dumps(
-            {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
-        ).encode()
-        req = urllib.request.Request(
-            f"{self.url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return json.loads(r.read())
+        return complete(self.url, prompt, max_tokens)[1]
 
     def terminate(self, timeout: float = 60.0) -> int:
         """SIGTERM to the launcher's process (now vLLM's, after exec); its exit code."""
@@ -127,3 +120,15 @@ class Server:
 
     def record(self, rank: int = 0) -> dict:
         return json.loads((self.run_dir / f"measure-rank{rank}.json").read_text())
+
+
+def complete(url: str, prompt: str, max_tokens: int = 8, timeout: float = 60.0) -> tuple[int, dict]:
+    """One greedy ``/v1/completions`` call to the tiny model at ``url``: (status, reply)."""
+    body = json.dumps(
+        {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    ).encode()
+    req = urllib.request.Request(
+        f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, json.loads(r.read())

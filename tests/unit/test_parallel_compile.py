@@ -25,10 +25,11 @@ def test_settle_loads_what_compiled_and_drops_what_failed():
     good, pending = Compiled(), Compiled()
     cache = {"a": good, "b": Failed(), "c": SimpleNamespace(result=lambda: pending)}
     fn = SimpleNamespace(__name__="fused_moe_kernel", device_caches={0: (cache, {})})
-    failed = settle([fn])
+    loaded, failed = settle(fn)
     assert failed == ["fused_moe_kernel: RuntimeError: ptxas died"]
     assert set(cache) == {"a", "c"}  # serving compiles "b" again instead of tripping on it
     assert good.module == "loaded" and pending.module == "loaded"
+    assert loaded == 2
 
 
 def test_a_compile_only_launch_asks_triton_for_warmup():

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
-from launcher.runtime.prewarm.parallel_compile import parallel_compiles
+from launcher.runtime.prewarm.parallel_compile import parallel_compiles, settle
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
 ALIGNED, UNALIGNED = "aligned", "unaligned"
@@ -359,7 +359,7 @@ def kernel_name(fn: Any) -> str:
 @dataclass
 class Compiled:
     compiled: int = 0
-    loaded: int = 0
+    """Keys compiled and loaded (their device memory taken before sizing)."""
     failed: list[str] = field(default_factory=list)
 
 
@@ -397,24 +397,9 @@ def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled)
                 compile_one(key, spec, options)
             except Exception as exc:  # reported per kernel; serving would compile it late
                 done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
-    for key, _spec, _options in todo:
-        kernel = kernel_cache.get(key)
-        if kernel is None:
-            continue
-        try:
-            kernel = kernel.result() if hasattr(kernel, "result") else kernel
-            if kernel is None:
-                raise RuntimeError("compile failed")
-        except Exception as exc:  # dropped: serving compiles it again rather than trip on it
-            kernel_cache.pop(key, None)
-            done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
-            continue
-        done.compiled += 1
-        try:  # load the module now, so its device memory is measured before sizing
-            kernel._init_handles()
-            done.loaded += 1
-        except Exception as exc:
-            done.failed.append(f"{kernel_name(fn)}: loads with {type(exc).__name__}: {exc}")
+    loaded, failed = settle(fn, [key for key, _, _ in todo])
+    done.compiled += loaded
+    done.failed += failed
 
 
 def ranges_of(ctx: PrewarmContext) -> Ranges:
@@ -475,7 +460,7 @@ class KeysProvider:
                     result.specializations.append(
                         f"{e.kernel}: {len(e.missing)} of {len(e.keys)} reachable keys compiled"
                     )
-        result.compiled, result.warmed = done.compiled, done.loaded
+        result.compiled = result.warmed = done.compiled
         result.skipped = "; ".join(done.failed[:20])
         result.seconds = time.perf_counter() - start
         return result

@@ -8,9 +8,12 @@ compiled 157 keys in 19 s in 16 threads, where serial launches took about 0.8 s 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 COMPILE_THREADS = min(16, os.cpu_count() or 1)
 
@@ -34,9 +37,7 @@ def parallel_compiles() -> Iterator[bool]:
 def compile_only(kernels: Sequence[Any]) -> Iterator[None]:
     """Inside the block, a launch of one of ``kernels`` (``@triton.jit`` functions) compiles
     its key in a thread and returns without running: the caller's outputs hold garbage. When
-    the block ends each key is compiled and loaded (its device memory taken before sizing);
-    one that failed to compile is dropped, so serving compiles it again (late) instead of
-    tripping on a failed future."""
+    the block ends each key is compiled and loaded (``settle``); what failed is logged."""
     with parallel_compiles() as parallel:
         if not parallel or not kernels:
             yield
@@ -48,7 +49,9 @@ def compile_only(kernels: Sequence[Any]) -> Iterator[None]:
         finally:
             for fn in kernels:
                 vars(fn).pop("run", None)
-    settle(kernels)
+    for fn in kernels:
+        for failed in settle(fn)[1]:
+            logger.warning("b12x-launch: compile-only launch: %s (compiled again if used)", failed)
 
 
 def _compiling(run: Any) -> Any:
@@ -58,20 +61,23 @@ def _compiling(run: Any) -> Any:
     return compile_key
 
 
-def settle(kernels: Sequence[Any]) -> list[str]:
-    """Load every compiled key of ``kernels``; drop the keys whose compile failed. Returns
-    what failed, as ``kernel: error``."""
-    failed: list[str] = []
-    for fn in kernels:
-        for caches in list(getattr(fn, "device_caches", {}).values()):
-            cache = caches[0]
-            for key, kernel in list(cache.items()):
-                try:
-                    kernel = kernel.result() if hasattr(kernel, "result") else kernel
-                    if kernel is None:
-                        raise RuntimeError("compile failed")
-                    kernel._init_handles()
-                except Exception as exc:  # the key compiles again at its first launch
-                    cache.pop(key, None)
-                    failed.append(f"{getattr(fn, '__name__', fn)}: {type(exc).__name__}: {exc}")
-    return failed
+def settle(fn: Any, keys: Iterable[Any] | None = None) -> tuple[int, list[str]]:
+    """Load ``fn``'s compiled keys (all of them, or ``keys``) so their device memory is taken
+    now; drop a key whose compile or load failed, so its first launch compiles it again
+    instead of tripping on a failed future. Returns (keys loaded, ``kernel: error`` each)."""
+    loaded, failed = 0, []
+    name = getattr(fn, "__name__", fn)
+    for caches in list(getattr(fn, "device_caches", {}).values()):
+        cache = caches[0]
+        for key in list(cache) if keys is None else [k for k in keys if k in cache]:
+            kernel = cache[key]
+            try:
+                kernel = kernel.result() if hasattr(kernel, "result") else kernel
+                if kernel is None:
+                    raise RuntimeError("compile failed")
+                kernel._init_handles()
+                loaded += 1
+            except Exception as exc:
+                cache.pop(key, None)
+                failed.append(f"{name}: {type(exc).__name__}: {exc}")
+    return loaded, failed

@@ -246,7 +246,7 @@ def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[i
 
 
 MOE_CONFIG = "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config"
-MOE_KERNELS = "vllm.model_executor.layers.fused_moe.fused_moe"
+MOE_KERNELS = MOE_CONFIG.partition(":")[0]
 """Where vLLM's fused-MoE Triton kernels live (``fused_moe_kernel``, ``..._gptq_awq``)."""
 
 
@@ -342,22 +342,21 @@ def _moe_buckets(ctx: PrewarmContext):
         # Compile-only launches of the fused-MoE kernels, in threads: 28 keys took 23 s one by
         # one on the H200 (GLM tier), the largest part of boot 1 after the serving waves.
         with compile_only(moe_kernels()):
-            run_blocks(torch, set_forward_context, dtype)
-
-    def run_blocks(torch: Any, set_forward_context: Any, dtype: Any) -> None:
-        for block, layer, weights in blocks:
-            device = weights.w13_weight.device
-            hidden = int(getattr(weights, "hidden_size", 0) or weights.w2_weight.shape[1])
-            experts = int(getattr(weights, "global_num_experts", 0) or weights.w13_weight.shape[0])
-            for n in counts:
-                x = torch.randn(n, hidden, dtype=dtype, device=device) * 0.01
-                with set_forward_context(None, config, num_tokens=n):
-                    try:
-                        block(x)
-                    except TypeError:  # a block whose forward wants more: the layer alone
-                        layer(x, torch.randn(n, experts, device=device).to(dtype))
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            for block, layer, weights in blocks:
+                device = weights.w13_weight.device
+                hidden = int(getattr(weights, "hidden_size", 0) or weights.w2_weight.shape[1])
+                experts = int(
+                    getattr(weights, "global_num_experts", 0) or weights.w13_weight.shape[0]
+                )
+                for n in counts:
+                    x = torch.randn(n, hidden, dtype=dtype, device=device) * 0.01
+                    with set_forward_context(None, config, num_tokens=n):
+                        try:
+                            block(x)
+                        except TypeError:  # a block whose forward wants more: the layer
+                            layer(x, torch.randn(n, experts, device=device).to(dtype))
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
 
     names = sorted({type(b).__name__ for b, _, _ in blocks})
     return [(f"{'/'.join(names)}.forward(n tokens) for n in {counts}", run)]
