@@ -22,7 +22,8 @@ from launcher.plan.model import load_facts
 from launcher.profile import load_profile
 from launcher.runtime.prewarm import PrewarmContext
 from launcher.runtime.prewarm.census import CensusProvider
-from launcher.runtime.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params, moe_token_counts
+from launcher.runtime.prewarm.moe_buckets import moe_token_counts
+from launcher.runtime.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params
 from tests.conftest import PROFILES
 
 CURRENT: list[object] = []

@@ -1,0 +1,154 @@
+"""The fused-MoE token buckets: each MoE block's own forward, outside the model, at every
+token count whose fused-MoE kernel key differs, compiled before sizing.
+
+vLLM picks the fused-MoE tile config per token count (``try_get_optimal_moe_config``), and the
+tiles are constexprs, so each config is a kernel of its own; Triton also specializes the
+token-count ints on divisibility by 16. No attention and no KV cache is involved, so this runs
+on both model runners, including vLLM's V2 runner where the scratch-KV stage cannot.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from launcher.runtime.prewarm import PrewarmContext
+from launcher.runtime.prewarm.parallel_compile import compile_only
+
+
+def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[int]:
+    """Token counts that reach every fused-MoE specialization up to ``max_tokens``.
+
+    vLLM picks the fused-MoE launch config by token count in power-of-two-like buckets,
+    and Triton specializes integer arguments on divisibility by 16 (tokens x top-k among
+    them): each power of two, the count after it, the small counts whose product with
+    top-k changes that divisibility, and the CUDA-graph sizes.
+    """
+    step = 16 // max(1, min(16, top_k)) or 1
+    counts = set(range(1, step + 2)) | set(captures) | {max_tokens}
+    n = 1
+    while n <= max_tokens:
+        counts |= {n, n + 1}
+        n *= 2
+    return sorted(c for c in counts if 1 <= c <= max_tokens)
+
+
+MOE_CONFIG = "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config"
+MOE_KERNELS = MOE_CONFIG.partition(":")[0]
+"""Where vLLM's fused-MoE Triton kernels live (``fused_moe_kernel``, ``..._gptq_awq``)."""
+
+
+def moe_kernels() -> list[Any]:
+    """vLLM's fused-MoE ``@triton.jit`` kernels, where this vLLM has them."""
+    try:
+        module = importlib.import_module(MOE_KERNELS)
+    except Exception:  # another layout: the bucket pass launches as serving would
+        return []
+    return [
+        fn
+        for name, fn in vars(module).items()
+        if name.startswith("fused_moe_kernel") and hasattr(fn, "device_caches")
+    ]
+
+
+WEIGHTS = ("w13_weight", "w2_weight")
+
+
+def expert_weights(module: Any) -> Any | None:
+    """The module holding a fused-MoE layer's expert weights: the layer itself (vLLM's
+    ``FusedMoE`` class up to 0.25) or its ``routed_experts`` (0.26 on, where ``FusedMoE`` is a
+    factory returning a ``MoERunner``)."""
+    for holder in (module, getattr(module, "routed_experts", None)):
+        if holder is not None and all(hasattr(holder, w) for w in WEIGHTS):
+            return holder
+    return None
+
+
+def moe_blocks(model: Any) -> list[tuple[Any, Any, Any]]:
+    """(block, fused-MoE layer, expert weights) once per distinct expert shape: the module
+    that owns the layer (gate, shared experts and experts, as the model's forward calls
+    them). Modules come parents first, so a runner's own ``routed_experts`` repeats a shape
+    already taken with the block above it."""
+    if not hasattr(model, "modules"):  # no torch module loaded
+        return []
+    out, shapes = [], set()
+    for parent in model.modules():
+        for child in getattr(parent, "children", tuple)():
+            holder = expert_weights(child)
+            if holder is None:
+                continue
+            shape = (
+                *(tuple(getattr(getattr(holder, w, None), "shape", ())) for w in WEIGHTS),
+                type(getattr(holder, "quant_method", None)).__name__,
+            )
+            if shape not in shapes:
+                shapes.add(shape)
+                out.append((parent, child, holder))
+    return out
+
+
+def moe_config_changes(layer: Any, max_tokens: int) -> list[int]:
+    """Token counts on each side of every point where the runtime's own config chooser
+    (``try_get_optimal_moe_config``) switches the fused-MoE tile config: the tile sizes
+    are constexprs, so each config is a kernel of its own."""
+    module, _, name = MOE_CONFIG.partition(":")
+    try:
+        choose = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        choose = None
+    w13, w2 = getattr(layer, "w13_weight", None), getattr(layer, "w2_weight", None)
+    top_k = getattr(layer, "top_k", None)
+    if choose is None or w13 is None or w2 is None or not top_k:
+        return []
+    out, last = [], None
+    for m in range(1, max_tokens + 1):
+        config = tuple(sorted(choose(tuple(w13.shape), tuple(w2.shape), top_k, None, m).items()))
+        if config != last and m > 1:
+            out += [m - 1, m]
+        last = config
+    return out
+
+
+def find(ctx: PrewarmContext):
+    """Each MoE block's own forward, outside the model (no attention, no KV cache), at every
+    token count whose fused-MoE kernel key differs: both model runners, before sizing."""
+    if not ctx.facts.is_moe:
+        return "skipped: the model has no MoE layers"
+    model = getattr(ctx.model_runner, "model", None)
+    blocks = moe_blocks(model)
+    if not blocks:
+        return f"missing: no fused-MoE expert weights ({', '.join(WEIGHTS)}) in the loaded model"
+    config = ctx.worker.vllm_config
+    max_tokens = int(config.scheduler_config.max_num_batched_tokens)
+    captures = list(ctx.deployment.capture_sizes)
+    counts = set(moe_token_counts(max_tokens, captures, ctx.facts.experts_per_token))
+    for _, _, weights in blocks:
+        counts |= set(moe_config_changes(weights, max_tokens))
+    counts = sorted(c for c in counts if 1 <= c <= max_tokens)
+
+    def run() -> None:
+        import torch
+        from vllm.forward_context import set_forward_context
+
+        dtype = config.model_config.dtype
+        # Compile-only launches of the fused-MoE kernels, in threads: 28 keys took 23 s one by
+        # one on the H200 (GLM tier), the largest part of boot 1 after the serving waves.
+        with compile_only(moe_kernels()):
+            for block, layer, weights in blocks:
+                device = weights.w13_weight.device
+                hidden = int(getattr(weights, "hidden_size", 0) or weights.w2_weight.shape[1])
+                experts = int(
+                    getattr(weights, "global_num_experts", 0) or weights.w13_weight.shape[0]
+                )
+                for n in counts:
+                    x = torch.randn(n, hidden, dtype=dtype, device=device) * 0.01
+                    with set_forward_context(None, config, num_tokens=n):
+                        try:
+                            block(x)
+                        except TypeError:  # a block whose forward wants more: the layer
+                            layer(x, torch.randn(n, experts, device=device).to(dtype))
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+
+    names = sorted({type(b).__name__ for b, _, _ in blocks})
+    return [(f"{'/'.join(names)}.forward(n tokens) for n in {counts}", run)]
