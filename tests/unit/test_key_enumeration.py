@@ -14,11 +14,15 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from launcher.runtime.prewarm import keys as K
 from tests.conftest import need, need_serving
+
+if TYPE_CHECKING:
+    import triton.language as tl  # the test kernel's annotations (strings: never evaluated)
 
 # The GLM tier profile (tests/gpu/profiles/glm-dsa-h200.yaml): 8 sequences, 2048-token
 # chunks, 2 speculative tokens, 64 heads.
@@ -202,6 +206,37 @@ def test_without_the_request_count_role_the_late_eagle_key_is_missed(monkeypatch
     eagle_launch(module, torch, 1)
     kernel = module.eagle_prepare_next_token_padded_kernel
     assert set(seen) - enumerated(kernel, waves)
+
+
+# ------------------------------------------------------------------ a declared int type
+
+
+def _unified_attention_like(
+    output_ptr, query_start_len_ptr, num_seqs: tl.int32, BLOCK_M: tl.constexpr
+):
+    """The part of vLLM's ``kernel_unified_attention`` (0.26 to 0.32) that matters here: it
+    declares ``num_seqs: tl.int32``, so Triton keys a 1 as ``("i32", 1)``, not as the
+    ``("constexpr", 1)`` of an undeclared int."""
+
+
+def test_a_declared_int_type_keeps_its_type_for_1_in_the_enumerated_keys(triton):
+    import torch
+
+    kernel = triton.jit(_unified_attention_like)
+    bind = binder_of(triton, kernel)
+    out = torch.zeros(64, dtype=torch.bfloat16)
+    starts = torch.zeros(16, dtype=torch.int32)
+
+    def key(num_seqs: int, first: int):
+        _, spec, options = bind(out, starts[first:], num_seqs, BLOCK_M=16)
+        return tuple(spec), str(options)
+
+    waves = [key(3, 0), key(8, 1)]  # no wave ran a single request
+    serving = {key(n, first) for n in range(1, RANGES.max_num_seqs + 1) for first in range(4)}
+    assert key(1, 0)[0][2] == ("i32", 1)
+    keys = enumerated(kernel, waves)
+    assert not serving - keys, sorted(serving - keys)
+    assert not keys - serving, sorted(keys - serving)  # nothing Triton never keys
 
 
 # ------------------------------------------------------------------ the class arithmetic

@@ -126,6 +126,9 @@ class Param:
     is_constexpr: bool = False
     do_not_specialize: bool = False
     do_not_specialize_on_alignment: bool = False
+    annotation: str = ""
+    """An int type the kernel declares (``num_seqs: tl.int32`` gives ``i32``), else empty:
+    Triton then keeps the type for a 1 (``("i32", 1)``, not ``("constexpr", 1)``)."""
 
 
 @dataclass
@@ -158,6 +161,8 @@ def class_of(entry: Any, param: Param) -> tuple[str, str] | None:
             return None
         return "pointer", ALIGNED if spec == "D" else UNALIGNED
     if typ in INT_TYPES and not param.do_not_specialize:
+        if spec == 1:  # a declared int type's 1 (``("i32", 1)``)
+            return "int", ONE
         return "int", MULTIPLE_OF_16 if spec == "D" else OTHER
     return None
 
@@ -281,7 +286,7 @@ def enumerate_keys(
         for combo in itertools.product(*choices):
             variant = list(spec)
             for i, cls in zip(here, combo, strict=True):
-                variant[i] = entry_for(spec[i], cls, int_type.get(i, "i32"))
+                variant[i] = entry_for(spec[i], cls, int_type.get(i, "i32"), params[i].annotation)
             keys[(tuple(variant), options)] = None
     held = set(launches)
     out.keys = list(keys)
@@ -314,14 +319,17 @@ def _product(choices: list[tuple[str, ...]]) -> int:
     return n
 
 
-def entry_for(entry: tuple[str, Any], cls: str, int_type: str) -> tuple[str, Any]:
-    """The specialization entry Triton's binder makes for an argument of class ``cls``."""
+def entry_for(
+    entry: tuple[str, Any], cls: str, int_type: str, annotation: str = ""
+) -> tuple[str, Any]:
+    """The specialization entry Triton's binder makes for an argument of class ``cls``
+    (``annotation``: the int type the kernel declares for it, if any)."""
     if entry[0] == "constexpr" and cls.isdigit():  # a derived constexpr's value
         return ("constexpr", int(cls))
     if cls == ONE:
-        return ("constexpr", 1)
+        return (annotation, 1) if annotation else ("constexpr", 1)
     if cls in (MULTIPLE_OF_16, OTHER):
-        typ = entry[0] if entry[0] != "constexpr" else int_type
+        typ = entry[0] if entry[0] != "constexpr" else annotation or int_type
         return (typ, "D" if cls == MULTIPLE_OF_16 else "")
     return (entry[0], "D" if cls == ALIGNED else "")
 
@@ -336,9 +344,15 @@ def params_of(fn: Any) -> list[Param]:
             bool(p.is_constexpr),
             bool(getattr(p, "do_not_specialize", False)),
             bool(getattr(p, "do_not_specialize_on_alignment", False)),
+            _int_annotation(p),
         )
         for p in fn.params
     ]
+
+
+def _int_annotation(p: Any) -> str:
+    typ = getattr(p, "annotation_type", "")
+    return typ if isinstance(typ, str) and typ in INT_TYPES and not p.is_constexpr else ""
 
 
 def launched(fn: Any) -> dict[Any, list[Launch]]:
