@@ -14,6 +14,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -255,3 +256,91 @@ def test_an_argument_seen_in_one_class_and_not_named_is_reported_as_assumed():
     e = K.enumerate_keys("k", params, launches, RANGES)
     assert e.to_dict()["assumed"] == ["x_ptr", "stride_xm"]
     assert len(e.keys) == 2 and len(e.missing) == 1  # num_reqs 1..8: 1 or other
+
+
+def test_constexprs_and_none_arguments_kept_as_launched_are_reported_as_assumed():
+    """Only classes vary: a constexpr no rule derives (a block size a call site takes from
+    the batch) and a None where serving may pass a tensor stay as launched. The record names
+    them with the values seen, so the assumption is not silent."""
+    params = [K.Param("x_ptr"), K.Param("bias_ptr"), K.Param("num_tokens"),
+              K.Param("BLOCK", is_constexpr=True)]  # fmt: skip
+    launches = [
+        ((("*bf16", "D"), ("constexpr", None), ("i32", ""), ("constexpr", 32)), "{}"),
+        ((("*bf16", "D"), ("constexpr", None), ("constexpr", 1), ("constexpr", 16)), "{}"),
+    ]
+    record = K.enumerate_keys("k", params, launches, RANGES).to_dict()
+    assert record["assumed"] == ["x_ptr", "bias_ptr", "BLOCK"]
+    assert record["as_launched"] == ["bias_ptr=None", "BLOCK=16|32"]  # num_tokens's 1: a class
+
+
+# ------------------------------------------------------------------ the provider's account
+
+
+def _param(name: str, constexpr: bool = False) -> SimpleNamespace:
+    """A ``KernelParam`` as ``params_of`` reads it."""
+    flags = dict.fromkeys(("do_not_specialize", "do_not_specialize_on_alignment"), False)
+    return SimpleNamespace(name=name, is_constexpr=constexpr, annotation_type="", **flags)
+
+
+class FakeKernel:
+    """A ``JITFunction`` as the provider reads it: ``device_caches`` holds what ran."""
+
+    def __init__(self, name: str, caches: dict) -> None:
+        self.fn = SimpleNamespace(__module__="vllm.fake", __qualname__=name)
+        self.__name__ = name
+        self.params = [_param("seq_lens_ptr"), _param("num_reqs")]
+        self.device_caches = caches
+
+    def _pack_args(self, backend, kwargs, bound, specialization, options):
+        raise KeyError("Keyword argument num_warpz was specified but unrecognised")
+
+
+def _ran(*nums: int) -> dict:
+    """Triton 3.4+'s per-device caches after launches with ``num_reqs`` in ``nums``."""
+    keys = {
+        ((("*i32", "D"), ("constexpr", 1) if n == 1 else ("i32", "")), "{'num_warpz': 4}"): f"k{n}"
+        for n in nums
+    }
+    return {0: ({key: object() for key in keys.values()}, keys, None, None, None)}
+
+
+def _keys_ctx(enumerated=()) -> SimpleNamespace:
+    serving = SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=2048)
+    profile = SimpleNamespace(serving=serving, mtp_tokens=2)
+    facts = SimpleNamespace(experts_per_token=1)
+    return SimpleNamespace(worker=None, profile=profile, facts=facts, enumerated=enumerated)
+
+
+def test_one_kernel_that_cannot_be_enumerated_or_compiled_stops_no_other(monkeypatch):
+    """A cache layout the enumeration cannot read (Triton 3.3 and older: ``({}, target,
+    backend, binder)``, no key cache) and a compile whose options Triton rejects are each
+    reported with the kernel and why; the provider returns (it raised before, and the boot
+    with it)."""
+    from launcher.runtime import jit_watch
+
+    old = FakeKernel("old_layout_kernel", {0: ({"k": object()}, object(), None, None)})
+    rejected = FakeKernel("rejected_kernel", _ran(3))
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [old, rejected])
+    result = K.KeysProvider().run(_keys_ctx())
+    assert "vllm.fake.old_layout_kernel: enumeration: AttributeError" in result.skipped
+    assert "vllm.fake.rejected_kernel: KeyError: 'Keyword argument num_warpz" in result.skipped
+    (record,) = result.enumeration
+    assert (record["missing"], record["compiled"], record["failed"]) == (3, 0, 3)
+    assert result.compiled == 0
+
+
+def test_a_kernel_over_the_cap_is_listed_as_not_compiled(monkeypatch):
+    """Over the cap nothing is compiled: the account says so rather than the count of the
+    keys enumerated before the cap (which ``--list`` printed as compiled)."""
+    from launcher.runtime import jit_watch
+
+    monkeypatch.setattr(K, "MAX_KEYS_PER_KERNEL", 5)
+    fn = FakeKernel("wide_kernel", _ran(3, 1))
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    result = K.KeysProvider().run(_keys_ctx())
+    (record,) = result.enumeration
+    listed = K.KeysProvider().specializations(_keys_ctx((record,)))
+    (line,) = [line for line in listed if line.startswith("vllm.fake.wide_kernel")]
+    assert "none compiled by enumeration" in line and "left to the census" in line, line
+    assert record["too_many"] and record["missing"] > 0 and record.get("compiled") == 0
+    assert result.specializations == [f"vllm.fake.wide_kernel: {K._account(record)}"]

@@ -233,8 +233,13 @@ class Enumeration:
     missing: list[Launch] = field(default_factory=list)
     """The reachable keys the process did not hold."""
     too_many: bool = False
+    """Over ``MAX_KEYS_PER_KERNEL``: ``keys`` and ``missing`` stop at the cap, none is compiled."""
+    held: list[str] = field(default_factory=list)
+    """Arguments never varied, each as launched (``NAME=value|value``): constexprs that no
+    rule derives and None arguments. Each is an assumption, so the record names it."""
 
     def to_dict(self) -> dict[str, Any]:
+        names = [r.name for r in self.args if not r.derived]
         return {
             "kernel": self.kernel,
             "launched": self.launched,
@@ -242,7 +247,8 @@ class Enumeration:
             "missing": len(self.missing),
             "too_many": self.too_many,
             "args": [r.describe() for r in self.args],
-            "assumed": [r.name for r in self.args if not r.derived],
+            "assumed": list(dict.fromkeys(names + [h.partition("=")[0] for h in self.held])),
+            "as_launched": self.held,
         }
 
 
@@ -272,6 +278,7 @@ def enumerate_keys(
     derived = _constexpr_reaches(kernel, params, launches, ranges)
     reaches = dict(sorted({**reaches, **derived}.items()))
     out = Enumeration(kernel, list(reaches.values()), len(launches))
+    out.held = _as_launched(params, launches, derived)
     varying = [i for i, r in reaches.items() if len(r.classes) > 1]
     keys: dict[Launch, None] = {}
     for spec, options in launches:
@@ -309,6 +316,31 @@ def _constexpr_reaches(
         every = sorted({*values, *(v for v in as_launched if isinstance(v, int))})
         classes = tuple(str(v) for v in every)
         out[i] = Reach(param.name, "constexpr", classes, basis, True)
+    return out
+
+
+SHOWN_VALUES = 6
+
+
+def _as_launched(
+    params: Sequence[Param], launches: list[Launch], derived: dict[int, Reach]
+) -> list[str]:
+    """``NAME=value|value`` for each argument kept as launched: a constexpr no rule derives,
+    or a None (Triton keys it, like any non-tensor it cannot type, as a constexpr). A plain
+    int's 1 is a class, varied above."""
+    values: dict[int, set[str]] = {}
+    for spec, _ in launches:
+        for i, (entry, param) in enumerate(zip(spec, params, strict=False)):
+            if i in derived or not isinstance(entry, tuple) or len(entry) != 2:
+                continue
+            if entry[0] != "constexpr" or (not param.is_constexpr and type(entry[1]) is int):
+                continue
+            values.setdefault(i, set()).add(str(entry[1]))
+    out = []
+    for i, seen in sorted(values.items()):
+        shown = sorted(seen)
+        more = f"|+{len(shown) - SHOWN_VALUES}" if len(shown) > SHOWN_VALUES else ""
+        out.append(f"{params[i].name}={'|'.join(shown[:SHOWN_VALUES])}{more}")
     return out
 
 
@@ -443,13 +475,16 @@ class KeysProvider:
             f"token counts 1..{r.max_tokens}: {{{', '.join(int_classes(1, r.max_tokens))}}}",
             "other arguments: every class when the launches showed more than one, else "
             "fixed as seen (named in the record as assumed)",
+            "dtypes, constexprs (but those a rule derives) and None arguments: as launched, "
+            "never varied (the record names each kernel's as assumed)",
+            f"a kernel over {MAX_KEYS_PER_KERNEL} reachable keys: none compiled, left to the "
+            "census",
         ]
         for e in ctx.enumerated:
-            lines.append(
-                f"{e['kernel']}: {e['reachable']} keys ({e['launched']} launched, "
-                f"{e['missing']} compiled by enumeration) on the last boot"
-            )
+            lines.append(f"{e['kernel']}: {_account(e)} on the last boot")
             lines += [f"    {a}" for a in e["args"]]
+            if e.get("as_launched"):
+                lines.append(f"    as launched (assumed): {', '.join(e['as_launched'])}")
         return lines
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
@@ -460,24 +495,53 @@ class KeysProvider:
         ranges = ranges_of(ctx)
         done = Compiled()
         for fn in jit_watch._jit_functions():
-            for device, launches in launched(fn).items():
-                e = enumerate_keys(kernel_name(fn), params_of(fn), launches, ranges)
-                result.enumeration.append(e.to_dict())
-                if e.too_many:
-                    result.specializations.append(
-                        f"{e.kernel}: more than {MAX_KEYS_PER_KERNEL} reachable keys, "
-                        "left to the census"
-                    )
-                    continue
-                if e.missing:
-                    compile_missing(fn, device, e.missing, done)
-                    result.specializations.append(
-                        f"{e.kernel}: {len(e.missing)} of {len(e.keys)} reachable keys compiled"
-                    )
+            try:
+                self._close(fn, ranges, result, done)
+            except Exception as exc:  # this kernel's keys are left to the census; the rest go on
+                done.failed.append(f"{kernel_name(fn)}: enumeration: {type(exc).__name__}: {exc}")
         result.compiled = result.warmed = done.compiled
-        result.skipped = "; ".join(done.failed[:20])
+        more = len(done.failed) - SHOWN_FAILURES
+        result.skipped = "; ".join(done.failed[:SHOWN_FAILURES]) + (
+            f"; and {more} more failed" if more > 0 else ""
+        )
         result.seconds = time.perf_counter() - start
         return result
 
+    def _close(self, fn: Any, ranges: Ranges, result: PrewarmResult, done: Compiled) -> None:
+        """Enumerate ``fn``'s keys on each device it ran on and compile the missing ones."""
+        for device, launches in launched(fn).items():
+            e = enumerate_keys(kernel_name(fn), params_of(fn), launches, ranges)
+            record = e.to_dict()
+            record["compiled"] = record["failed"] = 0
+            result.enumeration.append(record)
+            if e.too_many:
+                result.specializations.append(f"{e.kernel}: {_account(record)}")
+                continue
+            if e.missing:
+                compiled, failed = done.compiled, len(done.failed)
+                compile_missing(fn, device, e.missing, done)
+                record["compiled"] = done.compiled - compiled
+                record["failed"] = len(done.failed) - failed
+                result.specializations.append(f"{e.kernel}: {_account(record)}")
+
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
+
+
+SHOWN_FAILURES = 20
+
+
+def _account(e: dict[str, Any]) -> str:
+    """One kernel's keys, as its record holds them (a record older than the ``compiled``
+    count says only what was missing)."""
+    if e.get("too_many"):
+        return (
+            f"more than {MAX_KEYS_PER_KERNEL} reachable keys ({e['launched']} launched): "
+            "none compiled by enumeration, left to the census"
+        )
+    text = f"{e['reachable']} keys ({e['launched']} launched, {e['missing']} missing"
+    if "compiled" in e:
+        text += f", {e['compiled']} compiled by enumeration"
+    if e.get("failed"):
+        text += f", {e['failed']} failed to compile"
+    return text + ")"
