@@ -344,3 +344,18 @@ def test_a_kernel_over_the_cap_is_listed_as_not_compiled(monkeypatch):
     assert "none compiled by enumeration" in line and "left to the census" in line, line
     assert record["too_many"] and record["missing"] > 0 and record.get("compiled") == 0
     assert result.specializations == [f"vllm.fake.wide_kernel: {K._account(record)}"]
+
+
+def test_inside_a_worker_the_ranges_take_the_live_speculative_tokens():
+    """The request and token counts came from the live config, the speculative tokens from
+    the profile: a forced ``--speculative-config`` (3 drafts where the profile says none)
+    left the sampled widths at 1 and the EAGLE width rule at ``BLOCK_SIZE_TOKENS=1``."""
+    scheduler = SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=2048)
+    drafts = SimpleNamespace(num_speculative_tokens=3)
+    live = SimpleNamespace(scheduler_config=scheduler, speculative_config=drafts)
+    ctx = _keys_ctx()
+    ctx.profile.mtp_tokens = 0
+    ctx.worker = SimpleNamespace(vllm_config=live)
+    assert K.ranges_of(ctx) == K.Ranges.of(8, 2048, 3)
+    live.speculative_config = None
+    assert K.ranges_of(ctx).spec_tokens == 0

@@ -449,12 +449,18 @@ def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled)
 
 
 def ranges_of(ctx: PrewarmContext) -> Ranges:
-    """The live scheduler's counts inside a worker, the profile's elsewhere."""
-    config = getattr(getattr(ctx.worker, "vllm_config", None), "scheduler_config", None)
+    """The live config's counts inside a worker (scheduler and speculative decoding, as
+    ``serving_batches.shape_of`` reads them), the profile's elsewhere."""
+    live = getattr(ctx.worker, "vllm_config", None)
+    config = getattr(live, "scheduler_config", None)
     p = ctx.profile
     seqs = int(getattr(config, "max_num_seqs", 0) or p.serving.max_num_seqs)
     tokens = int(getattr(config, "max_num_batched_tokens", 0) or p.serving.max_num_batched_tokens)
-    return Ranges.of(seqs, tokens, p.mtp_tokens, ctx.facts.experts_per_token or 1)
+    spec = p.mtp_tokens
+    if live is not None:  # a forced --speculative-config in vllm.extra_args wins over the profile
+        drafts = getattr(live, "speculative_config", None)
+        spec = int(getattr(drafts, "num_speculative_tokens", 0) or 0) if drafts else 0
+    return Ranges.of(seqs, tokens, spec, ctx.facts.experts_per_token or 1)
 
 
 class KeysProvider:
