@@ -100,6 +100,26 @@ def test_set_syntax_error(write):
     assert "KEY=VALUE" in issue.message
 
 
+def test_an_unknown_section_from_set_is_blamed_on_set_not_the_profile(write):
+    # the file has no `servng:`: the key the error is about came from the command line
+    for flag in ("--set", "--vary"):
+        (issue,) = issues_of(write("p.yaml", MINIMAL), [("servng.max_model_len=1", flag)])
+        assert issue.file == flag and issue.key == "servng"
+        assert "did you mean 'serving'" in issue.message
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["env.HF_TOKEN=[hf_not_for_the_screen", "HF_TOKEN:hf_not_for_the_screen",
+     "~env.HF_TOKEN=hf_not_for_the_screen"],
+    ids=["value-not-yaml", "no-equals", "delete-with-value"],
+)  # fmt: skip
+def test_a_set_error_does_not_show_a_secret_value(write, override):
+    (issue,) = issues_of(write("p.yaml", MINIMAL), [override])
+    assert "hf_not_for_the_screen" not in str(issue)
+    assert "HF_TOKEN" in str(issue) and "not shown" in issue.message
+
+
 def test_unknown_key_suggests_the_close_one(write):
     (issue,) = issues_of(write("p.yaml", MINIMAL.replace("decode_context:", "decode_contxt:")))
     assert issue.key == "parallel.decode_contxt"
