@@ -447,9 +447,7 @@ def emit(
     loaded = pipeline.load(profile, overrides)
     _warn(pipeline.warnings(loaded))
     planned = pipeline.make_plan(loaded)
-    if not planned.plan.fits:
-        click.echo(f"error: the plan does not fit: {'; '.join(planned.plan.reasons)}", err=True)
-        sys.exit(EXIT_DOES_NOT_FIT)
+    pipeline.require_fit(planned)  # exit 3, saying what would fit
     paths = write(
         planned,
         Path(out_dir),
