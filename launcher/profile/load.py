@@ -164,11 +164,13 @@ def _resolve(
             [Issue("extends takes one file name", "extends", where.file, where.line)]
         )
     parent_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
-    if not parent_path.exists():
+    if not parent_path.is_file():
+        # a directory is named at the extends: line too, not as a file that cannot be read
+        what = "is a directory, not a profile" if parent_path.is_dir() else "not found"
         raise ProfileError(
             [
                 Issue(
-                    f"parent profile {parent!r} not found (looked at {_display(parent_path)})",
+                    f"parent profile {parent!r} {what} (looked at {_display(parent_path)})",
                     "extends",
                     where.file,
                     where.line,

@@ -77,6 +77,13 @@ def test_missing_parent(write):
     assert issue.key == "extends" and "not found" in issue.message and issue.line == 1
 
 
+def test_a_parent_that_is_a_directory_is_named_at_the_extends_line(write, tmp_path):
+    (tmp_path / "base").mkdir()
+    (issue,) = issues_of(write("c.yaml", "extends: base\n" + MINIMAL))
+    assert issue.key == "extends" and issue.line == 1 and issue.file.endswith("c.yaml")
+    assert "'base' is a directory, not a profile" in issue.message
+
+
 def test_set_overrides_and_deletes(write):
     path = write("p.yaml", MINIMAL + "env:\n  A: '1'\n")
     p = load_profile(
