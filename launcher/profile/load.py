@@ -99,7 +99,8 @@ def _validated(doc: ProfileDocument, overrides, force: bool = False) -> LoadedPr
         raise ProfileError(
             [Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display)]
         )
-    if data.get("name") is None:
+    name = data.get("name")
+    if name is None or (isinstance(name, str) and not name.strip()):  # `--set name=` too
         data["name"] = Path(path).stem
     try:
         profile = Profile.model_validate(data)

@@ -25,6 +25,12 @@ def test_name_defaults_to_file_stem(write):
     assert load_profile(write("mine.yaml", MINIMAL)).profile.name == "mine"
 
 
+@pytest.mark.parametrize("blank", ["name=", "name=' '"])
+def test_a_blank_name_defaults_to_file_stem(write, blank):
+    # not an empty plan title and a run directory named "<time>-"
+    assert load_profile(write("mine.yaml", MINIMAL), [blank]).profile.name == "mine"
+
+
 def test_extends_deep_merges_maps_and_replaces_lists(write):
     base = MINIMAL.replace(
         "  kv_cache_dtype:", "  cudagraph_capture_sizes: [4, 8, 16, 32]\n  kv_cache_dtype:"
