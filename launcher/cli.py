@@ -216,8 +216,8 @@ def launch(
     """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
     from launcher import pipeline
 
-    if node_rank is not None:
-        overrides = (*overrides, f"runtime.node_rank={node_rank}")
+    if node_rank is not None:  # its errors name the flag typed, not --set
+        overrides = (*overrides, (f"runtime.node_rank={node_rank}", "--node-rank"))
     if strict_jit:
         overrides = (*overrides, "prewarm.strict_jit=true")
     if print_command and (as_json or dry_run or plot_file):
@@ -447,9 +447,7 @@ def emit(
     loaded = pipeline.load(profile, overrides)
     _warn(pipeline.warnings(loaded))
     planned = pipeline.make_plan(loaded)
-    if not planned.plan.fits:
-        click.echo(f"error: the plan does not fit: {'; '.join(planned.plan.reasons)}", err=True)
-        sys.exit(EXIT_DOES_NOT_FIT)
+    pipeline.require_fit(planned)  # exit 3, saying what would fit
     paths = write(
         planned,
         Path(out_dir),

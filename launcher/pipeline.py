@@ -139,6 +139,17 @@ def render(planned: Planned, *, as_json: bool, color: bool = False) -> str:
     return report.render_table(planned.plan, planned.command, planned.fingerprint, color=color)
 
 
+def require_fit(planned: Planned) -> None:
+    """Refuse a plan that does not fit, with what would (exit 3).
+
+    Raises:
+        DoesNotFit: the plan does not fit.
+    """
+    from launcher.launch.start import require_fit
+
+    require_fit(planned)
+
+
 def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
     """The launch's command as one shell line, with the run directory it points the planned
     workers at (written here, plan included: the line runs as printed) and a note on it.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from launcher.errors import Issue, ProfileError
 from launcher.profile.rules import check_rules
 from launcher.profile.schema import Profile
 from launcher.profile.yamlsource import KeyPath, Location, SourceMap, dotted, read_yaml
+from launcher.secrets import is_secret
 
 MAX_EXTENDS_DEPTH = 16
 
@@ -97,7 +99,8 @@ def _validated(doc: ProfileDocument, overrides, force: bool = False) -> LoadedPr
         raise ProfileError(
             [Issue("a profile is a mapping of sections (hardware:, model:, ...)", file=display)]
         )
-    if data.get("name") is None:
+    name = data.get("name")
+    if name is None or (isinstance(name, str) and not name.strip()):  # `--set name=` too
         data["name"] = Path(path).stem
     try:
         profile = Profile.model_validate(data)
@@ -162,11 +165,13 @@ def _resolve(
             [Issue("extends takes one file name", "extends", where.file, where.line)]
         )
     parent_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
-    if not parent_path.exists():
+    if not parent_path.is_file():
+        # a directory is named at the extends: line too, not as a file that cannot be read
+        what = "is a directory, not a profile" if parent_path.is_dir() else "not found"
         raise ProfileError(
             [
                 Issue(
-                    f"parent profile {parent!r} not found (looked at {_display(parent_path)})",
+                    f"parent profile {parent!r} {what} (looked at {_display(parent_path)})",
                     "extends",
                     where.file,
                     where.line,
@@ -213,7 +218,9 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
         key, sep, value = raw[1:].partition("=") if delete else raw.partition("=")
         key = key.strip()
         if not key or (not delete and not sep) or (delete and sep):
-            raise ProfileError([Issue(f"{flag} takes KEY=VALUE or ~KEY, got {raw!r}", file=flag)])
+            raise ProfileError(
+                [Issue(f"{flag} takes KEY=VALUE or ~KEY, got {_shown(raw)}", file=flag)]
+            )
         path = _split(key)
         if delete:
             parent = _dig(data, path[:-1], create=False)
@@ -224,13 +231,44 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
         try:
             parsed = yaml.safe_load(value) if value.strip() else ""
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
-            raise ProfileError([Issue(f"value is not YAML: {exc}", key, flag)]) from None
+            raise ProfileError([Issue(_not_yaml(exc, key, flag), key, flag)]) from None
+        # A key the files do not have (`--set servng.x=1`) is the flag's: errors about it
+        # name the flag, not the profile.
+        created = _absent_prefix(data, path)
         parent = _dig(data, path[:-1], create=True)
         if not isinstance(parent, dict):
             raise ProfileError([Issue(f"{dotted(path[:-1])} is not a mapping", key, flag)])
         parent[path[-1]] = parsed
-        _relocate(source, path, flag)
+        _relocate(source, created, flag)
     return data
+
+
+def _shown(raw: str) -> str:
+    """``raw`` for an error, less what follows a secret's name (``HF_TOKEN:hf_...``)."""
+    head = re.match(r"[^=:\s]*", raw).group(0)
+    if head != raw and is_secret(head):
+        return f"{head!r} and a value not shown (it names a secret)"
+    return repr(raw)
+
+
+def _not_yaml(exc: Exception, key: str, flag: str) -> str:
+    """The YAML error of a ``--set`` value; PyYAML quotes the value, so a secret's is left out."""
+    if key.startswith("env.") and is_secret(key[len("env.") :]):
+        return (
+            "value is not YAML (the value is a secret and is not shown); quote it, "
+            f"{flag} '{key}=\"...\"', or pass the variable from the environment"
+        )
+    return f"value is not YAML: {exc}"
+
+
+def _absent_prefix(data: Any, path: KeyPath) -> KeyPath:
+    """The shortest head of ``path`` that ``data`` does not hold (``path`` when all of it is)."""
+    node = data
+    for n, part in enumerate(path):
+        if not isinstance(node, dict) or part not in node:
+            return path[: n + 1]
+        node = node[part]
+    return path
 
 
 def _relocate(source: SourceMap, path: KeyPath, flag: str = "--set") -> None:

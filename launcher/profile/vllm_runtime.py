@@ -276,7 +276,7 @@ def resolve(name: str, backend: str | None) -> tuple[VllmLine, str]:
     """The line a profile targets and how it was decided."""
     if name != "auto":
         return VLLM_LINES[name], "profile"
-    return infer(backend), f"inferred from vllm.attention_backend {backend}"
+    return infer(backend), f"inferred from vllm.attention_backend {backend or '(not set)'}"
 
 
 def probe_installed() -> tuple[VllmLine, str] | None:

@@ -28,6 +28,12 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]
         ) from None
     except ValueError as exc:
         raise EnvironmentProblem(f"{plan_file} is not valid JSON: {exc}") from None
+    missing = _not_a_plan(plan)
+    if missing:
+        raise EnvironmentProblem(
+            f"{plan_file} is not a b12x-launch plan ({missing}): is {run_dir} a b12x-launch "
+            "run? Point report at the directory a launch or --print-command wrote"
+        )
     warnings: list[str] = []
     records = [
         r
@@ -35,6 +41,31 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]
         if (r := read_record(p, warnings.append)) is not None
     ]
     return plan, sorted(records, key=lambda r: r.rank), warnings
+
+
+def _not_a_plan(plan: Any) -> str:
+    """What the report reads that ``plan`` lacks ("" when it has it all): a JSON file that
+    is not a plan is the user's to fix, not a crash."""
+    if not isinstance(plan, dict):
+        return "not a JSON object"
+    ranks = plan.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return "no ranks"
+    for r in ranks:
+        components = r.get("components") if isinstance(r, dict) else None
+        if not isinstance(components, dict) or not all(
+            isinstance(r.get(k), int | float) for k in ("rank", "total_bytes")
+        ):
+            return "a rank without its number, total_bytes and components"
+        if not all(
+            isinstance(c, dict) and isinstance(c.get("bytes"), int | float) and "source" in c
+            for c in components.values()
+        ):
+            return "a component without its bytes and source"
+    kv = plan.get("kv")
+    if not isinstance(kv, dict) or not {"tokens", "max_concurrency"} <= kv.keys():
+        return "no kv tokens"
+    return ""
 
 
 def render_run(run_dir: Path, log_file: Path | None = None) -> str:

@@ -19,6 +19,7 @@ from launcher.plan.inputs import check_against_facts, gather
 from launcher.plan.planner import Measured, MemoryPlan, PlanInputs, plan, plan_without_suggestions
 from launcher.profile import LoadedProfile, Profile
 from launcher.profile.load import read_profile
+from launcher.secrets import is_secret
 
 MAX_COMBINATIONS = 10_000
 # Keys gather() does not read (only the planner does), so varying them re-uses the facts.
@@ -83,6 +84,12 @@ def parse_vary(spec: str) -> tuple[str, tuple[str, ...]]:
     key = key.strip()
     if not sep or not key or key.startswith("~"):
         raise ValueError(f"expected KEY=V1,V2,... (got {spec!r})")
+    if key.startswith("env.") and is_secret(key[len("env.") :]):
+        # each row prints its settings: a secret's values would be on screen and in the JSON
+        raise ValueError(
+            f"{key} is a secret: no plan depends on it, and every row would print its value; "
+            "pass it in the environment"
+        )
     values, depth, start = [], 0, 0
     for i, ch in enumerate(rest):
         depth += (ch in "[{") - (ch in "]}")

@@ -350,3 +350,18 @@ def test_an_assumed_catalog_layout_shows_its_band_and_what_settles_it():
     assert weights["source"] == "estimate"
     assert "shared_h_v1 would give -0.67 GiB per rank" in weights["detail"]
     assert "b12x-launch qualify measures what loads" in weights["detail"]
+
+
+def test_prewarm_list_with_no_providers_says_there_is_nothing_to_prewarm():
+    result = run("prewarm", str(PROFILES / "tiny-cpu.yaml"), "--list")
+    assert result.exit_code == 0
+    assert result.output == "nothing to prewarm: prewarm.providers is empty\n"
+
+
+def test_a_bad_node_rank_is_blamed_on_the_flag_typed():
+    out = CliRunner().invoke(
+        cli, [str(PROFILES / "glm52-2node.yaml"), "--node-rank", "5", "--dry-run"]
+    )
+    assert out.exit_code == 1
+    assert "error: --node-rank runtime.node_rank: must be below hardware.nodes (2)" in out.stderr
+    assert "--set" not in out.stderr

@@ -17,6 +17,7 @@ from tests.conftest import PROFILES, ROOT, need
 from tests.unit import lws_schema
 
 TWO_NODE = str(PROFILES / "glm52-2node.yaml")
+ONE_NODE = str(PROFILES / "glm52.yaml")
 IMAGE = "registry.example/b12x-launch:test"
 
 
@@ -171,6 +172,15 @@ def test_a_plan_that_does_not_fit_writes_nothing(tmp_path):
         cli, ["emit", TWO_NODE, str(tmp_path / "o"), "--set", "memory.safety_margin=80GiB"]
     )
     assert result.exit_code == 3 and not (tmp_path / "o").exists()
+
+
+def test_a_plan_that_does_not_fit_says_what_would(tmp_path):
+    result = CliRunner().invoke(
+        cli, ["emit", ONE_NODE, str(tmp_path / "o"), "--set", "serving.max_model_len=1048576"]
+    )
+    assert result.exit_code == 3, result.output
+    assert "Would fit with: --set serving.max_model_len=" in result.output
+    assert not (tmp_path / "o").exists()
 
 
 def test_emit_imports_no_heavy_module(tmp_path):

@@ -25,6 +25,12 @@ def test_name_defaults_to_file_stem(write):
     assert load_profile(write("mine.yaml", MINIMAL)).profile.name == "mine"
 
 
+@pytest.mark.parametrize("blank", ["name=", "name=' '"])
+def test_a_blank_name_defaults_to_file_stem(write, blank):
+    # not an empty plan title and a run directory named "<time>-"
+    assert load_profile(write("mine.yaml", MINIMAL), [blank]).profile.name == "mine"
+
+
 def test_extends_deep_merges_maps_and_replaces_lists(write):
     base = MINIMAL.replace(
         "  kv_cache_dtype:", "  cudagraph_capture_sizes: [4, 8, 16, 32]\n  kv_cache_dtype:"
@@ -77,6 +83,13 @@ def test_missing_parent(write):
     assert issue.key == "extends" and "not found" in issue.message and issue.line == 1
 
 
+def test_a_parent_that_is_a_directory_is_named_at_the_extends_line(write, tmp_path):
+    (tmp_path / "base").mkdir()
+    (issue,) = issues_of(write("c.yaml", "extends: base\n" + MINIMAL))
+    assert issue.key == "extends" and issue.line == 1 and issue.file.endswith("c.yaml")
+    assert "'base' is a directory, not a profile" in issue.message
+
+
 def test_set_overrides_and_deletes(write):
     path = write("p.yaml", MINIMAL + "env:\n  A: '1'\n")
     p = load_profile(
@@ -98,6 +111,26 @@ def test_set_value_is_yaml_and_errors_name_set(write):
 def test_set_syntax_error(write):
     (issue,) = issues_of(write("p.yaml", MINIMAL), ["serving.max_num_seqs"])
     assert "KEY=VALUE" in issue.message
+
+
+def test_an_unknown_section_from_set_is_blamed_on_set_not_the_profile(write):
+    # the file has no `servng:`: the key the error is about came from the command line
+    for flag in ("--set", "--vary"):
+        (issue,) = issues_of(write("p.yaml", MINIMAL), [("servng.max_model_len=1", flag)])
+        assert issue.file == flag and issue.key == "servng"
+        assert "did you mean 'serving'" in issue.message
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["env.HF_TOKEN=[hf_not_for_the_screen", "HF_TOKEN:hf_not_for_the_screen",
+     "~env.HF_TOKEN=hf_not_for_the_screen"],
+    ids=["value-not-yaml", "no-equals", "delete-with-value"],
+)  # fmt: skip
+def test_a_set_error_does_not_show_a_secret_value(write, override):
+    (issue,) = issues_of(write("p.yaml", MINIMAL), [override])
+    assert "hf_not_for_the_screen" not in str(issue)
+    assert "HF_TOKEN" in str(issue) and "not shown" in issue.message
 
 
 def test_unknown_key_suggests_the_close_one(write):

@@ -63,6 +63,25 @@ def test_report_on_a_directory_that_is_not_a_run(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "plan, says",
+    [
+        ([1, 2], "not a JSON object"),
+        ({"fingerprint": "abc"}, "no ranks"),
+        ({"ranks": [{"rank": 0, "total_bytes": 1}], "kv": {}}, "a rank without"),
+        ({"ranks": [{"rank": 0, "total_bytes": 1, "components": {"w": 1}}]}, "a component"),
+        ({"ranks": [{"rank": 0, "total_bytes": 1, "components": {}}], "kv": []}, "no kv"),
+    ],
+)
+def test_report_on_a_json_file_that_is_not_a_plan_names_it_without_a_crash(tmp_path, plan, says):
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    for args in ([], ["--plot", str(tmp_path / "run.svg")]):
+        out = CliRunner().invoke(cli, ["report", str(tmp_path), *args])
+        assert out.exit_code == 1, out.output
+        assert f"{tmp_path / 'plan.json'} is not a b12x-launch plan ({says}" in out.output
+        assert "internal error" not in out.output and "Traceback" not in out.output
+
+
+@pytest.mark.parametrize(
     "text, says",
     [
         ("{oops", "unreadable measurement record {path}"),

@@ -203,6 +203,12 @@ def test_bad_vary_is_a_usage_error(vary):
     assert out.exit_code == 2 and "--vary" in out.output
 
 
+def test_varying_a_secret_is_refused_without_printing_its_values():
+    out = invoke("sweep", GLM, "--vary", "env.HF_TOKEN=hf_row_one,hf_row_two")
+    assert out.exit_code == 2 and "env.HF_TOKEN is a secret" in out.output
+    assert "hf_row_one" not in out.output
+
+
 def test_vary_values_keep_commas_inside_brackets():
     key, values = parse_vary("serving.cudagraph_capture_sizes=[4,8],[4,8,16],auto")
     assert key == "serving.cudagraph_capture_sizes"

@@ -106,3 +106,10 @@ def test_no_module_names_a_line_but_the_registry():
             if isinstance(node, ast.Constant) and node.value in names:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert found == []
+
+
+def test_a_runtime_inferred_without_a_backend_does_not_print_none():
+    # the KV line of the dry run read "runtime upstream (inferred from ... None)"
+    line, how = vllm_runtime.resolve("auto", None)
+    assert line == vllm_runtime.fallback()
+    assert how == "inferred from vllm.attention_backend (not set)"

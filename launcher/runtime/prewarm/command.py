@@ -40,6 +40,8 @@ def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
 
     ctx, provs = providers(planned)
     ranks = planned.loaded.profile.parallel.tensor
+    if not provs:  # say so: an empty listing reads as a failure
+        echo("nothing to prewarm: prewarm.providers is empty")
     for prov in provs:
         if not prov.applies(ctx):
             echo(f"{prov.name}: {_why_not(prov, ctx)}")
