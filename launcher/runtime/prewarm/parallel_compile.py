@@ -16,21 +16,58 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 COMPILE_THREADS = min(16, os.cpu_count() or 1)
+DEADLINE_S = 600.0
+"""How long the end of a block waits for its compiles. A key takes about a second (145 keys in
+14 s on the H200), so one still compiling after this is stuck (a ptxas that never returns):
+the boot goes on without it, and says so, instead of hanging."""
 
 
 @contextlib.contextmanager
-def parallel_compiles() -> Iterator[bool]:
+def parallel_compiles(deadline_s: float = DEADLINE_S) -> Iterator[bool]:
     """Triton's parallel compile mode (3.4+) for the block: compiles go to threads, and every
-    kernel is in its cache when the block ends. Yields False where Triton lacks the mode."""
+    kernel is in its cache when the block ends, but those still compiling after ``deadline_s``
+    (``settle`` drops and reports them). Yields False where Triton lacks the mode."""
     try:
         from concurrent.futures import ThreadPoolExecutor
 
-        from triton.runtime._async_compile import AsyncCompileMode
+        from triton.runtime import _async_compile
     except ImportError:
         yield False
         return
-    with ThreadPoolExecutor(COMPILE_THREADS) as pool, AsyncCompileMode(pool, ignore_errors=True):
-        yield True
+    pool = ThreadPoolExecutor(COMPILE_THREADS)
+    try:
+        with _bounded(_async_compile, pool, deadline_s):
+            yield True
+    finally:  # a stuck compile's thread is left behind; nothing waits on it
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _bounded(module: Any, pool: Any, deadline_s: float) -> Any:
+    """Triton's ``AsyncCompileMode`` whose exit waits at most ``deadline_s`` (Triton's own
+    waits for every compile without a limit)."""
+
+    class Bounded(module.AsyncCompileMode):
+        def __exit__(self, *exc: object) -> None:
+            from concurrent.futures import TimeoutError as Timeout
+            from concurrent.futures import as_completed
+
+            if not hasattr(self, "raw_futures"):  # another layout: Triton's own exit
+                return super().__exit__(*exc)
+            try:
+                for future in as_completed(self.raw_futures, timeout=deadline_s):
+                    self.future_kernels[future._key].result(self.ignore_errors)
+            except Timeout:
+                stuck = sum(not f.done() for f in self.raw_futures)
+                logger.warning(
+                    "b12x-launch: %d Triton compiles still running after %.0f s; "
+                    "the boot goes on without them",
+                    stuck,
+                    deadline_s,
+                )
+            finally:
+                module.active_mode.set(None)
+
+    return Bounded(pool, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -72,6 +109,9 @@ def settle(fn: Any, keys: Iterable[Any] | None = None) -> tuple[int, list[str]]:
         for key in list(cache) if keys is None else [k for k in keys if k in cache]:
             kernel = cache[key]
             try:
+                future = getattr(kernel, "future", None)
+                if future is not None and not future.done():
+                    raise TimeoutError("still compiling at the deadline (stuck)")
                 kernel = kernel.result() if hasattr(kernel, "result") else kernel
                 if kernel is None:
                     raise RuntimeError("compile failed")
