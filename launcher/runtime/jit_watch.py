@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,27 +211,51 @@ watch = JitWatch()
 def _jit_functions() -> list[Any]:
     """Every ``@triton.jit`` function a loaded module holds at top level (autotuned and
     heuristic wrappers unwrapped), each once."""
-    import sys
-
     try:
         from triton.runtime.autotuner import Autotuner, Heuristics
         from triton.runtime.jit import JITFunction
     except ImportError:
         return []
     found: dict[int, Any] = {}
+    for obj in _module_objects():
+        # type(), not isinstance(): no module attribute's __class__ hook runs
+        while issubclass(type(obj), Autotuner | Heuristics):
+            obj = obj.fn
+        if issubclass(type(obj), JITFunction):
+            found.setdefault(id(obj), obj)
+    return list(found.values())
+
+
+def autotuners() -> dict[int, Any]:
+    """The autotuners that benchmark (more than one config), by ``id`` of the
+    ``@triton.jit`` function they wrap: a key value they have not tuned benchmarks every
+    config at its first launch."""
+    try:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+    except ImportError:
+        return {}
+    found: dict[int, Any] = {}
+    for obj in _module_objects():
+        tuner = None
+        while issubclass(type(obj), Autotuner | Heuristics):
+            if tuner is None and issubclass(type(obj), Autotuner):
+                tuner = obj
+            obj = obj.fn
+        if tuner is not None and len(getattr(tuner, "configs", ())) > 1:
+            found.setdefault(id(obj), tuner)
+    return found
+
+
+def _module_objects() -> Iterator[Any]:
+    """Every top-level object of every loaded module."""
+    import sys
+
     with warnings.catch_warnings():  # a deprecated module attribute may warn on access
         warnings.simplefilter("ignore")
         for module in list(sys.modules.values()):
             names = getattr(module, "__dict__", None)
-            if not isinstance(names, dict):
-                continue
-            for obj in list(names.values()):
-                # type(), not isinstance(): no module attribute's __class__ hook runs
-                while issubclass(type(obj), Autotuner | Heuristics):
-                    obj = obj.fn
-                if issubclass(type(obj), JITFunction):
-                    found.setdefault(id(obj), obj)
-    return list(found.values())
+            if isinstance(names, dict):
+                yield from list(names.values())
 
 
 def loaded() -> dict[str, int]:

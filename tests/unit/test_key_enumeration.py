@@ -359,3 +359,36 @@ def test_inside_a_worker_the_ranges_take_the_live_speculative_tokens():
     assert K.ranges_of(ctx) == K.Ranges.of(8, 2048, 3)
     live.speculative_config = None
     assert K.ranges_of(ctx).spec_tokens == 0
+
+
+def _tuned_like(x_ptr, n, BLOCK: tl.constexpr):
+    """A kernel vLLM autotunes (prefix prefill, the Mamba and FLA ops): its config is timed."""
+
+
+def test_an_autotuned_kernel_is_reported_with_what_serving_still_times(monkeypatch, triton):
+    """The enumeration compiles keys; it does not tune. A kernel behind an autotuner with more
+    than one config times every config at the first launch of a key value it has not seen,
+    after sizing and outside the plan: the record and ``--list`` say so."""
+    import types
+
+    from launcher.runtime import jit_watch
+
+    configs = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})]
+    tuned = triton.autotune(configs=configs, key=["n"])(triton.jit(_tuned_like))
+    single = triton.autotune(configs=configs[:1], key=["n"])(triton.jit(_tuned_like))
+    module = types.ModuleType("vllm.fake_tuned")
+    module.tuned_kernel, module.single_config = tuned, single
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    tuners = jit_watch.autotuners()
+    assert id(tuned.fn) in tuners and id(single.fn) not in tuners  # one config: nothing timed
+
+    fn = FakeKernel("tuned_kernel", _ran(3))
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "autotuners", lambda: {id(fn): tuners[id(tuned.fn)]})
+    result = K.KeysProvider().run(_keys_ctx())
+    (record,) = result.enumeration
+    assert record["autotuned"] == {"key": ["n"], "configs": 2, "tuned": 0}
+    listed = K.KeysProvider().specializations(_keys_ctx((record,)))
+    note = "a new value times all 2 configs at its first launch while serving"
+    assert any(note in line for line in listed), listed
+    assert any(note in line for line in result.specializations), result.specializations

@@ -491,6 +491,8 @@ class KeysProvider:
             lines += [f"    {a}" for a in e["args"]]
             if e.get("as_launched"):
                 lines.append(f"    as launched (assumed): {', '.join(e['as_launched'])}")
+            if e.get("autotuned"):
+                lines.append(f"    {_autotune_note(e)}")
         return lines
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
@@ -500,9 +502,10 @@ class KeysProvider:
         start = time.perf_counter()
         ranges = ranges_of(ctx)
         done = Compiled()
+        tuners = jit_watch.autotuners()
         for fn in jit_watch._jit_functions():
             try:
-                self._close(fn, ranges, result, done)
+                self._close(fn, ranges, result, done, tuners.get(id(fn)))
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
                 done.failed.append(f"{kernel_name(fn)}: enumeration: {type(exc).__name__}: {exc}")
         result.compiled = result.warmed = done.compiled
@@ -513,12 +516,17 @@ class KeysProvider:
         result.seconds = time.perf_counter() - start
         return result
 
-    def _close(self, fn: Any, ranges: Ranges, result: PrewarmResult, done: Compiled) -> None:
+    def _close(
+        self, fn: Any, ranges: Ranges, result: PrewarmResult, done: Compiled, tuner: Any = None
+    ) -> None:
         """Enumerate ``fn``'s keys on each device it ran on and compile the missing ones."""
         for device, launches in launched(fn).items():
             e = enumerate_keys(kernel_name(fn), params_of(fn), launches, ranges)
             record = e.to_dict()
             record["compiled"] = record["failed"] = 0
+            if tuner is not None:
+                record["autotuned"] = autotuned(tuner)
+                result.specializations.append(f"{e.kernel}: {_autotune_note(record)}")
             result.enumeration.append(record)
             if e.too_many:
                 result.specializations.append(f"{e.kernel}: {_account(record)}")
@@ -535,6 +543,29 @@ class KeysProvider:
 
 
 SHOWN_FAILURES = 20
+BENCHMARK_BUFFER = "256 MiB"
+"""What Triton's benchmark allocates to flush L2 before each timed run (the NVIDIA driver's
+``get_empty_cache_for_benchmark``)."""
+
+
+def autotuned(tuner: Any) -> dict[str, Any]:
+    """What an autotuner wrapping a kernel keys on, how many configs it times, and how many
+    key values it tuned in this process."""
+    return {
+        "key": list(getattr(tuner, "keys", ())),
+        "configs": len(getattr(tuner, "configs", ())),
+        "tuned": len(getattr(tuner, "cache", {})),
+    }
+
+
+def _autotune_note(e: dict[str, Any]) -> str:
+    """The enumeration compiles keys, it does not tune: say what serving still does."""
+    a = e["autotuned"]
+    return (
+        f"autotuned on ({', '.join(a['key'])}), {a['tuned']} value(s) tuned before sizing: "
+        f"a new value times all {a['configs']} configs at its first launch while serving "
+        f"(a {BENCHMARK_BUFFER} buffer and the timing runs, not in the plan)"
+    )
 
 
 def _account(e: dict[str, Any]) -> str:
