@@ -485,6 +485,8 @@ class KeysProvider:
             "never varied (the record names each kernel's as assumed)",
             f"a kernel over {MAX_KEYS_PER_KERNEL} reachable keys: none compiled, left to the "
             "census",
+            "a kernel behind an autotuner of several configs: its keys compiled, its configs "
+            "timed at serving for a key value not tuned before sizing (named in the record)",
         ]
         for e in ctx.enumerated:
             lines.append(f"{e['kernel']}: {_account(e)} on the last boot")
