@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 import yaml
@@ -61,6 +62,12 @@ def dns_name(name: str) -> str:
     return label
 
 
+def literal(text: str) -> str:
+    """``text`` as the kubelet passes it on: it expands ``$(VAR)`` in ``args`` and env values
+    (``$$`` is a literal ``$``), which only the LWS variables here are meant to use."""
+    return text.replace("$", "$$")
+
+
 def _env(t: Target, name: str) -> list[dict]:
     """The plan's environment; a secret becomes a reference to a Secret, never a value."""
     out = []
@@ -69,7 +76,7 @@ def _env(t: Target, name: str) -> list[dict]:
             ref = {"name": f"{name}-secrets", "key": key}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
         else:
-            out.append({"name": key, "value": str(value)})
+            out.append({"name": key, "value": literal(str(value))})
     return out
 
 
@@ -99,10 +106,12 @@ def _container(t: Target, name: str, *, leader: bool) -> dict:
     rank = "0" if leader else "$(LWS_WORKER_INDEX)"
     master = "$(LWS_LEADER_ADDRESS)" if p.hardware.nodes > 1 else None
     mounts, _ = _volumes(t)
+    # The profile's own words are literal; only the rank and the leader's address expand.
+    own = replace(t, profile_ref=literal(t.profile_ref), overrides=tuple(map(literal, t.overrides)))
     c: dict = {
         "name": "vllm",
         "image": t.image,
-        "args": t.launcher_args(rank, master),
+        "args": own.launcher_args(rank, master),
         "env": _env(t, name),
         "volumeMounts": mounts,
     }

@@ -345,3 +345,27 @@ def test_dev_shm_is_memory_backed_with_a_size_limit(emitted):
         (shm,) = [v for v in spec["volumes"] if v["name"] == "dshm"]
         assert shm["emptyDir"]["medium"] == "Memory"
         assert shm["emptyDir"]["sizeLimit"].endswith("Gi")
+
+
+def test_a_dollar_in_the_profile_reaches_the_container_as_written(tmp_path):
+    """Compose interpolates $VAR at `up` and the kubelet expands $(VAR) in args and env
+    values; `$$` is the literal `$` for both. Only the secrets (compose) and the LWS variables
+    (Kubernetes) are meant to expand."""
+    out = tmp_path / "o"
+    value = "pre$(HOME)-${USER}-$X"
+    result = run(
+        "emit", TWO_NODE, str(out), "--profile-ref", "glm52-2node",
+        "--set", f"env.MY_FLAG={value}", "--set", f"description=d{value}",
+        "--set", "runtime.master_addr=172.16.4.2",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    escaped = value.replace("$", "$$")
+    for rank in (0, 1):
+        svc = yaml.safe_load((out / f"compose.node{rank}.yaml").read_text())["services"]["vllm"]
+        assert svc["environment"]["MY_FLAG"] == escaped
+        assert f"description=d{escaped}" in svc["command"]
+    worker = _pod(_manifest(out), "workerTemplate")["containers"][0]
+    assert {"name": "MY_FLAG", "value": escaped} in worker["env"]
+    assert f"description=d{escaped}" in worker["args"]
+    assert worker["args"][-2:] == ["--node-rank", "$(LWS_WORKER_INDEX)"]
+    assert "runtime.master_addr=$(LWS_LEADER_ADDRESS)" in worker["args"]
