@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -107,6 +108,8 @@ def fork_image() -> str:
 
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TRUE = ("1", "true", "yes", "on")
+FULL = (errno.ENOSPC, errno.EDQUOT)
+"""A volume out of space or quota: not a permission problem, and pruning may fix it."""
 
 
 class EntrypointError(Exception):
@@ -219,6 +222,12 @@ def prepare_cache(mount: Path, build_id: str, info: Mapping[str, Any]) -> Path:
         if not marker.exists():
             marker.write_text(json.dumps(dict(info), indent=2, sort_keys=True) + "\n")
     except OSError as exc:
+        if exc.errno in FULL:
+            raise EntrypointError(
+                f"the cache volume {mount} is full ({exc.strerror or exc}: "
+                f"{exc.filename or root}). Free space on it, or start once with "
+                f"{PRUNE_ENV}=1 to remove the caches of other image builds."
+            ) from None
         who = f"uid {os.getuid()}" if hasattr(os, "getuid") else "this user"
         raise EntrypointError(
             f"the cache volume {mount} is not writable by {who} "
@@ -580,6 +589,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             mount = Path(env.get(MOUNT_ENV) or DEFAULT_MOUNT)
             build_id, info = resolve_build(env)
             root = mount / build_id
+            # Before this build's tree is made: on a full volume, pruning is what frees it.
+            if env.get(PRUNE_ENV, "").strip().lower() in TRUE and not dry:
+                for gone in prune_other_builds(mount, build_id):
+                    _say(f"pruned the caches of another build: {gone}")
             try:
                 prepare_cache(mount, build_id, info)
                 _say(f"build {build_id}: caches under {root}, run records under {mount}/runs")
@@ -587,9 +600,6 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                 if not dry:
                     raise
                 _say(f"warning (dry run goes on): {exc}")
-            if env.get(PRUNE_ENV, "").strip().lower() in TRUE and not dry:
-                for gone in prune_other_builds(mount, build_id):
-                    _say(f"pruned the caches of another build: {gone}")
             args = _insert_after_command(args, cache_overrides(mount, root, env))
         if launches:
             check_runtime(args, env)

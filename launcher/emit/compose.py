@@ -27,6 +27,12 @@ SHIPPED_PREFIX = "profile."
 """The shipped profile's file beside the compose files: ``profile.<name>.yaml``."""
 
 
+def literal(value: object) -> str:
+    """``value`` as compose passes it on: compose interpolates ``$VAR`` and ``${VAR}`` in every
+    value at ``up`` (``$$`` is a literal ``$``), which only the secrets here are meant to use."""
+    return str(value).replace("$", "$$")
+
+
 def _master(t: Target) -> str | None:
     """Node 0's address as the profile (with its ``--set``) has it, for a profile in the
     image: every node must be told the same address."""
@@ -38,7 +44,11 @@ def service(t: Target, rank: int) -> dict:
     p = t.profile
     # A secret by name only: compose takes its value from the shell or an .env file at `up`.
     env = {
-        k: (f"${{{k}:?set {k} in the environment of docker compose}}" if is_secret(k) else str(v))
+        k: (
+            f"${{{k}:?set {k} in the environment of docker compose}}"
+            if is_secret(k)
+            else literal(v)
+        )
         for k, v in t.env.items()
     }
     volumes = [f"cache:{CACHE_MOUNT}"]
@@ -49,7 +59,9 @@ def service(t: Target, rank: int) -> dict:
         volumes.append(f"{model.parent}:{model.parent}:ro")
     s: dict = {
         "image": t.image,
-        "command": t.launcher_args(str(rank), None if t.shipped else _master(t)),
+        "command": [
+            literal(a) for a in t.launcher_args(str(rank), None if t.shipped else _master(t))
+        ],
         "environment": env,
         "network_mode": "host",
         "ipc": "host",

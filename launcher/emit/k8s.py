@@ -11,7 +11,9 @@ per pod and carry the plan's environment; only the leader has a readiness probe 
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 import yaml
@@ -34,12 +36,36 @@ MEMORY_PER_GPU_GI = 32
 requests only (no limit), so a large checkpoint is not killed for its page cache."""
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+NAME_MAX = 45
+"""The longest LeaderWorkerSet name: LWS names the workers' StatefulSet ``<name>-<group>`` and
+their pods ``<name>-<group>-<index>``, and the StatefulSet controller labels each pod with
+``<statefulset>-<revision hash>`` (up to 10 characters); a label value is 63 at most."""
+API_SUFFIX = "-api"
+"""The Service in front of the leader: LWS itself creates a headless Service named like the
+LeaderWorkerSet (the pods' subdomain, which ``$(LWS_LEADER_ADDRESS)`` resolves through), so
+ours must not take that name."""
+SHM_SIZE = "32Gi"
+"""The memory-backed ``/dev/shm``'s limit (the size ``deploy/compose.glm52.yaml`` gives where
+host IPC is not allowed): without one it may grow to the node's memory."""
 
 
 def dns_name(name: str) -> str:
-    """``name`` as an RFC 1123 label (what Kubernetes accepts as a resource name)."""
+    """``name`` as a LeaderWorkerSet name: an RFC 1035 label (LWS makes a Service of it, which
+    must start with a letter) of ``NAME_MAX`` characters at most; a longer one keeps a hash of
+    the whole name, so two long names that share a beginning stay apart."""
     label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-    return (label[:63].rstrip("-")) or "b12x-launch"
+    if not label[:1].isalpha():
+        label = f"b12x-{label}" if label else "b12x-launch"
+    if len(label) > NAME_MAX:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+        label = f"{label[: NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
+    return label
+
+
+def literal(text: str) -> str:
+    """``text`` as the kubelet passes it on: it expands ``$(VAR)`` in ``args`` and env values
+    (``$$`` is a literal ``$``), which only the LWS variables here are meant to use."""
+    return text.replace("$", "$$")
 
 
 def _env(t: Target, name: str) -> list[dict]:
@@ -50,7 +76,7 @@ def _env(t: Target, name: str) -> list[dict]:
             ref = {"name": f"{name}-secrets", "key": key}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
         else:
-            out.append({"name": key, "value": str(value)})
+            out.append({"name": key, "value": literal(str(value))})
     return out
 
 
@@ -63,7 +89,7 @@ def _volumes(t: Target) -> tuple[list[dict], list[dict]]:
     volumes = [
         {"name": "cache", "hostPath": {"path": CACHE_HOST_PATH, "type": "DirectoryOrCreate"}},
         # vLLM's workers and NCCL share memory through /dev/shm: a memory-backed one.
-        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
     ]
     if t.shipped:  # the profile travels with the manifests, not in the image
         mounts.append({"name": "profile", "mountPath": PROFILES_MOUNT, "readOnly": True})
@@ -80,10 +106,12 @@ def _container(t: Target, name: str, *, leader: bool) -> dict:
     rank = "0" if leader else "$(LWS_WORKER_INDEX)"
     master = "$(LWS_LEADER_ADDRESS)" if p.hardware.nodes > 1 else None
     mounts, _ = _volumes(t)
+    # The profile's own words are literal; only the rank and the leader's address expand.
+    own = replace(t, profile_ref=literal(t.profile_ref), overrides=tuple(map(literal, t.overrides)))
     c: dict = {
         "name": "vllm",
         "image": t.image,
-        "args": t.launcher_args(rank, master),
+        "args": own.launcher_args(rank, master),
         "env": _env(t, name),
         "volumeMounts": mounts,
     }
@@ -196,7 +224,7 @@ def service(t: Target) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": name}},
+        "metadata": {"name": name + API_SUFFIX, "labels": {"app.kubernetes.io/name": name}},
         "spec": {
             "selector": {LWS_NAME_LABEL: name, LWS_INDEX_LABEL: "0"},
             "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -290,3 +291,81 @@ def test_an_example_master_address_is_warned(tmp_path):
     assert "--set" not in compose["services"]["vllm"]["command"]  # in the shipped profile
     shipped = next((tmp_path / "p").glob("profile.*.yaml")).read_text()
     assert "master_addr: 172.16.4.2" in shipped
+
+
+def test_the_api_service_does_not_take_the_name_of_the_lws_headless_service(emitted):
+    """LWS creates a headless Service named like the LeaderWorkerSet (the pods' subdomain,
+    which $(LWS_LEADER_ADDRESS) resolves through): a ClusterIP Service of that name, applied
+    first, makes LWS skip its own and the workers cannot resolve the leader."""
+    lws = _manifest(emitted)["metadata"]["name"]
+    service = yaml.safe_load((emitted / "service.yaml").read_text())
+    assert service["metadata"]["name"] != lws
+    assert service["metadata"]["name"] == f"{lws}-api"
+    assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/name"] == lws
+
+
+RFC1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "70B Llama / tp4",
+        "glm52 " + "very-long-variant-name " * 4 + "2",
+        "glm52 " + "very-long-variant-name " * 4 + "3",
+        "---",
+    ],
+)
+def test_odd_or_long_profile_names_give_names_kubernetes_accepts(tmp_path, name):
+    """A Service name (the LWS's headless one included) must start with a letter; a worker
+    pod's StatefulSet labels (<lws>-<group>-<hash>) must fit in 63 characters."""
+    from launcher.emit.k8s import NAME_MAX
+
+    out = tmp_path / "o"
+    result = run("emit", str(PROFILES / "tiny-cpu.yaml"), str(out), "--set", f"name={name}")
+    assert result.exit_code == 0, result.output
+    lws = _manifest(out)["metadata"]["name"]
+    service = yaml.safe_load((out / "service.yaml").read_text())["metadata"]["name"]
+    assert re.match(RFC1035, lws) and len(lws) <= NAME_MAX, lws
+    assert re.match(RFC1035, service) and len(service) <= 63, service
+    assert len(f"{lws}-0-") + 10 <= 63
+
+
+def test_long_names_that_share_a_beginning_stay_apart():
+    from launcher.emit.k8s import dns_name
+
+    a, b = ("glm52 " + "very-long-variant-name " * 4 + s for s in ("2", "3"))
+    assert dns_name(a) != dns_name(b)
+    assert dns_name("glm52-exl3-2node-tp8-dcp4-mtp3") == "glm52-exl3-2node-tp8-dcp4-mtp3"
+
+
+def test_dev_shm_is_memory_backed_with_a_size_limit(emitted):
+    for role in ("leaderTemplate", "workerTemplate"):
+        spec = _pod(_manifest(emitted), role)
+        (shm,) = [v for v in spec["volumes"] if v["name"] == "dshm"]
+        assert shm["emptyDir"]["medium"] == "Memory"
+        assert shm["emptyDir"]["sizeLimit"].endswith("Gi")
+
+
+def test_a_dollar_in_the_profile_reaches_the_container_as_written(tmp_path):
+    """Compose interpolates $VAR at `up` and the kubelet expands $(VAR) in args and env
+    values; `$$` is the literal `$` for both. Only the secrets (compose) and the LWS variables
+    (Kubernetes) are meant to expand."""
+    out = tmp_path / "o"
+    value = "pre$(HOME)-${USER}-$X"
+    result = run(
+        "emit", TWO_NODE, str(out), "--profile-ref", "glm52-2node",
+        "--set", f"env.MY_FLAG={value}", "--set", f"description=d{value}",
+        "--set", "runtime.master_addr=172.16.4.2",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    escaped = value.replace("$", "$$")
+    for rank in (0, 1):
+        svc = yaml.safe_load((out / f"compose.node{rank}.yaml").read_text())["services"]["vllm"]
+        assert svc["environment"]["MY_FLAG"] == escaped
+        assert f"description=d{escaped}" in svc["command"]
+    worker = _pod(_manifest(out), "workerTemplate")["containers"][0]
+    assert {"name": "MY_FLAG", "value": escaped} in worker["env"]
+    assert f"description=d{escaped}" in worker["args"]
+    assert worker["args"][-2:] == ["--node-rank", "$(LWS_WORKER_INDEX)"]
+    assert "runtime.master_addr=$(LWS_LEADER_ADDRESS)" in worker["args"]

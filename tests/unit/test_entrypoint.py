@@ -532,3 +532,38 @@ def test_a_key_the_source_could_not_tell_is_checked_with_the_import_probe(
     calls.clear()
     run(["kimi-k2"], env, execs)  # sets no backend: nothing unknown to look up
     assert calls == [False]
+
+
+def test_a_full_cache_volume_is_pruned_before_this_builds_tree_is_made(
+    env, execs, tmp_path, monkeypatch
+):
+    """BLAUNCH_PRUNE_CACHE=1 is the fix for a volume another build filled: it must run before
+    the tree this build needs is created, which a full volume refuses."""
+    cache = tmp_path / "cache"
+    run(["glm52.yaml"], {**env, entrypoint.BUILD_ID_ENV: "old"}, execs)
+    prepare = entrypoint.prepare_cache
+
+    def full_while_old_is_there(mount, build_id, info):
+        if (mount / "old").exists():
+            raise entrypoint.EntrypointError("the cache volume is full")
+        return prepare(mount, build_id, info)
+
+    monkeypatch.setattr(entrypoint, "prepare_cache", full_while_old_is_there)
+    args = run(["glm52.yaml"], {**env, entrypoint.PRUNE_ENV: "1"}, execs)
+    assert not (cache / "old").exists()
+    assert sets(args)["runtime.cache_root"] == str(cache / "build-a")
+
+
+def test_a_full_cache_volume_says_full_and_how_to_free_it(env, execs, capsys, monkeypatch):
+    run(["glm52.yaml"], env, execs)
+    execs.clear()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device", kwargs.get("dir"))
+
+    monkeypatch.setattr(entrypoint.tempfile, "mkstemp", full)
+    assert entrypoint.main(["glm52.yaml"], env) == 1
+    err = capsys.readouterr().err
+    assert "is full (No space left on device" in err and "BLAUNCH_PRUNE_CACHE=1" in err
+    assert "not writable" not in err and "chown" not in err
+    assert not execs
