@@ -414,7 +414,9 @@ class PlannedMixin:
 
     def _environment(self, run: RunPlan) -> dict[str, Any]:
         env: dict[str, Any] = {
-            "gpu_kind": run.profile.hardware.gpu,
+            # The cards' kind: under --force it is not the profile's, and the records must not
+            # calibrate the profile's own cards.
+            "gpu_kind": run.file.gpu_kind or run.profile.hardware.gpu,
             "host": platform.node(),
             **stack_versions(),
         }
