@@ -189,7 +189,10 @@ def prepare(
         planned = on_cards(planned, cards)
         notes = (*cards.notes, *notes)
     driver = cards.driver if cards is not None else None
-    return start.finish(planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm, driver=driver)
+    kind = cards.kind if cards is not None else None
+    return start.finish(
+        planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm, driver=driver, gpu_kind=kind
+    )
 
 
 def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
@@ -199,6 +202,10 @@ def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
         update={"reserved_by_others": max(p.hardware.reserved_by_others, cards.reserved_by_others)}
     )
     loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
+    if cards.kind not in (None, p.hardware.gpu):
+        # --force on cards of another kind: the records under this profile were measured on
+        # the profile's cards, not these (the workers record these cards' kind instead).
+        planned = replace(planned, calibrate=False, inputs=replace(planned.inputs, qualified=None))
     return replan(planned, loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver)
 
 

@@ -20,7 +20,8 @@ from launcher.units import format_size
 
 RUN_FILE_VERSION = 2
 """plan.json's layout for the worker (2: the resolved deployment and the model facts; the
-optional ``driver`` added since needs no new version: a worker reads its absence as unknown)."""
+optional ``driver`` and ``gpu_kind`` added since need no new version: a worker reads their
+absence as unknown)."""
 PLAN_FILE = "plan.json"
 COMMAND_FILE = "command.txt"
 RECORD_SCHEMA = "b12x-launch/measurement/1"
@@ -58,6 +59,8 @@ class RunFile:
     model_facts: dict[str, Any]
     driver: str | None = None
     """The GPU driver the launcher read on the cards (None: a CPU run or a dry run)."""
+    gpu_kind: str | None = None
+    """The kind of the cards the launcher read (None: not read; the profile's is assumed)."""
     data: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -91,6 +94,7 @@ def read_run_file(path: str | Path) -> RunFile:
         deployment=data["deployment"],
         model_facts=data["model_facts"],
         driver=data.get("driver") or None,
+        gpu_kind=data.get("gpu_kind") or None,
         data=data,
     )
 

@@ -35,6 +35,10 @@ class GpuFacts:
     reservation): total minus the smallest free figure."""
     notes: tuple[str, ...] = ()
     driver: str | None = None
+    kind: str | None = None
+    """The cards' kind as the catalog names it, or their device names where it does not
+    (None: not read). Calibration is kept per kind: --force on other cards must neither
+    read nor write the profile's kind's records."""
 
 
 def visible(gpus: list[Gpu], env: dict[str, str] | None = None) -> list[Gpu]:
@@ -81,7 +85,8 @@ def check_gpus(profile: Profile, gpus: list[Gpu], *, force: bool) -> GpuFacts:
             f"{format_size(tightest.total)} (other processes hold memory); the plan uses the "
             "free memory the cards have"
         )
-    return GpuFacts(total, max(0, not_free), tuple(notes), used[0].driver or None)
+    kind = ", ".join(sorted({g.kind or g.name for g in used}))
+    return GpuFacts(total, max(0, not_free), tuple(notes), used[0].driver or None, kind)
 
 
 _PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,10 +100,11 @@ def finish(
     notes: tuple[str, ...] = (),
     check_vllm: bool = True,
     driver: str | None = None,
+    gpu_kind: str | None = None,
 ) -> Prepared:
     """The final plan's checks and files: refuse what does not fit or what vLLM's parser
     rejects, make the cache directories, write the run (``driver``: the cards' driver, for
-    the workers' records). No process started."""
+    the workers' records; ``gpu_kind``: the cards' kind, likewise). No process started."""
     loaded = planned.loaded
     require_fit(planned)
     if check_vllm:
@@ -112,7 +114,7 @@ def finish(
         except ProfileError as exc:
             raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
     ensure_cache_dirs(planned.command.env)
-    run, command = write_run(planned, run_dir, notes, driver=driver)
+    run, command = write_run(planned, run_dir, notes, driver=driver, gpu_kind=gpu_kind)
     env = {**os.environ, **command.env}
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
@@ -136,6 +138,7 @@ def write_run(
     notes: tuple[str, ...] = (),
     *,
     driver: str | None = None,
+    gpu_kind: str | None = None,
 ) -> tuple[Path, VllmCommand]:
     """Make the run directory, write its ``plan.json`` (what the planned worker reads) and
     ``command.txt`` (what runs, environment included) atomically; the command that points
@@ -163,6 +166,7 @@ def write_run(
             deployment=planned.deployment.record(),
             model_facts=planned.inputs.facts.record(),
             driver=driver,
+            gpu_kind=gpu_kind,
         )
         atomic.write_text(run / runfile.COMMAND_FILE, shell_line(command) + "\n")
     except OSError as exc:
@@ -227,9 +231,10 @@ def _writable_dir(path: Path, what: str, fix: str) -> Path:
     """Create ``path`` and prove it takes a file (mkdir alone passes on a read-only mount)."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".writable"
-        probe.write_text("")
-        probe.unlink()
+        # A probe of its own: two launches probing one fixed name remove each other's.
+        fd, probe = tempfile.mkstemp(prefix=".writable.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:
         raise EnvironmentProblem(
             f"{what} {path} is not writable ({exc.strerror or exc}); {fix}"
@@ -248,8 +253,25 @@ def ensure_cache_dirs(env: dict[str, str]) -> None:
 
 
 def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
-    root = Path(run_dir) if run_dir else Path(planned.loaded.profile.runtime.run_dir)
-    if run_dir is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        root = root / f"{stamp}-{planned.loaded.profile.name}"
-    return _writable_dir(root, "run directory", "pass --run-dir or set runtime.run_dir")
+    fix = "pass --run-dir or set runtime.run_dir"
+    if run_dir is not None:
+        run = _writable_dir(Path(run_dir), "run directory", fix)
+        # Records of an earlier launch into this directory belong to the plan this one
+        # replaces: left there, report and qualify would read them as this boot's ranks.
+        for old in run.glob("measure-rank*.json"):
+            old.unlink(missing_ok=True)
+        return run
+    root = _writable_dir(Path(planned.loaded.profile.runtime.run_dir), "run directory", fix)
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{planned.loaded.profile.name}"
+    n = 1
+    while True:
+        # Created here, not found: two launches in one second get a directory each
+        # instead of overwriting each other's plan and records.
+        run = root / (name if n == 1 else f"{name}-{n}")
+        try:
+            run.mkdir()
+            return run
+        except FileExistsError:
+            n += 1
+        except OSError as exc:
+            raise EnvironmentProblem(f"run directory {run} cannot be made ({exc}); {fix}") from None

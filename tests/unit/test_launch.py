@@ -63,6 +63,37 @@ def test_another_gpu_kind_needs_force(write, tmp_path):
     assert done.planned.plan.total_source == "measured"
 
 
+def test_a_forced_launch_on_another_gpu_kind_neither_reads_nor_writes_its_calibration(
+    write, tmp_path
+):
+    """Records under the profile were measured on its own cards; an H200 forced to run an
+    RTX profile must not plan with them, and its workers must not record as RTX cards."""
+    from launcher.plan.calibration import save_record
+    from launcher.runtime.worker.planned import PlannedMixin
+    from launcher.runtime.worker.runplan import RunPlan
+
+    p = planned(write, tmp_path)
+    record = {
+        "fingerprint": p.fingerprint,
+        "when": "2026-12-01T10:00:00",
+        "environment": {"gpu_kind": "rtx-pro-6000"},
+        "measured": {"jit_headroom": MiB},
+    }
+    for rank in range(4):
+        save_record({**record, "rank": rank}, None, p.loaded.profile)
+    p = planned(write, tmp_path)
+    assert p.plan.ranks[0].component("jit_headroom").source == "measured"
+    h200 = [Gpu(i, "NVIDIA H200", 140 * GiB, 0, 140 * GiB) for i in range(4)]
+    done = prepare(p, tmp_path, h200, force=True)
+    assert all(c.source != "measured" for r in done.planned.plan.ranks for c in r.components)
+    run = RunPlan.from_env({"BLAUNCH_PLAN": done.env["BLAUNCH_PLAN"]})
+    assert run.file.gpu_kind not in (None, "rtx-pro-6000")
+    cpu_worker = type("CpuWorker", (PlannedMixin,), {"platform": "cpu"})()
+    assert cpu_worker._environment(run)["gpu_kind"] == run.file.gpu_kind
+    on_rtx = prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
+    assert on_rtx.planned.plan.ranks[0].component("jit_headroom").source == "measured"
+
+
 def test_memory_held_by_others_shrinks_the_plan(write, tmp_path, capsys):
     base = prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
     busy = [rtx(0), rtx(1, used=1 * GiB), rtx(2), rtx(3)]
@@ -136,6 +167,33 @@ def test_unwritable_run_dir(write, tmp_path):
             check_vllm=False,
             gpus=[rtx(i) for i in range(4)],
         )
+
+
+def test_two_launches_in_one_second_get_a_run_directory_each(write, tmp_path, monkeypatch):
+    monkeypatch.setattr(launch_mod.time, "strftime", lambda fmt: "20261201-100000")
+    p = planned(write, tmp_path, f"runtime.run_dir={tmp_path / 'runs'}")
+    first, _ = launch_mod.write_run(p, None)
+    second, _ = launch_mod.write_run(p, None)
+    assert first != second and first.parent == second.parent == tmp_path / "runs"
+    assert (first / "plan.json").exists() and (second / "plan.json").exists()
+
+
+def test_a_reused_run_directory_loses_the_earlier_launchs_records(write, tmp_path):
+    """A rank that dies before writing its record must not leave the earlier launch's
+    record standing in for it (report and qualify read every measure-rank*.json)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "measure-rank3.json").write_text("{}")
+    (run / "vllm.log").write_text("kept")
+    prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
+    assert not (run / "measure-rank3.json").exists() and (run / "vllm.log").exists()
+
+
+def test_the_writable_probe_does_not_take_a_name_another_launch_uses(write, tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".writable").mkdir()  # another launch's probe, mid-check
+    prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
+    assert (tmp_path / "run" / ".writable").is_dir()
 
 
 def test_unwritable_cache_dir(write, tmp_path):

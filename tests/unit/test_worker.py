@@ -1,6 +1,7 @@
 """The planned worker's logic on a stand-in base class (the real vLLM runs in integration)."""
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -328,6 +329,39 @@ def test_without_a_serving_pass_before_sizing_the_headroom_estimate_stays(monkey
     assert worker._headroom(estimate, small, served=True) == (64 * MiB, "measured")
     calibrated = _gpu_run("measured", 300 * MiB)
     assert worker._headroom(calibrated, small, served=True)[0] == 300 * MiB
+
+
+def test_a_kept_calibrated_headroom_does_not_grow_by_the_census_reserve_every_boot():
+    """The calibrated plan's headroom is the earlier measurement plus the census's reserve
+    for late compiles it cannot replay; the record must keep the measurement alone, or the
+    next plan adds the reserve again (and again on every boot after)."""
+    from launcher.plan import census
+    from launcher.plan.measured import Measured
+    from launcher.plan.planner import Component, _calibrated
+
+    MiB = 2**20
+    late = census.entry("b12x", "attn", " decode", cost=200 * MiB)
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+        rank = 0
+
+    profile = SimpleNamespace(memory=SimpleNamespace(jit_headroom="measure"))
+    first = Measured({"jit_headroom": 300 * MiB}, "2026-12-01", (late,))
+    planned = _calibrated(Component("jit_headroom", 1, "estimate"), first, profile)
+    assert planned.bytes == 500 * MiB
+    run = _gpu_run("measured", planned.bytes)
+    run.rank(0)["learned"] = [late]
+    small = SimpleNamespace(transient_peak_bytes=0, outside_torch_peak_bytes=0, retained_bytes=0)
+    worker = GpuWorker()
+    headroom, source = worker._headroom(run, small, served=True)
+    assert headroom == 500 * MiB  # this boot keeps the whole reserve
+    recorded = worker._measured(run, None, None, small, headroom, source)["jit_headroom"]
+    assert recorded == 300 * MiB
+    again = Measured({"jit_headroom": recorded}, "2026-12-02", (late,))
+    assert _calibrated(Component("jit_headroom", 1, "estimate"), again, profile) == replace(
+        planned, detail=planned.detail.replace("2026-12-01", "2026-12-02")
+    )
 
 
 def test_what_vllm_allocates_beside_the_kv_cache_is_counted():

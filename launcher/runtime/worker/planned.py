@@ -250,7 +250,7 @@ class PlannedMixin:
         """
         out: dict[str, int] = {}
         if headroom_source.startswith("measured"):
-            out["jit_headroom"] = headroom
+            out["jit_headroom"] = self._recorded_headroom(run, measurement, headroom)
         retained = max(0, measurement.retained_bytes) if measurement is not None else 0
         if measurement is not None:
             out["workspaces"] = retained
@@ -265,6 +265,19 @@ class PlannedMixin:
         if peak or getattr(self, "_activation_peak", None) is not None:  # measured: 0 counts
             out["activation_peak"] = peak
         return out
+
+    def _recorded_headroom(self, run: RunPlan, measurement: Any, headroom: int) -> int:
+        """The headroom figure the record keeps. Where the plan's calibrated figure was kept,
+        it holds the census's reserve for late compiles the next plan adds again from the
+        learned entries: recorded whole, the headroom grew by their cost on every boot. The
+        record keeps the larger of this boot's measurement and the earlier boot's."""
+        comp = run.rank(self.rank)["components"]["jit_headroom"]
+        if measurement is None or comp["source"] != "measured" or headroom != int(comp["bytes"]):
+            return headroom
+        from launcher.gpu.measure import jit_headroom
+
+        late = census.reserve(run.rank(self.rank).get("learned") or ())
+        return max(jit_headroom(measurement), headroom - late)
 
     @contextlib.contextmanager
     def _activation_probe(self):
@@ -401,7 +414,9 @@ class PlannedMixin:
 
     def _environment(self, run: RunPlan) -> dict[str, Any]:
         env: dict[str, Any] = {
-            "gpu_kind": run.profile.hardware.gpu,
+            # The cards' kind: under --force it is not the profile's, and the records must not
+            # calibrate the profile's own cards.
+            "gpu_kind": run.file.gpu_kind or run.profile.hardware.gpu,
             "host": platform.node(),
             **stack_versions(),
         }
