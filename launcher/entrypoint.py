@@ -178,9 +178,34 @@ def resolve_build(env: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
                 f"cannot read the build id from {info_file} ({exc}); rebuild the image or set "
                 f"{BUILD_ID_ENV}"
             ) from None
+        now = build_info({EPOCH_ENV: str(info.get("epoch") or "")})
+        moved = _moved(info, now)
+        if moved:  # an image built FROM this one that changed a package keeps its build.json
+            _say(
+                f"note: {info_file} was written for {', '.join(moved)}; this image differs, "
+                f"so its caches go under build {now['build_id']}"
+            )
+            return now["build_id"], {**now, "source": f"recomputed ({info_file} is stale)"}
         return _checked(str(build_id), str(info_file)), info
     info = build_info(env)
     return info["build_id"], info
+
+
+def _moved(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What the image's build file recorded that this image no longer has (``vllm 0.26.0``),
+    among what it recorded: a file without versions is taken as it is."""
+    versions = recorded.get("versions")
+    if not isinstance(versions, dict):
+        return []
+    out = [
+        f"{d} {v or 'absent'}"
+        for d, v in sorted(versions.items())
+        if d in now["versions"] and v != now["versions"][d]
+    ]
+    for k in ("python", "machine"):
+        if k in recorded and recorded[k] != now[k]:
+            out.append(f"{k} {recorded[k]}")
+    return out
 
 
 def _checked(build_id: str, where: str) -> str:

@@ -567,3 +567,25 @@ def test_a_full_cache_volume_says_full_and_how_to_free_it(env, execs, capsys, mo
     assert "is full (No space left on device" in err and "BLAUNCH_PRUNE_CACHE=1" in err
     assert "not writable" not in err and "chown" not in err
     assert not execs
+
+
+def test_an_image_built_from_this_one_with_other_packages_gets_its_own_build(
+    tmp_path, execs, monkeypatch, capsys
+):
+    """A derived image (FROM b12x-launch, vLLM upgraded) keeps its parent's build.json: its
+    compiled objects must not land in, or be loaded from, the parent's cache tree."""
+    versions = {"vllm": "0.33.0", "torch": "2.14.0+cu130", "b12x": "1.5.1"}
+    monkeypatch.setattr(entrypoint, "_version", lambda d: versions.get(d))
+    info = tmp_path / "build.json"
+    parent = entrypoint.write_build_info(info, {entrypoint.EPOCH_ENV: "1"})
+    env = {
+        entrypoint.MOUNT_ENV: str(tmp_path / "cache"),
+        entrypoint.BUILD_INFO_ENV: str(info),
+        entrypoint.PROFILE_DIRS_ENV: str(PROFILES),
+    }
+    assert sets(run(["glm52.yaml"], env, execs))["runtime.cache_root"].endswith(parent)
+    versions["vllm"] = "0.34.0"
+    root = sets(run(["glm52.yaml"], env, execs))["runtime.cache_root"]
+    derived = entrypoint.build_info({entrypoint.EPOCH_ENV: "1"})["build_id"]
+    assert root == str(tmp_path / "cache" / derived) and derived != parent
+    assert "written for vllm 0.33.0; this image differs" in capsys.readouterr().err
