@@ -25,6 +25,8 @@ from launcher.secrets import is_secret
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 GPU_RESOURCE = "nvidia.com/gpu"
+HEALTH_TIMEOUT_S = 10
+"""How long a health probe waits for /health (the image's HEALTHCHECK and compose: 10 s)."""
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """The label NVIDIA's GPU feature discovery puts on a node: the CUDA device name, spaces as
 dashes (``kubectl get nodes -L nvidia.com/gpu.product`` shows it)."""
@@ -131,15 +133,19 @@ def _container(t: Target, name: str, *, leader: bool) -> dict:
         ports.append({"name": "http", "containerPort": p.serving.port})
         if p.hardware.nodes > 1:
             ports.append({"name": "rendezvous", "containerPort": p.runtime.master_port})
+        # /health waits behind a busy engine: 10 s, as the image's HEALTHCHECK and compose
+        # allow, not the kubelet's 1 s default that drops a loaded server from the Service.
         c["readinessProbe"] = {
             "httpGet": {"path": "/health", "port": p.serving.port},
             "periodSeconds": 10,
+            "timeoutSeconds": HEALTH_TIMEOUT_S,
             "failureThreshold": 3,
         }
         # A cold start compiles kernels before vLLM answers: up to 30 minutes.
         c["startupProbe"] = {
             "httpGet": {"path": "/health", "port": p.serving.port},
             "periodSeconds": 10,
+            "timeoutSeconds": HEALTH_TIMEOUT_S,
             "failureThreshold": 180,
         }
     if ports:

@@ -369,3 +369,14 @@ def test_a_dollar_in_the_profile_reaches_the_container_as_written(tmp_path):
     assert f"description=d{escaped}" in worker["args"]
     assert worker["args"][-2:] == ["--node-rank", "$(LWS_WORKER_INDEX)"]
     assert "runtime.master_addr=$(LWS_LEADER_ADDRESS)" in worker["args"]
+
+
+def test_the_leaders_probes_wait_as_long_as_the_images_healthcheck(emitted):
+    """The kubelet's default probe timeout is 1 s: a /health answer slowed by a busy engine
+    would take the leader out of the Service where the image's own check waits 10 s."""
+    leader = _manifest(emitted)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    c = leader["spec"]["containers"][0]
+    compose = yaml.safe_load((emitted / "compose.node0.yaml").read_text())
+    wait = compose["services"]["vllm"]["healthcheck"]["timeout"]
+    for probe in ("readinessProbe", "startupProbe"):
+        assert f"{c[probe]['timeoutSeconds']}s" == wait, probe
