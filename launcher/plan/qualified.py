@@ -28,14 +28,21 @@ def _warn(message: str) -> None:
 
 
 def save_qualified(
-    record: dict[str, Any], run_dir: Path | None, profile: Profile, fingerprint: str
+    record: dict[str, Any],
+    run_dir: Path | None,
+    profile: Profile,
+    fingerprint: str,
+    *,
+    store: bool = True,
 ) -> list[Path]:
-    """Write the record into the run directory and the calibration store, atomically."""
+    """Write the record into the run directory and (``store``) the calibration store,
+    atomically."""
     record = {"schema": SCHEMA, "fingerprint": fingerprint, **record}
     paths = []
     if run_dir is not None:
         paths.append(atomic.write_json(run_dir / NAME, record))
-    paths.append(atomic.write_json(store_dir(profile, fingerprint) / NAME, record))
+    if store:
+        paths.append(atomic.write_json(store_dir(profile, fingerprint) / NAME, record))
     return paths
 
 

@@ -38,6 +38,13 @@ class Boot:
     """A message naming each measurement record that could not be read."""
     driver: str | None = None
     """The GPU driver the launcher read on the cards, from the boot's run file."""
+    gpu_kind: str | None = None
+    """The cards' kind the launcher read, from the boot's run file (None: not read)."""
+
+    def on_profiles_cards(self) -> bool:
+        """Whether this boot ran on the kind of card the profile names: under --force on
+        other cards its figures belong to neither kind's calibration store."""
+        return self.gpu_kind in (None, self.planned.loaded.profile.hardware.gpu)
 
     @property
     def late(self) -> list[dict[str, Any]]:
@@ -85,7 +92,8 @@ def boot(
     prepared = prepare(planned, force=force, run_dir=str(run_dir))
     # The driver nvidia-smi reported to prepare, as its run file hands it to the workers:
     # the qualified record carries the same value, without asking the GPUs again.
-    driver = read_run_file(prepared.run_dir / PLAN_FILE).driver
+    run_file = read_run_file(prepared.run_dir / PLAN_FILE)
+    driver = run_file.driver
     ranks = len(prepared.planned.plan.ranks)
     readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks, prepared.env)
     if profile.hardware.gpu != "cpu" and readers is None:
@@ -162,6 +170,7 @@ def boot(
         seconds=times,
         unreadable=unreadable,
         driver=driver,
+        gpu_kind=run_file.gpu_kind,
     )
 
 

@@ -66,7 +66,15 @@ def qualify(
             )
         record = _record(first, workload, profile.memory.safety_margin)
         record["seconds"] = round(time.monotonic() - started, 1)
-        save_qualified(record, root, profile, planned.fingerprint)
+        store = first.on_profiles_cards()
+        save_qualified(record, root, profile, planned.fingerprint, store=store)
+        if not store:
+            progress.say(
+                f"note: the cards are {first.gpu_kind}, the profile says {profile.hardware.gpu} "
+                "(--force): the qualified size is not written to the calibration store"
+                + ("; verify, which boots through that store, is skipped" if verify else "")
+            )
+            verify = False
         kv = record["kv"]
         progress.say(
             f"qualified {kv['blocks']:,} blocks = {kv['tokens']:,} tokens "
@@ -78,7 +86,7 @@ def qualify(
         if verify:
             record = _verify(loaded, root, workload, record, progress, force)
             record["seconds"] = round(time.monotonic() - started, 1)
-            save_qualified(record, root, profile, planned.fingerprint)
+            save_qualified(record, root, profile, planned.fingerprint, store=store)
     return record
 
 
@@ -221,7 +229,8 @@ def _failures(result: WorkloadResult) -> str:
 def _environment(b: Boot) -> dict[str, Any]:
     # No fallback query for a run file without a driver: a CPU run has none, and on GPUs
     # it is what nvidia-smi reported a moment before the boot (asking again tells no more).
-    env: dict[str, Any] = {"gpu_kind": b.planned.loaded.profile.hardware.gpu, **stack_versions()}
+    kind = b.gpu_kind or b.planned.loaded.profile.hardware.gpu
+    env: dict[str, Any] = {"gpu_kind": kind, **stack_versions()}
     if b.driver:
         env["driver"] = b.driver
     return env

@@ -95,3 +95,23 @@ def test_the_record_carries_the_driver_of_the_run_file(planned, tmp_path, monkey
     b = evidence(planned, tmp_path, {r: n for r in range(4)}, {}, sampled=False, driver="580.1")
     rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
     assert rec["environment"]["driver"] == "580.1"
+
+
+def test_a_boot_on_another_kind_of_card_stays_out_of_the_calibration_store(planned, tmp_path):
+    """Under --force on other cards the qualified size is those cards' ceiling: written
+    to the profile's store it would pin the next launch on the profile's own cards."""
+    from launcher.plan.calibration import store_dir
+    from launcher.plan.qualified import NAME, save_qualified
+
+    n = planned.plan.kv.blocks_per_rank
+    b = evidence(planned, tmp_path, {r: n for r in range(4)}, {}, sampled=False)
+    b.gpu_kind = "rtx-5090"
+    assert not b.on_profiles_cards()
+    rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
+    assert rec["environment"]["gpu_kind"] == "rtx-5090"
+    profile = planned.loaded.profile
+    save_qualified(rec, tmp_path, profile, planned.fingerprint, store=b.on_profiles_cards())
+    assert (tmp_path / NAME).is_file()
+    assert not (store_dir(profile, planned.fingerprint) / NAME).exists()
+    b.gpu_kind = None  # a run file that did not say: the profile's own cards
+    assert b.on_profiles_cards()
