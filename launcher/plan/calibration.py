@@ -23,7 +23,9 @@ from launcher.profile.schema import Profile
 from launcher.runfile import RankRecord, RunFileError
 
 SCHEMA = runfile.RECORD_SCHEMA
-STACK = ("torch", "vllm", "b12x", "triton")
+STACK = ("torch", "vllm", "b12x", "triton", "nvidia-cutlass-dsl", "flashinfer-python", "exllamav3")
+"""Packages whose kernels and allocator shape the measured figures. One a record lacks (an
+older record, or a package not installed) is not compared, so adding one keeps the records."""
 
 
 def store_dir(profile: Profile, fingerprint: str) -> Path:

@@ -114,3 +114,22 @@ def test_how_a_figure_was_made_reaches_the_next_plans_detail(write, tmp_path):
     c = p.ranks[0].component("cudagraph_pool")
     assert (c.bytes, c.source) == (178 * MiB, "measured")
     assert c.detail == "measured 2026-11-30: graphs 100 MiB + 78 MiB beside the KV cache"
+
+
+def test_records_from_another_cutlass_dsl_flashinfer_or_exllamav3_are_stale(write, tmp_path):
+    """b12x's kernels are CuTe DSL programs and EXL3 weights go through exllamav3: a new
+    version of either changes what the kernels hold, as a new vLLM or torch does."""
+    from launcher.plan.calibration import stack_versions
+
+    loaded, fp = setup(write, tmp_path)
+    rec = record(fp, 0, jit_headroom=1)
+    old = {"nvidia-cutlass-dsl": "4.3.0", "flashinfer-python": "0.5.2", "exllamav3": "0.0.18"}
+    rec["environment"].update(old)
+    save_record(rec, None, loaded.profile)
+    assert set(old) <= set(stack_versions())  # what the worker records
+    for name in old:
+        warnings = []
+        newer = {name: "9.9.9"}
+        assert load_measured(loaded.profile, fp, warn=warnings.append, versions=newer) == {}
+        assert f"other versions of {name}" in warnings[0]
+    assert load_measured(loaded.profile, fp, versions=old)
