@@ -128,9 +128,16 @@ def save_record(
     record: RankRecord | dict[str, Any], run_dir: Path | None, profile: Profile
 ) -> list[Path]:
     """Write a rank's record into the run directory and the calibration store. A worker
-    passes its ``RankRecord``; a dict (a test's hand-made record) is written as given."""
+    passes its ``RankRecord``; a dict (a test's hand-made record) is written as given.
+
+    A record made on another kind of card than the profile names (``--force``) stays out of
+    the store: the fingerprint does not hold the card's kind, so it would replace the
+    records of the profile's own cards, which the next plan then skips as foreign."""
     data = record.to_dict() if isinstance(record, RankRecord) else {"schema": SCHEMA, **record}
     rank, fingerprint = data["rank"], data["fingerprint"]
     paths = [] if run_dir is None else [run_dir / runfile.record_name(rank)]
-    paths.append(store_dir(profile, fingerprint) / f"rank{rank}.json")
+    if (data.get("environment") or {}).get(
+        "gpu_kind", profile.hardware.gpu
+    ) == profile.hardware.gpu:
+        paths.append(store_dir(profile, fingerprint) / f"rank{rank}.json")
     return runfile.write_record(data, paths)

@@ -90,6 +90,10 @@ def test_a_forced_launch_on_another_gpu_kind_neither_reads_nor_writes_its_calibr
     assert run.file.gpu_kind not in (None, "rtx-pro-6000")
     cpu_worker = type("CpuWorker", (PlannedMixin,), {"platform": "cpu"})()
     assert cpu_worker._environment(run)["gpu_kind"] == run.file.gpu_kind
+    forced = {**record, "environment": {"gpu_kind": run.file.gpu_kind}}
+    for rank in range(4):  # the forced boot's workers save their records
+        paths = save_record({**forced, "rank": rank}, done.run_dir, p.loaded.profile)
+        assert paths == [done.run_dir / f"measure-rank{rank}.json"]  # not the store
     on_rtx = prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
     assert on_rtx.planned.plan.ranks[0].component("jit_headroom").source == "measured"
 
