@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -392,3 +393,18 @@ def test_an_autotuned_kernel_is_reported_with_what_serving_still_times(monkeypat
     note = "a new value times all 2 configs at its first launch while serving"
     assert any(note in line for line in listed), listed
     assert any(note in line for line in result.specializations), result.specializations
+
+
+def test_past_the_passs_deadline_no_further_kernel_is_compiled(monkeypatch):
+    """One deadline for the whole enumeration: a ptxas that hangs on every kernel costs the
+    boot one deadline, not one per kernel."""
+    from launcher.runtime import jit_watch
+    from launcher.runtime.prewarm import parallel_compile
+
+    fn = FakeKernel("late_kernel", _ran(3))
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(parallel_compile, "deadline", lambda: time.monotonic() - 1)
+    result = K.KeysProvider().run(_keys_ctx())
+    assert "vllm.fake.late_kernel: 3 keys not compiled: past the deadline" in result.skipped
+    (record,) = result.enumeration
+    assert (record["missing"], record["compiled"], record["failed"]) == (3, 0, 1)

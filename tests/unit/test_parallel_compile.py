@@ -2,9 +2,17 @@
 tests/gpu/test_key_enumeration.py)."""
 
 import threading
+import time
 from types import SimpleNamespace
 
-from launcher.runtime.prewarm.parallel_compile import _compiling, parallel_compiles, settle
+import pytest
+
+from launcher.runtime.prewarm.parallel_compile import (
+    _compiling,
+    compile_only,
+    parallel_compiles,
+    settle,
+)
 
 
 class Compiled:
@@ -40,27 +48,64 @@ def test_a_compile_only_launch_asks_triton_for_warmup():
     assert calls == [((1, 2), (4,), True, {"BLOCK": 8})]
 
 
-def test_a_stuck_compile_is_dropped_at_the_deadline_instead_of_hanging_the_block():
+def _stuck_block(release, cache, monkeypatch, threads=2):
+    """A block whose first compile never returns (until ``release``) beside one that does,
+    and, with one thread, one that never starts; run in a thread with a 0.2 s deadline."""
     from triton.runtime import _async_compile
 
-    release, ended = threading.Event(), threading.Event()
-    cache: dict = {}
+    from launcher.runtime.prewarm import parallel_compile
+
+    monkeypatch.setattr(parallel_compile, "COMPILE_THREADS", threads)
+    after: dict = {}
 
     def block() -> None:
-        with parallel_compiles(deadline_s=0.2):
+        with parallel_compiles(time.monotonic() + 0.2):
             mode = _async_compile.active_mode.get()
             cache["stuck"] = mode.submit("stuck", release.wait, lambda k: None)
             cache["fine"] = mode.submit("fine", Compiled, lambda k: None)
-        ended.set()
+            after["threads"] = [t for t in threading.enumerate() if t.name.startswith("b12x-")]
+        after["mode"] = _async_compile.active_mode.get()
 
     worker = threading.Thread(target=block, daemon=True)
     worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the block waited on a compile that never returns"
+    return after
+
+
+def test_a_stuck_compile_is_dropped_at_the_deadline_instead_of_hanging_the_block(monkeypatch):
+    release, cache = threading.Event(), {}
     try:
-        assert ended.wait(30), "the block waited on a compile that never returns"
-        fn = SimpleNamespace(__name__="k", device_caches={0: (cache, {})})
-        loaded, failed = settle(fn)
+        after = _stuck_block(release, cache, monkeypatch)
+        loaded, failed = settle(SimpleNamespace(__name__="k", device_caches={0: (cache, {})}))
     finally:
         release.set()
     assert loaded == 1 and set(cache) == {"fine"}
     assert failed == ["k: TimeoutError: still compiling at the deadline (stuck)"]
-    assert _async_compile.active_mode.get() is None
+    assert after["mode"] is None  # Triton's own exit ran: the next block may open its mode
+    # A stuck compile's thread must not hold the worker at exit (ThreadPoolExecutor's would).
+    assert after["threads"] and all(t.daemon for t in after["threads"])
+
+
+def test_a_compile_that_never_started_is_reported_as_such(monkeypatch):
+    release, cache = threading.Event(), {}
+    try:
+        _stuck_block(release, cache, monkeypatch, threads=1)
+        _, failed = settle(SimpleNamespace(__name__="k", device_caches={0: (cache, {})}))
+    finally:
+        release.set()
+    assert failed == [
+        "k: TimeoutError: still compiling at the deadline (stuck)",
+        "k: TimeoutError: not started: the compile threads were stuck at the deadline",
+    ]
+    assert not cache
+
+
+def test_compile_only_settles_its_kernels_when_the_block_raises(monkeypatch):
+    """Unsettled, a failed compile's future stays in the cache and trips serving's launch."""
+    cache = {"bad": Failed(), "good": Compiled()}
+    fn = SimpleNamespace(__name__="fused_moe_kernel", device_caches={0: (cache, {})})
+    fn.run = lambda *a, **k: None
+    with pytest.raises(RuntimeError, match="bucket"), compile_only([fn]):
+        raise RuntimeError("a bucket's forward failed")
+    assert set(cache) == {"good"} and cache["good"].module == "loaded"

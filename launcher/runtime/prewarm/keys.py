@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, parallel_compile
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles, settle
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
@@ -409,9 +409,18 @@ class Compiled:
     failed: list[str] = field(default_factory=list)
 
 
-def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled) -> None:
-    """Compile each missing key as ``run`` would have, without launching, then load it."""
+def compile_missing(
+    fn: Any, device: Any, missing: list[Launch], done: Compiled, until: float | None = None
+) -> None:
+    """Compile each missing key as ``run`` would have, without launching, then load it; what
+    is unfinished at ``until`` (the pass's deadline) is dropped and reported."""
     from triton.runtime.jit import compute_cache_key
+
+    if until is not None and time.monotonic() >= until:
+        done.failed.append(
+            f"{kernel_name(fn)}: {len(missing)} keys not compiled: past the deadline"
+        )
+        return
 
     kernel_cache, key_cache, _target, backend, _binder = fn.device_caches[device]
     todo = []
@@ -437,7 +446,7 @@ def compile_missing(fn: Any, device: Any, missing: list[Launch], done: Compiled)
         )
         fn._do_compile(key, signature, device, constexprs, opts, attrs, warmup=True)
 
-    with parallel_compiles():
+    with parallel_compiles(until):
         for key, spec, options in todo:
             try:
                 compile_one(key, spec, options)
@@ -505,9 +514,10 @@ class KeysProvider:
         ranges = ranges_of(ctx)
         done = Compiled()
         tuners = jit_watch.autotuners()
+        until = parallel_compile.deadline()  # one for the pass: a stuck ptxas costs it once
         for fn in jit_watch._jit_functions():
             try:
-                self._close(fn, ranges, result, done, tuners.get(id(fn)))
+                self._close(fn, ranges, result, done, until, tuners.get(id(fn)))
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
                 done.failed.append(f"{kernel_name(fn)}: enumeration: {type(exc).__name__}: {exc}")
         result.compiled = result.warmed = done.compiled
@@ -519,7 +529,13 @@ class KeysProvider:
         return result
 
     def _close(
-        self, fn: Any, ranges: Ranges, result: PrewarmResult, done: Compiled, tuner: Any = None
+        self,
+        fn: Any,
+        ranges: Ranges,
+        result: PrewarmResult,
+        done: Compiled,
+        until: float | None = None,
+        tuner: Any = None,
     ) -> None:
         """Enumerate ``fn``'s keys on each device it ran on and compile the missing ones."""
         for device, launches in launched(fn).items():
@@ -535,7 +551,7 @@ class KeysProvider:
                 continue
             if e.missing:
                 compiled, failed = done.compiled, len(done.failed)
-                compile_missing(fn, device, e.missing, done)
+                compile_missing(fn, device, e.missing, done, until)
                 record["compiled"] = done.compiled - compiled
                 record["failed"] = len(done.failed) - failed
                 result.specializations.append(f"{e.kernel}: {_account(record)}")

@@ -10,57 +10,111 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
 COMPILE_THREADS = min(16, os.cpu_count() or 1)
 DEADLINE_S = 600.0
-"""How long the end of a block waits for its compiles. A key takes about a second (145 keys in
-14 s on the H200), so one still compiling after this is stuck (a ptxas that never returns):
-the boot goes on without it, and says so, instead of hanging."""
+"""How long a worker's compiles may take, from the start of a pass (the key enumeration shares
+one deadline over all its kernels). A key takes about a second (145 keys in 14 s on the H200),
+so a compile still running after this is stuck (a ptxas that never returns): the boot goes on
+without it, and says so, instead of hanging."""
+
+
+def deadline() -> float:
+    """A pass's deadline on the monotonic clock."""
+    return time.monotonic() + DEADLINE_S
 
 
 @contextlib.contextmanager
-def parallel_compiles(deadline_s: float = DEADLINE_S) -> Iterator[bool]:
+def parallel_compiles(until: float | None = None) -> Iterator[bool]:
     """Triton's parallel compile mode (3.4+) for the block: compiles go to threads, and every
-    kernel is in its cache when the block ends, but those still compiling after ``deadline_s``
-    (``settle`` drops and reports them). Yields False where Triton lacks the mode."""
+    kernel is in its cache when the block ends, but those unfinished at ``until`` (default: a
+    fresh ``deadline()``), which ``settle`` drops and reports. Yields False where Triton lacks
+    the mode."""
     try:
-        from concurrent.futures import ThreadPoolExecutor
-
         from triton.runtime import _async_compile
     except ImportError:
         yield False
         return
-    pool = ThreadPoolExecutor(COMPILE_THREADS)
+    if getattr(_async_compile, "AsyncCompileMode", None) is None:
+        yield False
+        return
+    pool = _DaemonPool(COMPILE_THREADS)
     try:
-        with _bounded(_async_compile, pool, deadline_s):
+        with _bounded(_async_compile, pool, deadline() if until is None else until):
             yield True
-    finally:  # a stuck compile's thread is left behind; nothing waits on it
-        pool.shutdown(wait=False, cancel_futures=True)
+    finally:
+        pool.shutdown()
 
 
-def _bounded(module: Any, pool: Any, deadline_s: float) -> Any:
-    """Triton's ``AsyncCompileMode`` whose exit waits at most ``deadline_s`` for the compiles
-    (Triton's own waits without a limit): what is still running is taken off the list Triton's
-    exit waits on, and the rest of that exit is Triton's."""
+class _DaemonPool:
+    """The executor Triton's compile mode submits to, on daemon threads: a stuck compile's
+    thread must not hold the worker at its exit (``ThreadPoolExecutor`` joins its threads
+    there, finished or not)."""
+
+    def __init__(self, threads: int) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"b12x-compile-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        future: Future = Future()
+        self._queue.put((future, fn))
+        return future
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # the compile's own failure, for settle to report
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        """Cancel what has not started, and let idle threads end."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+
+
+def _bounded(module: Any, pool: Any, until: float) -> Any:
+    """Triton's ``AsyncCompileMode`` whose exit waits for the compiles until ``until`` at most
+    (Triton's own waits without a limit): what is unfinished then is taken off the list
+    Triton's exit waits on, and the rest of that exit is Triton's."""
 
     class Bounded(module.AsyncCompileMode):
         def __exit__(self, *exc: object) -> Any:
-            from concurrent.futures import wait
-
             futures = getattr(self, "raw_futures", None)
             if isinstance(futures, list) and futures:
-                stuck = wait(list(futures), timeout=deadline_s).not_done
-                if stuck:
-                    futures[:] = [f for f in futures if f not in stuck]
+                left = max(0.0, until - time.monotonic())
+                unfinished = wait(list(futures), timeout=left).not_done
+                if unfinished:
+                    futures[:] = [f for f in futures if f not in unfinished]
+                    running = sum(f.running() for f in unfinished)
                     logger.warning(
-                        "b12x-launch: %d Triton compiles still running after %.0f s; "
-                        "the boot goes on without them",
-                        len(stuck),
-                        deadline_s,
+                        "b12x-launch: at the compile deadline %d Triton compiles were still "
+                        "running and %d not started; the boot goes on without them",
+                        running,
+                        len(unfinished) - running,
                     )
             return super().__exit__(*exc)
 
@@ -71,21 +125,29 @@ def _bounded(module: Any, pool: Any, deadline_s: float) -> Any:
 def compile_only(kernels: Sequence[Any]) -> Iterator[None]:
     """Inside the block, a launch of one of ``kernels`` (``@triton.jit`` functions) compiles
     its key in a thread and returns without running: the caller's outputs hold garbage. When
-    the block ends each key is compiled and loaded (``settle``); what failed is logged."""
-    with parallel_compiles() as parallel:
-        if not parallel or not kernels:
-            yield
-            return
-        for fn in kernels:
-            fn.run = _compiling(fn.run)
-        try:
-            yield
-        finally:
+    the block ends each key is compiled and loaded (``settle``), also when the block raises: an
+    unfinished compile left in a cache would stop serving's first launch of its key; what
+    failed is logged."""
+    patched = False
+    try:
+        with parallel_compiles() as parallel:
+            if not parallel or not kernels:
+                yield
+                return
             for fn in kernels:
-                vars(fn).pop("run", None)
-    for fn in kernels:
-        for failed in settle(fn)[1]:
-            logger.warning("b12x-launch: compile-only launch: %s (compiled again if used)", failed)
+                fn.run = _compiling(fn.run)
+            patched = True
+            try:
+                yield
+            finally:
+                for fn in kernels:
+                    vars(fn).pop("run", None)
+    finally:
+        for fn in kernels if patched else ():
+            for failed in settle(fn)[1]:
+                logger.warning(
+                    "b12x-launch: compile-only launch: %s (compiled again if used)", failed
+                )
 
 
 def _compiling(run: Any) -> Any:
@@ -107,6 +169,10 @@ def settle(fn: Any, keys: Iterable[Any] | None = None) -> tuple[int, list[str]]:
             kernel = cache[key]
             try:
                 future = getattr(kernel, "future", None)
+                if future is not None and future.cancelled():
+                    raise TimeoutError(
+                        "not started: the compile threads were stuck at the deadline"
+                    )
                 if future is not None and not future.done():
                     raise TimeoutError("still compiling at the deadline (stuck)")
                 kernel = kernel.result() if hasattr(kernel, "result") else kernel
