@@ -258,11 +258,14 @@ def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
         run = _writable_dir(Path(run_dir), "run directory", fix)
         # Records of an earlier launch into this directory belong to the plan this one
         # replaces: left there, report and qualify would read them as this boot's ranks.
-        for old in run.glob("measure-rank*.json"):
-            old.unlink(missing_ok=True)
+        # Only this node's ranks: another node of a run may share the directory.
+        hw, node = planned.loaded.profile.hardware, planned.loaded.profile.runtime.node_rank
+        for rank in range(node * hw.count, (node + 1) * hw.count):
+            (run / runfile.record_name(rank)).unlink(missing_ok=True)
         return run
     root = _writable_dir(Path(planned.loaded.profile.runtime.run_dir), "run directory", fix)
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{planned.loaded.profile.name}"
+    label = planned.loaded.profile.name.replace("/", "_").replace(os.sep, "_")  # one component
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{label}"
     n = 1
     while True:
         # Created here, not found: two launches in one second get a directory each

@@ -189,8 +189,18 @@ def test_a_reused_run_directory_loses_the_earlier_launchs_records(write, tmp_pat
     run.mkdir()
     (run / "measure-rank3.json").write_text("{}")
     (run / "vllm.log").write_text("kept")
+    (run / "measure-rank4.json").write_text("{}")  # another node's rank, same directory
     prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
     assert not (run / "measure-rank3.json").exists() and (run / "vllm.log").exists()
+    assert (run / "measure-rank4.json").exists()
+
+
+def test_a_profile_name_with_a_slash_makes_one_run_directory(write, tmp_path):
+    from launcher.launch.start import _make_run_dir
+
+    p = planned(write, tmp_path, f"runtime.run_dir={tmp_path / 'runs'}", "name=team/glm")
+    run = _make_run_dir(p, None)
+    assert run.parent == tmp_path / "runs" and run.name.endswith("-team_glm")
 
 
 def test_the_writable_probe_does_not_take_a_name_another_launch_uses(write, tmp_path):
