@@ -581,8 +581,9 @@ def _autotune_note(e: dict[str, Any]) -> str:
     a = e["autotuned"]
     return (
         f"autotuned on ({', '.join(a['key'])}), {a['tuned']} value(s) tuned before sizing: "
-        f"a new value times all {a['configs']} configs at its first launch while serving "
-        f"(a {BENCHMARK_BUFFER} buffer and the timing runs, not in the plan)"
+        f"a new value times up to {a['configs']} configs at its first launch while serving "
+        f"(a {BENCHMARK_BUFFER} buffer and the timing runs, not in the plan; fewer where the "
+        "autotuner prunes them, none where its disk cache holds the value)"
     )
 
 
