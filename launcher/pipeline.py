@@ -197,14 +197,15 @@ def prepare(
 
 def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
     """Plan again with the memory the cards really have (and what others already hold)."""
+    from launcher.plan.calibration import other_cards
+
     p = planned.loaded.profile
     hardware = p.hardware.model_copy(
         update={"reserved_by_others": max(p.hardware.reserved_by_others, cards.reserved_by_others)}
     )
     loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
-    if cards.kind not in (None, p.hardware.gpu):
-        # --force on cards of another kind: the records under this profile were measured on
-        # the profile's cards, not these (the workers record these cards' kind instead).
+    if other_cards(cards.kind, p):
+        # The records under this profile were measured on its own cards, not these.
         planned = replace(planned, calibrate=False, inputs=replace(planned.inputs, qualified=None))
     return replan(planned, loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver)
 

@@ -95,6 +95,13 @@ class Target:
         return args
 
 
+def literal(value: object) -> str:
+    """``value`` as written, for both targets: compose interpolates ``$VAR`` and ``${VAR}`` in
+    every value at ``up``, the kubelet ``$(VAR)`` in ``args`` and env values; ``$$`` is a
+    literal ``$`` to both. Only the secrets' and LWS's own variables are meant to expand."""
+    return str(value).replace("$", "$$")
+
+
 def secret_override(override: str) -> bool:
     """``env.HF_TOKEN=...``: a ``--set`` whose value is a secret (never written in args)."""
     key = override.lstrip("~").partition("=")[0].strip()

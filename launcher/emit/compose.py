@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from launcher.emit import CACHE_MOUNT, Target
+from launcher.emit import CACHE_MOUNT, Target, literal
 from launcher.emit.k8s import dns_name
 from launcher.secrets import is_secret
 
@@ -25,12 +25,6 @@ HEALTHCHECK = (
 
 SHIPPED_PREFIX = "profile."
 """The shipped profile's file beside the compose files: ``profile.<name>.yaml``."""
-
-
-def literal(value: object) -> str:
-    """``value`` as compose passes it on: compose interpolates ``$VAR`` and ``${VAR}`` in every
-    value at ``up`` (``$$`` is a literal ``$``), which only the secrets here are meant to use."""
-    return str(value).replace("$", "$$")
 
 
 def _master(t: Target) -> str | None:

@@ -18,7 +18,14 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from launcher.emit import CACHE_HOST_PATH, CACHE_MOUNT, IMAGE_UID, PROFILES_MOUNT, Target
+from launcher.emit import (
+    CACHE_HOST_PATH,
+    CACHE_MOUNT,
+    IMAGE_UID,
+    PROFILES_MOUNT,
+    Target,
+    literal,
+)
 from launcher.plan.catalog import gpu
 from launcher.secrets import is_secret
 
@@ -64,12 +71,6 @@ def dns_name(name: str) -> str:
     return label
 
 
-def literal(text: str) -> str:
-    """``text`` as the kubelet passes it on: it expands ``$(VAR)`` in ``args`` and env values
-    (``$$`` is a literal ``$``), which only the LWS variables here are meant to use."""
-    return text.replace("$", "$$")
-
-
 def _env(t: Target, name: str) -> list[dict]:
     """The plan's environment; a secret becomes a reference to a Secret, never a value."""
     out = []
@@ -78,7 +79,7 @@ def _env(t: Target, name: str) -> list[dict]:
             ref = {"name": f"{name}-secrets", "key": key}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
         else:
-            out.append({"name": key, "value": literal(str(value))})
+            out.append({"name": key, "value": literal(value)})
     return out
 
 

@@ -32,6 +32,13 @@ def store_dir(profile: Profile, fingerprint: str) -> Path:
     return Path(os.path.expanduser(profile.runtime.cache_root)) / "calibration" / fingerprint
 
 
+def other_cards(kind: str | None, profile: Profile) -> bool:
+    """Whether cards of ``kind`` (None: not read, so the profile's own) are another kind than
+    the profile names (``--force``). Their figures belong in no record of this profile: the
+    fingerprint does not hold the kind, so they would replace the profile's own cards'."""
+    return kind not in (None, profile.hardware.gpu)
+
+
 def stack_versions() -> dict[str, str | None]:
     """Installed versions of the packages whose kernels and allocator shape the numbers."""
     out: dict[str, str | None] = {}
@@ -128,16 +135,11 @@ def save_record(
     record: RankRecord | dict[str, Any], run_dir: Path | None, profile: Profile
 ) -> list[Path]:
     """Write a rank's record into the run directory and the calibration store. A worker
-    passes its ``RankRecord``; a dict (a test's hand-made record) is written as given.
-
-    A record made on another kind of card than the profile names (``--force``) stays out of
-    the store: the fingerprint does not hold the card's kind, so it would replace the
-    records of the profile's own cards, which the next plan then skips as foreign."""
+    passes its ``RankRecord``; a dict (a test's hand-made record) is written as given. A
+    record made on ``other_cards`` stays out of the store."""
     data = record.to_dict() if isinstance(record, RankRecord) else {"schema": SCHEMA, **record}
     rank, fingerprint = data["rank"], data["fingerprint"]
     paths = [] if run_dir is None else [run_dir / runfile.record_name(rank)]
-    if (data.get("environment") or {}).get(
-        "gpu_kind", profile.hardware.gpu
-    ) == profile.hardware.gpu:
+    if not other_cards((data.get("environment") or {}).get("gpu_kind"), profile):
         paths.append(store_dir(profile, fingerprint) / f"rank{rank}.json")
     return runfile.write_record(data, paths)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.plan.calibration import machine_stack, stale_in, store_dir
+from launcher.plan.calibration import machine_stack, other_cards, stale_in, store_dir
 from launcher.plan.planner import Qualified
 from launcher.profile.schema import Profile
 
@@ -28,20 +28,15 @@ def _warn(message: str) -> None:
 
 
 def save_qualified(
-    record: dict[str, Any],
-    run_dir: Path | None,
-    profile: Profile,
-    fingerprint: str,
-    *,
-    store: bool = True,
+    record: dict[str, Any], run_dir: Path | None, profile: Profile, fingerprint: str
 ) -> list[Path]:
-    """Write the record into the run directory and (``store``) the calibration store,
-    atomically."""
+    """Write the record into the run directory and the calibration store, atomically; one
+    made on ``other_cards`` stays out of the store, as a worker's record does."""
     record = {"schema": SCHEMA, "fingerprint": fingerprint, **record}
     paths = []
     if run_dir is not None:
         paths.append(atomic.write_json(run_dir / NAME, record))
-    if store:
+    if not other_cards((record.get("environment") or {}).get("gpu_kind"), profile):
         paths.append(atomic.write_json(store_dir(profile, fingerprint) / NAME, record))
     return paths
 

@@ -42,9 +42,10 @@ class Boot:
     """The cards' kind the launcher read, from the boot's run file (None: not read)."""
 
     def on_profiles_cards(self) -> bool:
-        """Whether this boot ran on the kind of card the profile names: under --force on
-        other cards its figures belong to neither kind's calibration store."""
-        return self.gpu_kind in (None, self.planned.loaded.profile.hardware.gpu)
+        """Whether this boot ran on the kind of card the profile names (``other_cards``)."""
+        from launcher.plan.calibration import other_cards
+
+        return not other_cards(self.gpu_kind, self.planned.loaded.profile)
 
     @property
     def late(self) -> list[dict[str, Any]]:

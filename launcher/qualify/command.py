@@ -66,9 +66,8 @@ def qualify(
             )
         record = _record(first, workload, profile.memory.safety_margin)
         record["seconds"] = round(time.monotonic() - started, 1)
-        store = first.on_profiles_cards()
-        save_qualified(record, root, profile, planned.fingerprint, store=store)
-        if not store:
+        save_qualified(record, root, profile, planned.fingerprint)
+        if not first.on_profiles_cards():
             progress.say(
                 f"note: the cards are {first.gpu_kind}, the profile says {profile.hardware.gpu} "
                 "(--force): the qualified size is not written to the calibration store"
@@ -86,7 +85,7 @@ def qualify(
         if verify:
             record = _verify(loaded, root, workload, record, progress, force)
             record["seconds"] = round(time.monotonic() - started, 1)
-            save_qualified(record, root, profile, planned.fingerprint, store=store)
+            save_qualified(record, root, profile, planned.fingerprint)
     return record
 
 

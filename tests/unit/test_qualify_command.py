@@ -110,7 +110,7 @@ def test_a_boot_on_another_kind_of_card_stays_out_of_the_calibration_store(plann
     rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
     assert rec["environment"]["gpu_kind"] == "rtx-5090"
     profile = planned.loaded.profile
-    save_qualified(rec, tmp_path, profile, planned.fingerprint, store=b.on_profiles_cards())
+    save_qualified(rec, tmp_path, profile, planned.fingerprint)
     assert (tmp_path / NAME).is_file()
     assert not (store_dir(profile, planned.fingerprint) / NAME).exists()
     b.gpu_kind = None  # a run file that did not say: the profile's own cards

@@ -48,9 +48,12 @@ def test_stale_foreign_and_corrupt_records_are_ignored(profile, tmp_path):
     warnings = []
     assert load_qualified(loaded.profile, fp, warnings.append, versions={"vllm": "0.34.0"}) is None
     assert "other versions of vllm" in warnings[-1]
-    save_qualified(record(1234, gpu_kind="h200"), None, loaded.profile, fp)
-    assert load_qualified(loaded.profile, fp, warnings.append, versions={}) is None
     store = tmp_path / "cache" / "calibration" / fp / "qualified.json"
+    # save_qualified keeps another kind's record out of the store; one left by an older
+    # launcher is still there to be refused when read.
+    foreign = record(1234, gpu_kind="h200")
+    store.write_text(json.dumps({"schema": SCHEMA, "fingerprint": fp, **foreign}))
+    assert load_qualified(loaded.profile, fp, warnings.append, versions={}) is None
     for text in ("{oops", json.dumps({"schema": SCHEMA, "kv": {"blocks": -3}})):
         store.write_text(text)
         assert load_qualified(loaded.profile, fp, warnings.append, versions={}) is None
