@@ -8,6 +8,7 @@ imported lazily: the dry run lists them without importing torch, vLLM or b12x.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -92,6 +93,16 @@ class Provider(Protocol):
 
 class UnknownProvider(LookupError):
     pass
+
+
+def runtime_function(path: str) -> Callable[..., Any] | None:
+    """``module:name`` in the loaded runtime, or None where this vLLM line lacks it (entry
+    points are found by capability, never by version)."""
+    module, _, attr = path.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr, None)
+    except ImportError:
+        return None
 
 
 def load(name: str) -> Provider:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from launcher.runtime.prewarm import PrewarmContext
+from launcher.runtime.prewarm import PrewarmContext, runtime_function
 from launcher.runtime.prewarm.parallel_compile import compile_only
 
 
@@ -91,11 +91,7 @@ def moe_config_changes(layer: Any, max_tokens: int) -> list[int]:
     """Token counts on each side of every point where the runtime's own config chooser
     (``try_get_optimal_moe_config``) switches the fused-MoE tile config: the tile sizes
     are constexprs, so each config is a kernel of its own."""
-    module, _, name = MOE_CONFIG.partition(":")
-    try:
-        choose = getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        choose = None
+    choose = runtime_function(MOE_CONFIG)
     w13, w2 = getattr(layer, "w13_weight", None), getattr(layer, "w2_weight", None)
     top_k = getattr(layer, "top_k", None)
     if choose is None or w13 is None or w2 is None or not top_k:

@@ -40,7 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, moe_buckets, run_after_forward
+from launcher.runtime.prewarm import (
+    PrewarmContext,
+    PrewarmResult,
+    moe_buckets,
+    run_after_forward,
+    runtime_function,
+)
 
 Thunk = Callable[[], Any]
 
@@ -53,14 +59,6 @@ class EntryPoint:
     """The calls to make (label, thunk), or why there is nothing to call ("missing: ...")."""
     needs_kv: bool = False
     """Runs only on the scratch KV cache (attention groups, metadata builders)."""
-
-
-def _function(path: str) -> Callable[..., Any] | None:
-    module, _, name = path.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
 
 
 def dcp_params(runner: Any) -> tuple[int, int, int]:
@@ -80,7 +78,7 @@ def dcp_params(runner: Any) -> tuple[int, int, int]:
 
 
 def _sparse_mla_triton(ctx: PrewarmContext):
-    fn = _function(
+    fn = runtime_function(
         "vllm.model_executor.warmup.sparse_mla_triton_warmup:sparse_mla_triton_warmup_if_needed"
     )
     if fn is None:
@@ -89,7 +87,7 @@ def _sparse_mla_triton(ctx: PrewarmContext):
 
 
 def _b12x_warmup(ctx: PrewarmContext):
-    fn = _function("vllm.model_executor.warmup.b12x_warmup:b12x_warmup")
+    fn = runtime_function("vllm.model_executor.warmup.b12x_warmup:b12x_warmup")
     if fn is None:
         return "missing: vllm.model_executor.warmup.b12x_warmup"
     sizes = list(ctx.worker.vllm_config.compilation_config.cudagraph_capture_sizes or [])
@@ -116,7 +114,7 @@ def _b12x_prepare(ctx: PrewarmContext):
     """The b12x-package line's ``weights`` preparation stage (before memory profiling),
     through its own ``begin_b12x_preparation(worker, stage="weights")``, driven to its end."""
     for module in B12X_STARTUP:
-        fn = _function(f"{module}:begin_b12x_preparation")
+        fn = runtime_function(f"{module}:begin_b12x_preparation")
         if fn is not None:
             label = f"{module}.begin_b12x_preparation(worker, stage='weights')"
             return [(label, lambda fn=fn: _drive(fn(ctx.worker, stage="weights")))]
@@ -228,7 +226,9 @@ def _jit_registry(ctx: PrewarmContext):
 
 
 def _block_table(ctx: PrewarmContext):
-    fn = _function("vllm.model_executor.warmup.v1_block_table_warmup:warm_v1_block_table_kernels")
+    fn = runtime_function(
+        "vllm.model_executor.warmup.v1_block_table_warmup:warm_v1_block_table_kernels"
+    )
     if fn is None:
         return "missing: vllm.model_executor.warmup.v1_block_table_warmup"
     runner = ctx.model_runner
@@ -237,11 +237,11 @@ def _block_table(ctx: PrewarmContext):
 
 
 def _deep_gemm(ctx: PrewarmContext):
-    fn = _function("vllm.model_executor.warmup.deep_gemm_warmup:deep_gemm_warmup")
+    fn = runtime_function("vllm.model_executor.warmup.deep_gemm_warmup:deep_gemm_warmup")
     if fn is None:
         return "missing: vllm.model_executor.warmup.deep_gemm_warmup"
     envs = importlib.import_module("vllm.envs")
-    supported = _function("vllm.utils.deep_gemm:is_deep_gemm_supported")
+    supported = runtime_function("vllm.utils.deep_gemm:is_deep_gemm_supported")
     if not (envs.VLLM_USE_DEEP_GEMM and supported and supported()):
         return "skipped: DeepGEMM is off or unsupported here (vLLM's kernel_warmup skips it too)"
     if envs.VLLM_DEEP_GEMM_WARMUP == "skip":
