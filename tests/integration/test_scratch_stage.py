@@ -48,6 +48,20 @@ def test_the_stage_served_every_wave_through_vllms_scheduler(staged):
     assert all(e["status"] == "no-op" and e["kernels"] == 0 for e in points.values()), points
 
 
+def test_the_runner_buffers_the_waves_wrote_are_put_back_before_vllm_profiles(staged):
+    """What the served steps left in the runner (token ids, positions, sequence lengths,
+    block tables) is back as vLLM had it: its own later steps read those buffers as they
+    stand (the H200's boot-1 crash read the drafter's stale slot mapping)."""
+    server, _ = staged
+    restored = _stage(server)["scratch"]["restored"]
+    assert restored["objects"] > 3 and restored["tensors"] > 10, restored
+    written = set(restored["rewritten"])
+    assert {"runner.positions", "runner.input_ids.cpu"} & written, restored
+    assert any("block_table" in name for name in written), restored
+    assert not restored["uncopied"], restored
+    assert "runner restored:" in server.log()
+
+
 def test_after_the_stage_vllm_sizes_and_serves_as_planned(staged):
     server, reply = staged
     assert reply["usage"]["completion_tokens"] >= 1

@@ -10,15 +10,48 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from launcher.runtime.prewarm import scratch_kv as sk
 
 
+def owned(obj) -> bool:
+    """The stand-in's classes play vLLM's worker-side classes (its call log is the test's)."""
+    return type(obj).__module__ == __name__ and not isinstance(obj, Calls)
+
+
+class Calls:
+    """The calls the runner was asked, kept outside the state the stage puts back."""
+
+    def __init__(self):
+        self._calls: list[tuple] = []
+
+    def append(self, call: tuple) -> None:
+        self._calls.append(call)
+
+    def __iter__(self):
+        return iter(self._calls)
+
+    def __getitem__(self, i):
+        return self._calls[i]
+
+    def __eq__(self, other):
+        return self._calls == other
+
+
 class Dispatcher:
     def __init__(self):
-        self.keys_initialized = True
-        self.cudagraph_keys = {"FULL": {1, 2}, "PIECEWISE": {4}}
+        self.keys_initialized = False
+        self.cudagraph_keys = {"FULL": set(), "PIECEWISE": set()}
+
+
+class Drafter:
+    """vLLM's EAGLE/MTP proposer: its own slot mapping, zeros until it serves."""
+
+    def __init__(self):
+        self.cudagraph_dispatcher = Dispatcher()
+        self._slot_mapping_buffer = np.zeros(64, dtype=np.int64)
 
 
 class Batch:
@@ -38,14 +71,15 @@ class Runner:
     """vLLM 0.26's GPUModelRunner, as far as the stage touches it."""
 
     def __init__(self, cleanup_forgets: str | None = None):
-        self.log: list[tuple] = []
+        self.log = Calls()
         self.cache_config = SimpleNamespace(num_gpu_blocks=None, num_gpu_blocks_override=None)
         self.kv_caches: list = []
         self.attn_groups: list = []
         self.requests: dict = {}
         self.input_batch = Batch(self)
+        self.positions = np.zeros(128, dtype=np.int64)
         self.cudagraph_dispatcher = Dispatcher()
-        self.drafter = SimpleNamespace(cudagraph_dispatcher=Dispatcher())
+        self.drafter = Drafter()
         self.cleanup_forgets = cleanup_forgets
 
     def get_kv_cache_spec(self):
@@ -59,7 +93,9 @@ class Runner:
         self.kv_cache_config = config
         self.kv_caches = ["layer0", "layer1"]
         self.attn_groups = [["group"]]
-        self.cudagraph_dispatcher.keys_initialized = True
+        for d in (self.cudagraph_dispatcher, self.drafter.cudagraph_dispatcher):
+            d.keys_initialized = True
+            d.cudagraph_keys["FULL"].update({1, 2})
 
     def _cleanup_profiling_kv_cache(self):
         self.log.append(("_cleanup_profiling_kv_cache",))
@@ -67,7 +103,8 @@ class Runner:
         if self.cleanup_forgets != "attn_groups":
             self.attn_groups.clear()
         del self.kv_cache_config
-        self.cache_config.num_gpu_blocks = None
+        if self.cleanup_forgets != "num_gpu_blocks":
+            self.cache_config.num_gpu_blocks = None
 
 
 def make_config(runner, blocks):
@@ -77,7 +114,7 @@ def make_config(runner, blocks):
 
 def test_the_stage_builds_runs_eager_and_releases_in_vllms_order():
     runner = Runner()
-    with sk.scratch_kv(runner, 300, make_config) as scratch:
+    with sk.scratch_kv(runner, 300, make_config, owned) as scratch:
         runner.log.append(("serve",))
         assert runner.kv_caches and runner.cache_config.num_gpu_blocks == 300
         assert not runner.cudagraph_dispatcher.keys_initialized  # eager: nothing captured
@@ -91,12 +128,42 @@ def test_the_stage_builds_runs_eager_and_releases_in_vllms_order():
     assert runner.log[1] == ("initialize_kv_cache", 300, True)
     assert scratch.blocks == 300 and scratch.forced == []
     assert sk.leftovers(runner) == []
-    assert runner.cudagraph_dispatcher.cudagraph_keys == {"FULL": set(), "PIECEWISE": set()}
+    # as before the stage: vLLM's real initialize_kv_cache readies them again
+    for d in (runner.cudagraph_dispatcher, runner.drafter.cudagraph_dispatcher):
+        assert d.cudagraph_keys == {"FULL": set(), "PIECEWISE": set()}
+        assert not d.keys_initialized
+
+
+def test_buffers_the_served_steps_wrote_are_back_as_before_the_stage():
+    """The H200's boot-1 crash: the drafter's slot mapping kept the scratch cache's slots, and
+    vLLM's graph-memory profile wrote the draft layer's KV there on a cache of 12 blocks."""
+    runner = Runner()
+    slots, positions = runner.drafter._slot_mapping_buffer, runner.positions
+    with sk.scratch_kv(runner, 300, make_config, owned) as scratch:
+        slots[:48] = np.arange(9000, 9048)  # what a served draft step leaves there
+        positions[:5] = [20000, 20001, 20002, 20003, 20004]
+    assert runner.drafter._slot_mapping_buffer is slots and not slots.any()
+    assert runner.positions is positions and not positions.any()
+    assert set(scratch.restored.rewritten) == {
+        "runner.drafter._slot_mapping_buffer",
+        "runner.positions",
+    }
+
+
+def test_what_the_stage_made_on_the_runner_is_dropped_and_what_it_replaced_is_put_back():
+    runner = Runner()
+    batch, drafter = runner.input_batch, runner.drafter
+    with sk.scratch_kv(runner, 8, make_config, owned) as scratch:
+        runner.input_batch = Batch(runner)  # vLLM re-makes it when block sizes differ
+        drafter.attn_metadata_builder = object()  # made for the scratch cache's groups
+    assert runner.input_batch is batch and not hasattr(drafter, "attn_metadata_builder")
+    assert "runner.input_batch" in scratch.restored.rebound
+    assert "runner.drafter.attn_metadata_builder" in scratch.restored.dropped
 
 
 def test_requests_a_failed_step_left_are_removed_and_reported():
     runner = Runner()
-    with sk.scratch_kv(runner, 8, make_config) as scratch:
+    with sk.scratch_kv(runner, 8, make_config, owned) as scratch:
         runner.requests = {"a": 1, "b": 2}
         runner.input_batch.num_reqs = 2
     assert scratch.forced == ["request a", "request b"]
@@ -104,11 +171,18 @@ def test_requests_a_failed_step_left_are_removed_and_reported():
     assert sk.leftovers(runner) == []
 
 
-def test_a_release_that_leaves_state_behind_stops_the_boot():
+def test_what_vllms_release_forgets_on_the_runner_is_put_back_and_named():
     runner = Runner(cleanup_forgets="attn_groups")
+    with sk.scratch_kv(runner, 8, make_config, owned) as scratch:
+        pass
+    assert runner.attn_groups == [] and "runner.attn_groups" in scratch.restored.rebound
+
+
+def test_a_release_that_leaves_state_outside_the_runner_stops_the_boot():
+    runner = Runner(cleanup_forgets="num_gpu_blocks")  # vLLM's cache config, shared
     with (
-        pytest.raises(sk.ScratchNotRestored, match="attention groups"),
-        sk.scratch_kv(runner, 8, make_config),
+        pytest.raises(sk.ScratchNotRestored, match="cache_config.num_gpu_blocks"),
+        sk.scratch_kv(runner, 8, make_config, owned),
     ):
         pass
 

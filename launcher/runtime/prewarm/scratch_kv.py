@@ -7,7 +7,9 @@ vLLM 0.26 already builds such a cache for its CUDA-graph memory profiling
 (``GPUModelRunner._init_minimal_kv_cache_for_profiling`` / ``_cleanup_profiling_kv_cache``);
 :func:`scratch_kv` does the same with as many blocks as the serving shapes need, keeps the
 runner eager while it exists (no graph is captured here: vLLM captures after sizing), and on
-the way out releases it exactly as vLLM does, then checks that nothing stayed behind.
+the way out releases it exactly as vLLM does, puts the runner's own state back as it was before
+the stage (``runner_state``: buffers the served steps wrote, objects ``initialize_kv_cache``
+made), then checks that nothing stayed behind.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class ScratchKv:
     """What the release had to remove by hand (requests a failed step left in the batch)."""
     account: str = ""
     """What was served on it (waves, steps, tokens)."""
+    restored: Any = None
+    """What ``runner_state`` found changed after the release and put back (``Restored``)."""
 
 
 def unsupported(runner: Any) -> str | None:
@@ -130,12 +134,16 @@ def _allocated(device: Any) -> int:
 
 @contextlib.contextmanager
 def scratch_kv(
-    runner: Any, blocks: int, make_config: Callable[[Any, int], Any] | None = None
+    runner: Any,
+    blocks: int,
+    make_config: Callable[[Any, int], Any] | None = None,
+    owned: Callable[[Any], bool] | None = None,
 ) -> Iterator[ScratchKv]:
     """A real KV cache of ``blocks`` blocks on ``runner`` while the block runs, eager.
 
     ``make_config`` builds the ``KVCacheConfig`` (default: vLLM's own functions, as its
-    minimal profiling cache is built).
+    minimal profiling cache is built); ``owned`` says which objects reached from the runner
+    are its own state (default: vLLM's worker-side classes, ``runner_state.OWNED``).
 
     Raises:
         ScratchUnsupported: the runner has no minimal-KV path.
@@ -146,8 +154,11 @@ def scratch_kv(
         raise ScratchUnsupported(why)
     if getattr(runner, "kv_caches", None) or hasattr(runner, "kv_cache_config"):
         raise ScratchUnsupported("the runner already holds a KV cache")
+    from launcher.runtime.prewarm import runner_state
+
     config = (make_config or _config)(runner, blocks)
     device = getattr(runner, "device", None)
+    snapshot = runner_state.take(runner, owned)
     before = _allocated(device)
     runner.initialize_kv_cache(config, is_profiling=True)
     runner.cache_config.num_gpu_blocks = config.num_blocks
@@ -166,11 +177,9 @@ def scratch_kv(
     finally:
         scratch.forced = _drop_requests(runner)
         runner._cleanup_profiling_kv_cache()
-        # As vLLM's own profiling leaves them: keys rebuilt by the real initialize_kv_cache.
-        for d in dispatchers:
-            for keys in getattr(d, "cudagraph_keys", {}).values():
-                keys.clear()
-            d.keys_initialized = False
+        # Whatever the served steps wrote and initialize_kv_cache made on the runner, back as
+        # vLLM had it: its own next steps read some of those buffers as they stand.
+        scratch.restored = snapshot.restore()
         left = leftovers(runner)
         if left:
             raise ScratchNotRestored(

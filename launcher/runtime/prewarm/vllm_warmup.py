@@ -450,7 +450,10 @@ class VllmWarmupProvider:
                     "bytes": scratch.bytes,
                     "served": scratch.account,
                     "forced": scratch.forced,
+                    "restored": scratch.restored.to_dict() if scratch.restored else None,
                 }
+                if ctx.log and scratch.restored:
+                    ctx.log(f"scratch KV released; runner restored: {scratch.restored.describe()}")
                 if scratch.forced:
                     notes.append(f"scratch release removed {', '.join(scratch.forced)}")
         result.skipped = "; ".join(notes)
