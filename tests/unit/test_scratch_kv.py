@@ -181,7 +181,7 @@ def test_what_vllms_release_forgets_on_the_runner_is_put_back_and_named():
 def test_a_release_that_leaves_state_outside_the_runner_stops_the_boot():
     runner = Runner(cleanup_forgets="num_gpu_blocks")  # vLLM's cache config, shared
     with (
-        pytest.raises(sk.ScratchNotRestored, match="cache_config.num_gpu_blocks"),
+        pytest.raises(sk.ScratchNotRestored, match=r"cache_config\.num_gpu_blocks"),
         sk.scratch_kv(runner, 8, make_config, owned),
     ):
         pass

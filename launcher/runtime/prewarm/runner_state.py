@@ -68,7 +68,9 @@ class Restored:
             ("over the copy limit", self.uncopied),
         ):
             if names:
-                shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+                shown = ", ".join(names[:12]) + (
+                    f" and {len(names) - 12} more" if len(names) > 12 else ""
+                )
                 parts.append(f"{label}: {shown}")
         return "; ".join(parts)
 
@@ -148,7 +150,9 @@ def take(runner: Any, owned: Callable[[Any], bool] | None = None) -> Snapshot:
     return snap
 
 
-def _walk(root: Any, path: str, owned: Callable[[Any], bool], seen: set[int]) -> Iterator[tuple[str, Any]]:
+def _walk(
+    root: Any, path: str, owned: Callable[[Any], bool], seen: set[int]
+) -> Iterator[tuple[str, Any]]:
     """The runner and every owned object reachable from it through attributes, lists, tuples
     and dicts, breadth first, each once."""
     queue: list[tuple[str, Any, int]] = [(path, root, 0)]
@@ -223,7 +227,9 @@ def _record_array(snap: Snapshot, path: str, value: Any, budget: list[int], seen
 def _is_array(value: Any) -> bool:
     kind = type(value)
     return (kind.__module__ == "numpy" and kind.__name__ == "ndarray") or (
-        kind.__module__.startswith("torch") and hasattr(value, "data_ptr") and hasattr(value, "copy_")
+        kind.__module__.startswith("torch")
+        and hasattr(value, "data_ptr")
+        and hasattr(value, "copy_")
     )
 
 
