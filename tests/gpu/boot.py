@@ -285,6 +285,7 @@ def summary_facts(r: BootResult) -> dict[str, Any]:
         "strict_jit": r.spec.strict_jit,
         "healthy": r.healthy,
         "plain": r.spec.plain,
+        "sets": list(r.spec.sets),
         "ready_seconds": r.ready_seconds,
         "monitor_late": r.monitor_late,
         "exit_code": r.exit_code,

@@ -70,6 +70,21 @@ MOE_DCP2_PLAIN = BootSpec(
 MOE_TP2_COLD = BootSpec(
     "moe-tp2-cold", "dsv2-moe-h200-tp2.yaml", "deepseek_v2", ranks=2, cache="mt2"
 )
+# Issue 39: a GLM deployment the tier never booted crashed boot 1 (vLLM's CUDA-graph memory
+# profile ran the MTP drafter's dummy batch on the slots the scratch stage's steps left in its
+# buffer), where plain vLLM boots it. Each from empty caches of its own.
+ISSUE_39 = (
+    "speculative={method: mtp, tokens: 3}",
+    "serving.max_model_len=24576",
+    "serving.max_num_seqs=12",
+    "serving.max_num_batched_tokens=3000",
+    "serving.cudagraph_capture_sizes=[4, 8, 16, 32, 48]",
+)
+GLM_39_PLAIN = BootSpec(
+    "glm39-plain", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache="glm39-plain", plain=True
+)
+GLM_39 = BootSpec("glm39", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache="glm39")
+GLM_39_AGAIN = BootSpec("glm39-calibrated", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache="glm39")
 # Second boots of the same deployments: the plan now reads the first boot's records.
 LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
 MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
@@ -359,6 +374,42 @@ class TestGlmBoot1Time:
             f"(ready: plain {plain}, planned {planned})"
         )
         assert planned <= self.BAR * plain, f"boot 1 {planned:.0f} s, plain {plain:.0f} s"
+
+
+class TestGlm39Plain(TestGlmPlain):
+    """Issue 39's deployment on plain vLLM, from empty caches: it boots and serves."""
+
+    spec = GLM_39_PLAIN
+
+
+class TestGlm39(LearnsNothing, ScratchStaged):
+    """Issue 39's deployment through b12x-launch, boot 1 from empty caches: it boots where it
+    crashed, and the stage put back what its steps left in the runner (the drafter's slot
+    mapping among them)."""
+
+    spec = GLM_39
+
+    def test_the_stage_put_the_drafters_slot_mapping_back(self, booted):
+        for rank, rec in booted.records.items():
+            stage = next(p for p in rec["prewarm"] if p["provider"] == "vllm")
+            restored = stage["scratch"]["restored"]
+            assert "runner.drafter._slot_mapping_buffer" in restored["rewritten"], (rank, restored)
+
+
+class TestGlm39Calibrated(LearnsNothing, Calibrated):
+    spec = GLM_39_AGAIN
+
+
+class TestGlm39Boot1Time:
+    """Boot 1 of issue 39's deployment at most 1.2x plain vLLM's cold boot, same call. Select it
+    after both: ``::TestGlm39Plain ::TestGlm39 ::TestGlm39Boot1Time``."""
+
+    def test_boot_1_takes_at_most_1_2x_plain_vllms_cold_boot(self, lab):
+        plain, planned = summary.ready_seconds("glm39-plain"), summary.ready_seconds("glm39")
+        assert plain and planned, f"run TestGlm39Plain and TestGlm39 first ({plain}, {planned})"
+        assert planned <= TestGlmBoot1Time.BAR * plain, (
+            f"boot 1 {planned:.0f} s, plain {plain:.0f} s"
+        )
 
 
 class TestGlm3Qualify(LearnsNothing):

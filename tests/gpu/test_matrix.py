@@ -1,0 +1,60 @@
+"""Generated deployments booted from empty caches: b12x-launch boots every one plain vLLM boots.
+
+The deployments come from ``tests.gpu.matrix.generate`` (seeded; the seed is printed with each
+row, and ``Generated.command`` boots one again). Each boots through b12x-launch from an empty
+cache root of its own and serves the tier's mixed workload. Where it fails, plain vLLM boots
+the same deployment from empty caches to tell the two apart: a deployment plain vLLM refuses
+or crashes on is reported as such (xfail) and not counted. ``GPU_MATRIX_PLAIN=1`` boots plain
+vLLM beside every deployment, for the ready times side by side.
+
+    GPU_MATRIX_SEED=1 GPU_MATRIX_COUNT=8 tests/gpu/run-tier.sh tests/gpu/test_matrix.py
+    GPU_MATRIX_SEED=1 tests/gpu/run-tier.sh tests/gpu/test_matrix.py -k "gen1-0 or gen1-2"
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.gpu import summary
+from tests.gpu.boot import BootResult, boot
+from tests.gpu.matrix import Generated, generate
+
+pytestmark = pytest.mark.gpu
+
+SEED = int(os.environ.get("GPU_MATRIX_SEED", "1"))
+COUNT = int(os.environ.get("GPU_MATRIX_COUNT", "8"))
+DEPLOYMENTS = generate(SEED, COUNT)
+
+
+def _failure(r: BootResult) -> str | None:
+    """Why a boot did not boot and serve, or None."""
+    if not r.healthy:
+        return f"never healthy (exit {r.exit_code})"
+    if r.outcome is None or r.outcome.failed:
+        return f"requests failed: {(r.outcome.failed if r.outcome else [])[:3]}"
+    return None
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[g.name for g in DEPLOYMENTS])
+def test_b12x_launch_boots_what_plain_vllm_boots(lab, deployment: Generated):
+    print(f"\n{deployment.describe()}\nagain: {deployment.command()}")
+    planned = boot(lab, deployment.spec())
+    summary.add(planned)
+    why = _failure(planned)
+    plain = None
+    if why or os.environ.get("GPU_MATRIX_PLAIN") == "1":
+        plain = boot(lab, deployment.spec(plain=True))
+        summary.add(plain)
+    if why:
+        plain_why = _failure(plain)
+        if plain_why:
+            pytest.xfail(f"plain vLLM fails on it too ({plain_why}): not counted")
+        pytest.fail(
+            f"{deployment.name}: b12x-launch {why}; plain vLLM boots and serves it\n"
+            f"again: {deployment.command()}\n--- {planned.log_path} (tail) ---\n{planned.tail()}"
+        )
+    late = {r: e for r, e in planned.late_compiles.items() if e}
+    if late:  # not the bar here (the tier's fixed deployments hold it); said, with the seed
+        print(f"{deployment.name}: late compiles {late}")
