@@ -9,6 +9,7 @@ config was current.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
 import types
@@ -40,7 +41,8 @@ class Runner:
         self.attn = SimpleNamespace(impl=Impl())
         self.attn2 = SimpleNamespace(impl=Impl())
         self.device = "cuda:0"
-        self.log: list[str] = []
+        # a deque, not a list: the stage puts the runner's lists back as they were
+        self.log: collections.deque[str] = collections.deque()
 
     # vLLM 0.26's minimal profiling KV path (launcher.runtime.prewarm.scratch_kv)
     def get_kv_cache_spec(self):
@@ -204,7 +206,7 @@ def test_the_runtime_entry_points_run_with_the_runtime_values(
     assert dcp_params(ctx.model_runner) == (dcp, interleave, 3 % dcp)
     # the KV-needing entry points ran on the scratch cache, which was released after
     log = ctx.model_runner.log
-    assert log == ["scratch built", "served", "scratch released"]
+    assert list(log) == ["scratch built", "served", "scratch released"]
     assert ("capture",) in fork_modules and result.scratch["blocks"] > 0
     assert not hasattr(ctx.model_runner, "kv_cache_config")
 

@@ -42,6 +42,9 @@ class ScratchKv:
     """What was served on it (waves, steps, tokens)."""
     restored: Any = None
     """What ``runner_state`` found changed after the release and put back (``Restored``)."""
+    stray: list[str] = field(default_factory=list)
+    """Work the stage started that outlived it and was ended: captured graphs dropped,
+    threads joined (none, when the stage keeps to its rules)."""
 
 
 def unsupported(runner: Any) -> str | None:
@@ -126,6 +129,42 @@ def leftovers(runner: Any) -> list[str]:
     return out
 
 
+def _threads() -> set[int]:
+    import threading
+
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def _captured() -> int:
+    """CUDA graphs vLLM's wrappers hold (0 before vLLM's own capture phase)."""
+    try:
+        from vllm.compilation.cuda_graph import CUDAGraphWrapper
+    except ImportError:
+        return 0
+    return sum(len(w.concrete_cudagraph_entries) for w in list(CUDAGraphWrapper._all_instances))
+
+
+def _end_stray_work(threads_before: set[int], graphs_before: int, join_s: float = 5.0) -> list[str]:
+    """End what the stage started and left running: threads (compile workers) are joined,
+    graphs captured on the scratch cache's memory dropped (a replay would read freed memory)."""
+    import threading
+
+    out = []
+    for t in threading.enumerate():
+        if t.ident not in threads_before and t is not threading.current_thread():
+            t.join(timeout=join_s)
+            if t.is_alive():
+                out.append(f"thread {t.name} still running after {join_s:.0f} s")
+    if _captured() > graphs_before:
+        from vllm.compilation.cuda_graph import CUDAGraphWrapper
+
+        out.append(
+            f"{_captured() - graphs_before} CUDA graphs captured on the scratch cache, dropped"
+        )
+        CUDAGraphWrapper.clear_all_graphs()
+    return out
+
+
 def _allocated(device: Any) -> int:
     import torch
 
@@ -158,7 +197,13 @@ def scratch_kv(
 
     config = (make_config or _config)(runner, blocks)
     device = getattr(runner, "device", None)
-    snapshot = runner_state.take(runner, owned)
+    try:
+        snapshot = runner_state.take(runner, owned)
+    except Exception as exc:  # nothing built yet: the boot goes on as plain vLLM would
+        raise ScratchUnsupported(
+            f"cannot record the runner's state to restore it: {exc!r}"
+        ) from exc
+    threads, graphs = _threads(), _captured()
     before = _allocated(device)
     runner.initialize_kv_cache(config, is_profiling=True)
     runner.cache_config.num_gpu_blocks = config.num_blocks
@@ -180,6 +225,7 @@ def scratch_kv(
         # Whatever the served steps wrote and initialize_kv_cache made on the runner, back as
         # vLLM had it: its own next steps read some of those buffers as they stand.
         scratch.restored = snapshot.restore()
+        scratch.stray = _end_stray_work(threads, graphs)
         left = leftovers(runner)
         if left:
             raise ScratchNotRestored(

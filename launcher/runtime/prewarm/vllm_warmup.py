@@ -451,11 +451,14 @@ class VllmWarmupProvider:
                     "served": scratch.account,
                     "forced": scratch.forced,
                     "restored": scratch.restored.to_dict() if scratch.restored else None,
+                    "stray": scratch.stray,
                 }
                 if ctx.log and scratch.restored:
                     ctx.log(f"scratch KV released; runner restored: {scratch.restored.describe()}")
                 if scratch.forced:
                     notes.append(f"scratch release removed {', '.join(scratch.forced)}")
+                if scratch.stray:
+                    notes.append(f"scratch release ended {'; '.join(scratch.stray)}")
         result.skipped = "; ".join(notes)
         result.seconds = time.perf_counter() - start
         return result
