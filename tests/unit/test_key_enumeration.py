@@ -330,9 +330,10 @@ def test_one_kernel_that_cannot_be_enumerated_or_compiled_stops_no_other(monkeyp
     assert result.compiled == 0
 
 
-def test_a_kernel_over_the_cap_is_listed_as_not_compiled(monkeypatch):
-    """Over the cap nothing is compiled: the account says so rather than the count of the
-    keys enumerated before the cap (which ``--list`` printed as compiled)."""
+def test_a_kernel_over_the_cap_gets_a_reduced_space_compiled_not_nothing(monkeypatch):
+    """Over the cap the enumeration takes a reduced space (what a rule or a name derives,
+    or one argument at a time) and compiles it: before, such a kernel got no key at all
+    (``_build_prefill_chunk_metadata_kernel``: "reachable 0") and serving compiled it late."""
     from launcher.runtime import jit_watch
 
     monkeypatch.setattr(K, "MAX_KEYS_PER_KERNEL", 5)
@@ -340,11 +341,28 @@ def test_a_kernel_over_the_cap_is_listed_as_not_compiled(monkeypatch):
     monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
     result = K.KeysProvider().run(_keys_ctx())
     (record,) = result.enumeration
+    assert record["too_many"] and record["reduced"] and 0 < record["reachable"] <= 5, record
+    assert record["missing"] > 0 and record["missing"] == record["failed"]  # all were tried
     listed = K.KeysProvider().specializations(_keys_ctx((record,)))
     (line,) = [line for line in listed if line.startswith("vllm.fake.wide_kernel")]
-    assert "none compiled by enumeration" in line and "left to the census" in line, line
-    assert record["too_many"] and record["missing"] > 0 and record.get("compiled") == 0
-    assert result.specializations == [f"vllm.fake.wide_kernel: {K._account(record)}"]
+    assert f"over 5 in full: {record['reduced']}" in line and "left to the census" not in line
+
+
+def test_a_kernel_only_a_warmup_launched_is_not_enumerated_once_serving_ran(monkeypatch):
+    """56 of the GLM model's 145 keys were a DeepSeek-V4 kernel that only vLLM's generic
+    sparse-MLA warmup launches: once the serving passes ran, only their kernels are
+    templates."""
+    from launcher.runtime import jit_watch
+
+    served, warmup = FakeKernel("served_kernel", _ran(3)), FakeKernel("warmup_kernel", _ran(3))
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [served, warmup])
+    ctx = _keys_ctx()
+    ctx.served_kernels = frozenset({"vllm.fake.served_kernel"})
+    result = K.KeysProvider().run(ctx)
+    records = {r["kernel"]: r for r in result.enumeration}
+    assert records["vllm.fake.served_kernel"]["missing"] > 0
+    assert records["vllm.fake.warmup_kernel"]["missing"] == 0
+    assert "warmup only" in records["vllm.fake.warmup_kernel"]["not_served"]
 
 
 def test_inside_a_worker_the_ranges_take_the_live_speculative_tokens():

@@ -42,6 +42,10 @@ class PrewarmContext:
     """The key enumeration an earlier boot recorded for this rank (``prewarm --list``)."""
     scratch: Any = None
     """The scratch KV cache while the runtime provider's stage holds one (``scratch_kv``)."""
+    served_kernels: frozenset[str] | None = None
+    """Triton kernels (``module.qualname``) the serving-shaped passes launched (waves, capture
+    shapes, MoE buckets), once any ran: the key enumeration derives only theirs. None: no
+    serving pass ran, every launched kernel is a template."""
     after_forward: list[Any] = field(default_factory=list)
     """Work a provider leaves for after the model's first forward (callables taking no
     argument): the runtime provider runs them after its serving waves, on the scratch KV

@@ -28,7 +28,7 @@ import ast
 import itertools
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,13 +76,31 @@ class Ranges:
     spec_tokens: int = 0
     """Speculative tokens per step: a request samples 1..1+spec_tokens tokens a step (fewer
     than all when its drafts are cut near max_tokens or max_model_len)."""
+    max_logprobs: int = 20
+    """The most logprobs a request may ask for (``--max-logprobs``)."""
+    sampler_flags: tuple[tuple[bool, bool], ...] = ((False, True), (True, False), (True, True))
+    """The (top-k, top-p) combinations the accepted request features turn on."""
 
     @classmethod
     def of(
-        cls, max_num_seqs: int, max_num_batched_tokens: int, spec_tokens: int, top_k: int = 1
+        cls,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        spec_tokens: int,
+        top_k: int = 1,
+        max_logprobs: int = 20,
+        sampler_flags: tuple[tuple[bool, bool], ...] | None = None,
     ) -> Ranges:
+        from launcher.profile import request_features
+
         tokens = max(max_num_batched_tokens, max_num_seqs * (1 + spec_tokens))
-        return cls(max_num_seqs, tokens, max(1, top_k), max(0, spec_tokens))
+        flags = sampler_flags or request_features.sampler_flags(spec_tokens, max_logprobs)
+        return cls(max_num_seqs, tokens, max(1, top_k), max(0, spec_tokens), max_logprobs, flags)
+
+    @property
+    def draft_rows(self) -> int:
+        """Rows of a full decode batch with its drafts: the rejection sampler's logits."""
+        return self.max_num_seqs * (1 + self.spec_tokens)
 
 
 def _next_power_of_2(n: int) -> int:
@@ -96,14 +114,50 @@ def _sampled_width(r: Ranges) -> tuple[tuple[int, ...], str]:
     )
 
 
+def _logprob_block(r: Ranges) -> tuple[tuple[int, ...], str]:
+    counts = range(1, r.max_logprobs + 2)
+    return tuple(sorted({min(_next_power_of_2(n), 1024) for n in counts})), (
+        f"next power of 2 of the sampled token and 0..{r.max_logprobs} logprobs"
+    )
+
+
 CONSTEXPR_RULES = {
     ("eagle_prepare_next_token_padded_kernel", "BLOCK_SIZE_TOKENS"): _sampled_width,
+    ("_topk_log_softmax_kernel", "TOPK_BLOCK_SIZE"): _logprob_block,
 }
 """Constexprs a call site derives from a per-step count (kernel's short name, parameter):
 their values over the deployment. vLLM's EAGLE/MTP proposer launches the kernel with
 ``next_power_of_2`` of the sampled ids' width, which drops below 1 + spec when a request's
 drafts are cut: the H200's qualify boot compiled ``BLOCK_SIZE_TOKENS=2`` late (GLM tier, 2
-speculative tokens). Any other constexpr stays as launched."""
+speculative tokens). vLLM's V2 sampler launches ``_topk_log_softmax_kernel`` with the next power
+of 2 of 1 + the batch's logprobs (the H200's MoE boot compiled ``TOPK_BLOCK_SIZE=4`` late under
+logprobs 3). Any other constexpr stays as launched."""
+
+
+def _sampler_rows(r: Ranges) -> tuple[int, int, str]:
+    return (
+        1,
+        max(r.max_num_seqs, r.draft_rows),
+        (
+            f"rows of logits: 1..{r.max_num_seqs} requests in the sampler, up to "
+            f"{r.draft_rows} draft rows (max_num_seqs x (1 + {r.spec_tokens})) in the rejection "
+            "sampler"
+        ),
+    )
+
+
+def _logprob_count(r: Ranges) -> tuple[int, int, str]:
+    return 1, r.max_logprobs + 1, f"the sampled token and 0..{r.max_logprobs} logprobs"
+
+
+SITE_RULES = {
+    ("_topk_topp_kernel", "BATCH_SIZE"): _sampler_rows,
+    ("_topk_log_softmax_kernel", "topk"): _logprob_count,
+}
+"""Ints whose range their call site decides, whatever their name (kernel's short name,
+parameter): the V1 sampler launches ``_topk_topp_kernel`` with a row per request, its
+rejection sampler with a row per draft token; the V2 sampler's logprob kernel counts the
+sampled token and the logprobs asked for. A rule here wins over the name patterns."""
 
 
 def int_classes(lo: int, hi: int) -> tuple[str, ...]:
@@ -111,7 +165,7 @@ def int_classes(lo: int, hi: int) -> tuple[str, ...]:
     out = []
     if lo <= 1 <= hi:
         out.append(ONE)
-    if hi >= 16 or lo <= 0:
+    if hi >= lo and hi // 16 * 16 >= lo:  # a multiple of 16 (0 among them) in the range
         out.append(MULTIPLE_OF_16)
     if any(v != 1 and v % 16 for v in range(lo, min(hi, lo + 17) + 1)):  # 17 steps: one
         out.append(OTHER)
@@ -129,6 +183,9 @@ class Param:
     annotation: str = ""
     """An int type the kernel declares (``num_seqs: tl.int32`` gives ``i32``), else empty:
     Triton then keeps the type for a 1 (``("i32", 1)``, not ``("constexpr", 1)``)."""
+    stored_only: bool = False
+    """A pointer the kernel only writes through (an output): call sites allocate those fresh,
+    so no request-array slice moves its alignment."""
 
 
 @dataclass
@@ -157,7 +214,9 @@ def class_of(entry: Any, param: Param) -> tuple[str, str] | None:
     if typ == "constexpr":  # a plain int equal to 1 (None arguments are constexpr too)
         return ("int", ONE) if spec == 1 and not param.do_not_specialize else None
     if typ.startswith("*"):
-        if param.do_not_specialize_on_alignment:
+        # Triton keys such a pointer on its type only: varying its alignment would make keys
+        # Triton never makes.
+        if param.do_not_specialize_on_alignment or param.do_not_specialize:
             return None
         return "pointer", ALIGNED if spec == "D" else UNALIGNED
     if typ in INT_TYPES and not param.do_not_specialize:
@@ -167,11 +226,19 @@ def class_of(entry: Any, param: Param) -> tuple[str, str] | None:
     return None
 
 
-def reach(param: Param, kind: str, seen: set[str], ranges: Ranges, typ: str = "") -> Reach:
-    """The classes ``param`` reaches over the deployment, from its name or its launches."""
+def reach(
+    param: Param, kind: str, seen: set[str], ranges: Ranges, typ: str = "", kernel: str = ""
+) -> Reach:
+    """The classes ``param`` reaches over the deployment: from its call site's rule
+    (``SITE_RULES``), else its name, else its launches."""
     name = param.name
+    site = SITE_RULES.get((kernel.rsplit(".", 1)[-1], name))
+    if kind == "int" and site is not None:
+        lo, hi, basis = site(ranges)
+        return Reach(name, kind, int_classes(lo, hi), basis, True)
     if kind == "pointer":
-        if typ[1:] in INT_TYPES and REQUEST_ARRAYS.search(name.lower()):
+        loaded = not param.stored_only
+        if loaded and typ[1:] in INT_TYPES and REQUEST_ARRAYS.search(name.lower()):
             return Reach(
                 name, kind, (ALIGNED, UNALIGNED),
                 "a per-request index array: slices start at any request", True,
@@ -233,7 +300,9 @@ class Enumeration:
     missing: list[Launch] = field(default_factory=list)
     """The reachable keys the process did not hold."""
     too_many: bool = False
-    """Over ``MAX_KEYS_PER_KERNEL``: ``keys`` and ``missing`` stop at the cap, none is compiled."""
+    """The full product was over ``MAX_KEYS_PER_KERNEL``: a reduced space was taken."""
+    reduced: str = ""
+    """How the space was reduced under the cap (empty: the full product)."""
     held: list[str] = field(default_factory=list)
     """Arguments never varied, each as launched (``NAME=value|value``): constexprs that no
     rule derives and None arguments. Each is an assumption, so the record names it."""
@@ -246,6 +315,7 @@ class Enumeration:
             "reachable": len(self.keys),
             "missing": len(self.missing),
             "too_many": self.too_many,
+            "reduced": self.reduced,
             "args": [r.describe() for r in self.args],
             "assumed": list(dict.fromkeys(names + [h.partition("=")[0] for h in self.held])),
             "as_launched": self.held,
@@ -255,12 +325,14 @@ class Enumeration:
 def enumerate_keys(
     kernel: str, params: Sequence[Param], launches: Iterable[Launch], ranges: Ranges
 ) -> Enumeration:
-    """Every key over the classes each argument reaches, around each launched key."""
+    """Every key over the classes each argument reaches, around each launched key (and each
+    variant a ``VARIANT_RULES`` call site makes of it)."""
     launches = list(dict.fromkeys(launches))
+    templates = list(dict.fromkeys(_variants(kernel, params, launches, ranges)))
     seen: dict[int, tuple[str, set[str]]] = {}
     int_type: dict[int, str] = {}
     pointer_type: dict[int, str] = {}
-    for spec, _ in launches:
+    for spec, _ in templates:
         for i, (entry, param) in enumerate(zip(spec, params, strict=False)):
             found = class_of(entry, param)
             if found is None:
@@ -272,32 +344,92 @@ def enumerate_keys(
             if kind == "pointer":
                 pointer_type.setdefault(i, entry[0])
     reaches = {
-        i: reach(params[i], kind, classes, ranges, pointer_type.get(i, ""))
+        i: reach(params[i], kind, classes, ranges, pointer_type.get(i, ""), kernel)
         for i, (kind, classes) in sorted(seen.items())
     }
-    derived = _constexpr_reaches(kernel, params, launches, ranges)
+    derived = _constexpr_reaches(kernel, params, templates, ranges)
     reaches = dict(sorted({**reaches, **derived}.items()))
     out = Enumeration(kernel, list(reaches.values()), len(launches))
-    out.held = _as_launched(params, launches, derived)
+    out.held = _as_launched(params, templates, derived)
     varying = [i for i, r in reaches.items() if len(r.classes) > 1]
-    keys: dict[Launch, None] = {}
-    for spec, options in launches:
+    per_template = []
+    for spec, options in templates:
         # A None argument (a constexpr None) stays as launched: only classes vary.
         here = [
             i for i in varying if i < len(spec) and (i in derived or class_of(spec[i], params[i]))
         ]
+        per_template.append((spec, options, here))
+    one_at_a_time = False
+    if _size(per_template, reaches) > MAX_KEYS_PER_KERNEL:
+        # Over the cap: what a rule or a name derived varies together, the rest as launched;
+        # still over, each argument through its classes alone. Never nothing.
+        out.too_many = True
+        per_template = [(s, o, [i for i in h if reaches[i].derived]) for s, o, h in per_template]
+        one_at_a_time = _size(per_template, reaches) > MAX_KEYS_PER_KERNEL
+        out.reduced = "one argument at a time" if one_at_a_time else "derived arguments only"
+    keys: dict[Launch, None] = {}
+    for spec, options, here in per_template:
         choices = [reaches[i].classes for i in here]
-        if len(keys) + _product(choices) > MAX_KEYS_PER_KERNEL:
-            out.too_many = True
-            break
-        for combo in itertools.product(*choices):
+        combos = _one_at_a_time(choices) if one_at_a_time else itertools.product(*choices)
+        for combo in combos:
             variant = list(spec)
             for i, cls in zip(here, combo, strict=True):
-                variant[i] = entry_for(spec[i], cls, int_type.get(i, "i32"), params[i].annotation)
+                if cls is not None:
+                    variant[i] = entry_for(
+                        spec[i], cls, int_type.get(i, "i32"), params[i].annotation
+                    )
             keys[(tuple(variant), options)] = None
     held = set(launches)
-    out.keys = list(keys)
-    out.missing = [k for k in keys if k not in held]
+    out.keys = list(keys)[:MAX_KEYS_PER_KERNEL]
+    out.missing = [k for k in out.keys if k not in held]
+    return out
+
+
+def _size(per_template: list[tuple[Spec, str, list[int]]], reaches: dict[int, Reach]) -> int:
+    return sum(_product([reaches[i].classes for i in here]) for _, _, here in per_template)
+
+
+def _one_at_a_time(choices: list[tuple[str, ...]]) -> Iterator[tuple[str | None, ...]]:
+    """Each argument through its classes with the others as launched (None: as launched)."""
+    yield tuple(None for _ in choices)
+    for n, classes in enumerate(choices):
+        for cls in classes:
+            yield tuple(cls if m == n else None for m in range(len(choices)))
+
+
+def _sampler_flag_variants(params: Sequence[Param], spec: Spec, r: Ranges) -> list[Spec]:
+    """``_topk_topp_kernel`` per (top-k, top-p) the accepted features turn on: with one side
+    off vLLM passes the logits tensor for its pointer (``K`` of the logits' dtype), with it on
+    a fresh int32 (``K``) or float32 (``P``) tensor."""
+    names = [p.name for p in params]
+    need = ("LOGITS", "K", "P", "TOPK_ENABLED", "TOPP_ENABLED")
+    if not all(n in names for n in need) or len(spec) < len(names):
+        return []
+    logits, k, p, topk, topp = (names.index(n) for n in need)
+    out = []
+    for k_on, p_on in r.sampler_flags:
+        v = list(spec)
+        v[topk], v[topp] = ("constexpr", k_on), ("constexpr", p_on)
+        was_k, was_p = spec[topk][1] is True, spec[topp][1] is True
+        v[k] = (spec[k] if was_k else ("*i32", "D")) if k_on else spec[logits]
+        v[p] = (spec[p] if was_p else ("*fp32", "D")) if p_on else spec[logits]
+        out.append(tuple(v))
+    return out
+
+
+VARIANT_RULES = {"_topk_topp_kernel": _sampler_flag_variants}
+"""Call sites whose constexprs move together with other arguments (kernel's short name ->
+the variants of a launched key): the enumeration ranges over each variant's classes."""
+
+
+def _variants(
+    kernel: str, params: Sequence[Param], launches: list[Launch], r: Ranges
+) -> list[Launch]:
+    rule = VARIANT_RULES.get(kernel.rsplit(".", 1)[-1])
+    out = list(launches)
+    if rule is not None:
+        for spec, options in launches:
+            out += [(v, options) for v in rule(params, spec, r)]
     return out
 
 
@@ -370,6 +502,7 @@ def entry_for(
 
 
 def params_of(fn: Any) -> list[Param]:
+    outputs = stored_only(getattr(fn, "src", "") or "")
     return [
         Param(
             p.name,
@@ -377,9 +510,57 @@ def params_of(fn: Any) -> list[Param]:
             bool(getattr(p, "do_not_specialize", False)),
             bool(getattr(p, "do_not_specialize_on_alignment", False)),
             _int_annotation(p),
+            p.name in outputs,
         )
         for p in fn.params
     ]
+
+
+def stored_only(src: str) -> set[str]:
+    """Names the kernel's source writes through (``tl.store``'s pointer) and never reads
+    (``tl.load``, ``tl.atomic_*``): its outputs. A local assigned from a name stands for it
+    (``row = OUT + i; tl.store(row, x)`` writes through ``OUT``). Empty when the source does
+    not parse."""
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(src))
+    except SyntaxError:
+        return set()
+    sources: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            used = _names(node.value)
+            for t in targets:
+                for name in _names(t):
+                    sources.setdefault(name, set()).update(used)
+
+    def roots(names: set[str]) -> set[str]:
+        out, todo = set(), list(names)
+        while todo:
+            n = todo.pop()
+            if n in out:
+                continue
+            out.add(n)
+            todo += list(sources.get(n, ()))
+        return out
+
+    stored: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        if name == "store":
+            stored |= roots(_names(node.args[0]))
+        elif name == "load" or name.startswith("atomic"):
+            read |= roots(_names(node.args[0]))
+    return stored - read
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def _int_annotation(p: Any) -> str:
@@ -492,8 +673,10 @@ class KeysProvider:
             "fixed as seen (named in the record as assumed)",
             "dtypes, constexprs (but those a rule derives) and None arguments: as launched, "
             "never varied (the record names each kernel's as assumed)",
-            f"a kernel over {MAX_KEYS_PER_KERNEL} reachable keys: none compiled, left to the "
-            "census",
+            f"a kernel over {MAX_KEYS_PER_KERNEL} reachable keys: the arguments a rule or a name "
+            "derives varied together, the rest as launched (still over: one at a time)",
+            "only kernels the serving waves, capture shapes and MoE buckets launched: a kernel "
+            "only a runtime warmup launched keeps that warmup's keys",
             "a kernel behind an autotuner of several configs: its keys compiled, its configs "
             "timed at serving for a key value not tuned before sizing (named in the record)",
         ]
@@ -515,7 +698,11 @@ class KeysProvider:
         done = Compiled()
         tuners = jit_watch.autotuners()
         until = parallel_compile.deadline()  # one for the pass: a stuck ptxas costs it once
+        served = getattr(ctx, "served_kernels", None)
         for fn in jit_watch._jit_functions():
+            if served is not None and launched(fn) and kernel_name(fn) not in served:
+                result.enumeration.append(_warmup_only(fn))
+                continue
             try:
                 self._close(fn, ranges, result, done, until, tuners.get(id(fn)))
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
@@ -546,9 +733,6 @@ class KeysProvider:
                 record["autotuned"] = autotuned(tuner)
                 result.specializations.append(f"{e.kernel}: {_autotune_note(record)}")
             result.enumeration.append(record)
-            if e.too_many:
-                result.specializations.append(f"{e.kernel}: {_account(record)}")
-                continue
             if e.missing:
                 compiled, failed = done.compiled, len(done.failed)
                 compile_missing(fn, device, e.missing, done, until)
@@ -558,6 +742,23 @@ class KeysProvider:
 
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
+
+
+def _warmup_only(fn: Any) -> dict[str, Any]:
+    """A kernel only a runtime warmup launched: its keys are that warmup's, none derived."""
+    launches = sum(len(v) for v in launched(fn).values())
+    return {
+        "kernel": kernel_name(fn),
+        "launched": launches,
+        "reachable": launches,
+        "missing": 0,
+        "too_many": False,
+        "reduced": "",
+        "args": [],
+        "assumed": [],
+        "as_launched": [],
+        "not_served": "launched by a runtime warmup only, never by the serving waves",
+    }
 
 
 SHOWN_FAILURES = 20
@@ -590,12 +791,15 @@ def _autotune_note(e: dict[str, Any]) -> str:
 def _account(e: dict[str, Any]) -> str:
     """One kernel's keys, as its record holds them (a record older than the ``compiled``
     count says only what was missing)."""
-    if e.get("too_many"):
+    if e.get("too_many") and not e.get("reduced"):  # a record of an older boot
         return (
             f"more than {MAX_KEYS_PER_KERNEL} reachable keys ({e['launched']} launched): "
             "none compiled by enumeration, left to the census"
         )
-    text = f"{e['reachable']} keys ({e['launched']} launched, {e['missing']} missing"
+    text = f"{e['reachable']} keys"
+    if e.get("reduced"):
+        text += f" (over {MAX_KEYS_PER_KERNEL} in full: {e['reduced']})"
+    text += f" ({e['launched']} launched, {e['missing']} missing"
     if "compiled" in e:
         text += f", {e['compiled']} compiled by enumeration"
     if e.get("failed"):

@@ -97,10 +97,13 @@ def waves(s: Shape) -> list[Wave]:
     out += [Wave(f"one prompt of {n}", (Arrival(0, n, 3),)) for n in classes]
     seqs = s.max_num_seqs
     width = 1 + s.spec_tokens
+    # Request i needs `width` more tokens than i - 1: one more step even when every draft is
+    # accepted, so the decode batch passes every size from seqs down to 1 (each step is
+    # eager here, and the key enumeration covers the int classes between the sizes).
     out.append(
         Wave(
             f"{seqs} decodes finishing one by one",
-            tuple(Arrival(0, min(room, 16 + 8 * i), 2 + 4 * width * i) for i in range(seqs)),
+            tuple(Arrival(0, min(room, 16 + 8 * i), 2 + width * i) for i in range(seqs)),
         )
     )
     if seqs >= 2:
@@ -119,7 +122,8 @@ def waves(s: Shape) -> list[Wave]:
             )
     out += _dense_prefill_waves(s, room)
     rows = max(1, min(3, seqs - 3))
-    mixed = [Arrival(0, min(room, 40 + i), 12 * width) for i in range(rows)]
+    # The decode rows outlive the arrivals at steps 2 and 4 even when every draft is accepted.
+    mixed = [Arrival(0, min(room, 40 + i), 6 * width) for i in range(rows)]
     if seqs > rows:
         mixed.append(Arrival(2, min(room, 1000), 3))
     if seqs > rows + 2:
