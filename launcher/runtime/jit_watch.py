@@ -22,6 +22,7 @@ Import-light: triton is imported only by ``install`` and ``loaded``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
@@ -269,6 +270,34 @@ def loaded() -> dict[str, int]:
             name = f"{fn.fn.__module__}.{fn.fn.__qualname__}"
             out[name] = out.get(name, 0) + held
     return out
+
+
+@contextlib.contextmanager
+def launched_in_block() -> Iterator[set[str]]:
+    """The kernels (``module.qualname``) launched while the block runs, compiled or not: a
+    launch of a kernel that exists now goes through its ``run`` (wrapped for the block, put
+    back after), and one whose module loads in the block shows as new keys."""
+    found: set[str] = set()
+    before = loaded()
+    wrapped = []
+    for fn in _jit_functions():
+        if "run" in vars(fn):  # someone else's wrapper: leave it, the key count still tells
+            continue
+        name = f"{fn.fn.__module__}.{fn.fn.__qualname__}"
+        original = fn.run
+
+        def run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:
+            found.add(_name)
+            return _run(*args, **kwargs)
+
+        fn.run = run
+        wrapped.append(fn)
+    try:
+        yield found
+    finally:
+        for fn in wrapped:
+            del fn.run
+        found.update(new_since(before))
 
 
 def new_since(before: dict[str, int], now: dict[str, int] | None = None) -> dict[str, int]:

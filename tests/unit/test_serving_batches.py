@@ -42,7 +42,7 @@ def test_every_batch_size_decodes_and_prefills_run_behind_decode_rows():
     assert len(decodes.arrivals) == TIER.max_num_seqs
     ends = [a.max_tokens for a in decodes.arrivals]
     assert ends == sorted(set(ends))  # they finish one after another
-    mixed = plan[-1]
+    mixed = next(w for w in plan if w.name.startswith("prefills behind"))
     rows = [a for a in mixed.arrivals if a.step == 0]
     late = [a for a in mixed.arrivals if a.step > 0]
     assert 1 <= len(rows) <= 3 and all(a.max_tokens > 10 for a in rows)
@@ -99,3 +99,59 @@ def test_short_prompts_meet_the_dense_prefill_under_the_indexers_top_k(shape):
 
 def test_no_dense_prefill_waves_without_an_indexer():
     assert not [w for w in sb.waves(replace(TIER, index_topk=0)) if "dense" in w.name]
+
+
+# ------------------------------------------------------------------ request features
+
+
+def _features(plan) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for wave in plan:
+        for a in wave.arrivals:
+            if a.feature:
+                out.setdefault(a.feature, []).append((wave.name, a))
+    return out
+
+
+def test_each_sampler_flag_combination_runs_at_one_row_and_at_eight():
+    """Top-p alone, top-k alone and both flip the sampler kernel's flags: one row takes the
+    sort path, eight or more the Triton kernel."""
+    for name in ("top_p", "top_k", "top_k_top_p"):
+        (wave,) = [w for w in sb.feature_waves(TIER) if w.name.startswith(name + " ")]
+        steps = [a.step for a in wave.arrivals]
+        assert steps.count(0) == 1 and steps.count(3) == 8, wave.describe()
+        assert all(a.feature == name for a in wave.arrivals)
+
+
+def test_every_other_accepted_feature_is_served_beside_the_others_in_max_num_seqs_rows():
+    from launcher.profile import request_features
+
+    served = _features(sb.feature_waves(TIER))
+    accepted = {f.name for f in request_features.accepted(TIER.spec_tokens)} - {"stream"}
+    assert set(served) == accepted
+    sides = [w for w in sb.feature_waves(TIER) if "side by side" in w.name]
+    assert len(sides) >= 2  # more features than rows: several waves, each max_num_seqs rows
+    for side in sides:
+        assert len(side.arrivals) == TIER.max_num_seqs and all(a.step == 0 for a in side.arrivals)
+
+
+def test_what_the_api_refuses_with_speculative_decoding_is_never_served():
+    served = _features(sb.feature_waves(TIER))  # TIER drafts 2 tokens
+    assert "min_p" not in served and "logit_bias" not in served
+    no_spec = sb.Shape(20480, 2048, 8, 0, 64)
+    assert {"min_p", "logit_bias"} <= set(_features(sb.feature_waves(no_spec)))
+
+
+def test_the_cpu_backend_serves_only_features_that_draw_no_random_numbers():
+    cpu = sb.Shape(2048, 512, 4, 0, 128, sampling=False)
+    served = _features(sb.feature_waves(cpu))
+    assert {"logprobs=20", "prompt_logprobs", "min_tokens", "json_object"} <= set(served)
+    assert not {"temperature", "top_p", "seed", "n", "penalties"} & set(served)
+
+
+def test_structured_rows_run_alone_and_beside_an_unstructured_row():
+    waves = [w for w in sb.feature_waves(TIER) if "structured" in w.name]
+    alone, beside = waves
+    assert all(a.feature for a in alone.arrivals) and len(alone.arrivals) == 8
+    assert {a.feature for a in alone.arrivals} == {"json_object", "structured_choice"}
+    assert [bool(a.feature) for a in beside.arrivals] == [True, False]

@@ -42,6 +42,9 @@ class PrewarmContext:
     """The key enumeration an earlier boot recorded for this rank (``prewarm --list``)."""
     scratch: Any = None
     """The scratch KV cache while the runtime provider's stage holds one (``scratch_kv``)."""
+    serving_launches: set[str] = field(default_factory=set)
+    """Triton kernels every serving-shaped pass launched so far (``served_kernels`` once the
+    waves ran)."""
     served_kernels: frozenset[str] | None = None
     """Triton kernels (``module.qualname``) the serving-shaped passes launched (waves, capture
     shapes, MoE buckets), once any ran: the key enumeration derives only theirs. None: no

@@ -8,6 +8,12 @@ engine uses, over the scratch cache's ``KVCacheConfig``) and runs each step thro
 worker's ``execute_model`` and ``sample_tokens``, as ``EngineCore.step`` does. Every rank runs
 the same greedy (or seeded) requests, so tensor-parallel ranks stay in lockstep.
 
+Then the request features the deployment's API accepts (``launcher.profile.request_features``):
+each sampler flag combination at one row and at eight or more, every other feature side by side
+in a batch of ``max_num_seqs`` rows (``max_num_seqs x (1 + spec)`` rows in the rejection
+sampler), and structured rows under an all-allowing grammar bitmask, so every kernel those
+features reach has a template for the key enumeration.
+
 Then the runner's own dummy batches that vLLM's CUDA-graph capture runs after sizing: a
 uniform decode at every capture size (the MTP width included) and a mixed batch.
 
@@ -50,6 +56,8 @@ class Shape:
     sampling: bool = True
     """Include a request sampled at temperature > 0 (vLLM's CPU backend cannot: its
     sampler fails with "CPU Generator does not use offset")."""
+    max_logprobs: int = 20
+    """The most logprobs the API accepts (``--max-logprobs``)."""
 
     @property
     def logical_block(self) -> int:
@@ -67,6 +75,8 @@ class Arrival:
     """temperature 0.8, top-p 0.9, top-k 20; else greedy. Unseeded, as served requests are:
     tensor-parallel ranks draw alike because vLLM seeds every rank the same (a per-request
     seed would also take another sampler path, one vLLM's CPU backend lacks)."""
+    feature: str = ""
+    """A request feature (``request_features``) instead: its sampling parameters."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,65 @@ class Wave:
 
 def waves(s: Shape) -> list[Wave]:
     """The requests the stage serves, wave by wave (each wave ends before the next)."""
+    return _shape_waves(s) + feature_waves(s)
+
+
+def served_features(s: Shape) -> list[Any]:
+    """The accepted request features the stage serves (vLLM's CPU backend: those that draw no
+    random numbers; streaming is the API's, not the engine's)."""
+    from launcher.profile import request_features
+
+    out = []
+    for f in request_features.accepted(s.spec_tokens, s.max_logprobs):
+        if f.group == "streaming" or (f.body.get("temperature", 0) and not s.sampling):
+            continue
+        out.append(f)
+    return out
+
+
+SAMPLER_ROWS = 8
+"""vLLM's sampler takes the Triton top-k/top-p kernel from 8 rows (fewer: a PyTorch sort)."""
+
+
+def feature_waves(s: Shape) -> list[Wave]:
+    """Every accepted request feature before sizing: each sampler flag combination at one row
+    and at 8 or more, the rest side by side in a batch of max_num_seqs rows (drafting, the
+    rejection sampler's rows), structured rows with and without unstructured ones beside."""
+    feats = served_features(s)
+    if not feats:
+        return []
+    seqs, width = s.max_num_seqs, 1 + s.spec_tokens
+    rows = min(seqs, SAMPLER_ROWS)
+    out = []
+    for f in feats:
+        if f.group != "sampling" or f.sampler_flags is None:
+            continue
+        batch = tuple(Arrival(3, 16 + i, 2 + width, feature=f.name) for i in range(rows))
+        out.append(
+            Wave(f"{f.name} at 1 then {rows} rows", (Arrival(0, 20, 2, feature=f.name), *batch))
+        )
+    side = [f for f in feats if f.sampler_flags is None and not f.structured]
+    for start in range(0, len(side), seqs):  # every feature, max_num_seqs rows a wave
+        group = side[start : start + seqs]
+        mixed = tuple(
+            Arrival(0, 24 + i, 2 + 2 * width, feature=group[i % len(group)].name)
+            for i in range(seqs)
+        )
+        out.append(Wave(f"{', '.join(f.name for f in group)} side by side in {seqs} rows", mixed))
+    structured = [f.name for f in feats if f.structured]
+    if structured:
+        only = tuple(
+            Arrival(0, 12 + i, 2 + width, feature=structured[i % len(structured)])
+            for i in range(rows)
+        )
+        out.append(Wave(f"{rows} structured rows", only))
+        if seqs >= 2:
+            beside = (Arrival(0, 30, 2 + width, feature=structured[0]), Arrival(0, 31, 2 + width))
+            out.append(Wave("a structured row beside an unstructured one", beside))
+    return out
+
+
+def _shape_waves(s: Shape) -> list[Wave]:
     room = s.max_model_len - 8
     chunk = s.max_num_batched_tokens
     out = [
@@ -189,7 +258,14 @@ def shape_of(worker: Any) -> Shape:
         vocab=int(config.model_config.get_vocab_size()),
         index_topk=int(getattr(config.model_config.hf_config, "index_topk", 0) or 0),
         sampling=str(getattr(config.device_config, "device_type", "cuda")) != "cpu",
+        max_logprobs=_max_logprobs(config.model_config),
     )
+
+
+def _max_logprobs(model_config: Any) -> int:
+    """``--max-logprobs`` (-1: the vocabulary; the features serve up to 20 of them)."""
+    n = int(getattr(model_config, "max_logprobs", 20))
+    return 20 if n < 0 else n
 
 
 # ------------------------------------------------------------------ inside a worker
@@ -240,6 +316,10 @@ class _Loop:
             self.hasher = kv_cache_utils.get_request_block_hasher(hash_block or block, fn)
         self.async_scheduling = bool(config.scheduler_config.async_scheduling)
         self.spec = config.speculative_config is not None
+        shape = shape_of(worker)
+        self.vocab = shape.vocab
+        self.features = {f.name: f for f in served_features(shape)}
+        self.structured: set[str] = set()
         self.steps = 0
         self.tokens = 0
 
@@ -247,26 +327,56 @@ class _Loop:
         from vllm import SamplingParams
         from vllm.v1.request import Request
 
-        params = (
-            SamplingParams(max_tokens=a.max_tokens, temperature=0.8, top_p=0.9, top_k=20, seed=7)
-            if a.sampled
-            else SamplingParams(max_tokens=a.max_tokens, temperature=0.0)
-        )
+        copies = 1
+        if a.feature:
+            feature = self.features[a.feature]
+            kwargs = feature.sampling_kwargs()
+            copies = int(kwargs.pop("n", 1))  # the API fans n out into n engine requests
+            params = SamplingParams(max_tokens=a.max_tokens, **kwargs)
+            if feature.bad_words:  # the ids the API's tokenizer would give those words
+                params._bad_words_token_ids = [[FIRST_ID + 3, FIRST_ID + 4]]
+            if feature.structured:
+                self.structured.add(req_id)
+        elif a.sampled:
+            params = SamplingParams(
+                max_tokens=a.max_tokens, temperature=0.8, top_p=0.9, top_k=20, seed=7
+            )
+        else:
+            params = SamplingParams(max_tokens=a.max_tokens, temperature=0.0)
         params.ignore_eos = True
-        request = Request(
-            request_id=req_id,
-            prompt_token_ids=_prompt(a.prompt, start, vocab),
-            sampling_params=params,
-            pooling_params=None,
-            block_hasher=self.hasher,
-        )
-        self.scheduler.add_request(request)
+        for copy in range(copies):
+            rid = req_id if copy == 0 else f"{req_id}-{copy}"
+            if rid != req_id and req_id in self.structured:
+                self.structured.add(rid)
+            request = Request(
+                request_id=rid,
+                prompt_token_ids=_prompt(a.prompt, start, vocab),
+                sampling_params=params,
+                pooling_params=None,
+                block_hasher=self.hasher,
+            )
+            self.scheduler.add_request(request)
+
+    def grammar(self, so: Any) -> Any:
+        """The scheduler's grammar bitmask, or, for the stage's structured rows, one that
+        allows every token (xgrammar's bitmask kernel runs as a grammar would make it run;
+        no grammar is compiled)."""
+        import numpy as np
+        from vllm.v1.core.sched.output import GrammarOutput
+
+        ids = [r for r in so.num_scheduled_tokens if r in self.structured]
+        if not ids:
+            return self.scheduler.get_grammar_bitmask(so)
+        spec = so.scheduled_spec_decode_tokens
+        rows = sum(1 + len(spec.get(r, ())) for r in ids)
+        words = (self.vocab + 31) // 32
+        return GrammarOutput(ids, np.full((rows, words), -1, dtype=np.int32))
 
     def step(self) -> None:
         so = self.scheduler.schedule()
         output = self.worker.execute_model(so)
         if output is None:
-            output = self.worker.sample_tokens(self.scheduler.get_grammar_bitmask(so))
+            output = self.worker.sample_tokens(self.grammar(so))
         if hasattr(output, "get_output"):  # async scheduling's output
             output = output.get_output()
         self.scheduler.update_from_output(so, output)

@@ -59,6 +59,9 @@ class EntryPoint:
     """The calls to make (label, thunk), or why there is nothing to call ("missing: ...")."""
     needs_kv: bool = False
     """Runs only on the scratch KV cache (attention groups, metadata builders)."""
+    serving: bool = False
+    """Launches what serving launches (its own batches, not a runtime warmup's shapes): the
+    kernels it runs are the key enumeration's templates."""
 
 
 def dcp_params(runner: Any) -> tuple[int, int, int]:
@@ -330,12 +333,14 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
                 f"{c.profile.serving.max_num_batched_tokens} tokens"
             ),
             moe_buckets.find,
+            serving=True,
         ),
         EntryPoint(
             "serving_batches",
             lambda c: _describe_waves(c),
             _serving,
             needs_kv=True,
+            serving=True,
         ),
         EntryPoint(
             "capture_shapes",
@@ -345,6 +350,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             ),
             _capture,
             needs_kv=True,
+            serving=True,
         ),
     )
 }
@@ -501,7 +507,17 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
             before = jit_watch.loaded()
             t0 = time.perf_counter()
             try:
-                thunk()
+                if ep.serving:
+                    with jit_watch.launched_in_block() as kernels:
+                        try:
+                            thunk()
+                        finally:
+                            ctx.serving_launches |= kernels
+                    if ep.name == "serving_batches" or ctx.served_kernels is not None:
+                        # the waves ran: what serving launches is known from now on
+                        ctx.served_kernels = frozenset(ctx.serving_launches)
+                else:
+                    thunk()
             except Exception as exc:  # reported; vLLM's own warmup runs it again after sizing
                 _report(
                     result,
