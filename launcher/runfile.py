@@ -175,6 +175,9 @@ class RankRecord:
     prewarm_measurement: dict[str, Any] | None = None
     late_compiles: list[dict[str, Any]] = field(default_factory=list)
     learned: list[dict[str, Any]] = field(default_factory=list)
+    late_files: list[str] = field(default_factory=list)
+    """Files that appeared in the compile caches after the watchdog was armed
+    (``runtime.cache_oracle``): compiles no hook saw count here too."""
     # Set by later steps; absent from the file until then (a reader tells "not yet" by it).
     kv: KvActual | None = None
     free_after_warmup: int | None = None
@@ -201,6 +204,8 @@ class RankRecord:
             "late_compiles": self.late_compiles,
             "learned": self.learned,
         }
+        if self.late_files:
+            out["late_files"] = list(self.late_files)
         if self.kv is not None:
             out["kv"] = vars(self.kv).copy()
         if self.free_after_warmup is not None:
@@ -227,6 +232,7 @@ class RankRecord:
             prewarm_seconds=dict(d.get("prewarm_seconds") or {}),
             prewarm_measurement=d.get("prewarm_measurement"),
             late_compiles=list(d.get("late_compiles") or []),
+            late_files=list(d.get("late_files") or []),
             learned=list(d.get("learned") or []),
             kv=KvActual(**kv) if isinstance(kv, dict) else None,
             free_after_warmup=d.get("free_after_warmup"),

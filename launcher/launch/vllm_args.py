@@ -35,6 +35,12 @@ CACHE_DIRS = {
 }
 
 
+INDUCTOR_HOOK_ENV = {"TORCHINDUCTOR_RUN_JIT_POST_COMPILE_HOOK": "1"}
+"""Makes Inductor call Triton's post-compile hook for the kernels it compiles itself (vLLM's
+``torch.compile``d helpers, such as the V1 sampler's logprob counting): without it no hook
+sees them compile after sizing."""
+
+
 @dataclass(frozen=True)
 class VllmCommand:
     argv: list[str]
@@ -133,4 +139,5 @@ def build_command(
             env[key] = value
     if plan_file:
         env[REQUIRE_PLAN_ENV] = "1"
+        env.update(INDUCTOR_HOOK_ENV)  # the planned worker's watchdog sees Inductor's compiles
     return VllmCommand(argv, env)

@@ -58,6 +58,10 @@ class CompileEvent:
     started: float = field(default_factory=time.monotonic)
     seconds: float | None = None
     """Compile time, filled in by the post-compile hook."""
+    kind: str = "triton"
+    """``triton`` (a ``@triton.jit`` kernel, through both hooks) or ``inductor`` (a kernel
+    ``torch.compile`` generated: Triton's post-compile hook alone, which Inductor calls under
+    ``TORCHINDUCTOR_RUN_JIT_POST_COMPILE_HOOK=1``)."""
 
     @property
     def detail(self) -> str:
@@ -201,8 +205,21 @@ class JitWatch:
             event = self._pending.pop(name, None)
         if event is not None:
             event.seconds = time.monotonic() - event.started
+        elif not hasattr(fn, "jit_function"):  # Inductor's compile: no pre-hook ran for it
+            self._inductor(key, fn)
         prev = self._prev[1] if self._prev else None
         return prev(key=key, repr=repr, fn=fn, **kw) if prev is not None else None
+
+    def _inductor(self, key: Any, fn: Any) -> None:
+        inner = getattr(fn, "fn", fn)
+        kernel = (
+            f"{getattr(inner, '__module__', None) or 'inductor'}.{getattr(inner, '__name__', '?')}"
+        )
+        event = CompileEvent(kernel, {}, str(key), late=self.armed, kind="inductor")
+        with self._lock:
+            self.events.append(event)
+        if event.late and self.on_compile is not None:
+            self.on_compile(event)  # after the fact: Inductor has compiled it already
 
 
 watch = JitWatch()

@@ -433,9 +433,9 @@ class PlannedMixin:
         strict = profile.prewarm.strict_jit
 
         def late(event: Any, detail: str = "") -> None:
-            if hasattr(event, "kernel"):  # a Triton compile (launcher.runtime.jit_watch)
+            if hasattr(event, "kernel"):  # a Triton or Inductor compile (runtime.jit_watch)
                 e = census.entry(
-                    "triton", event.kernel, event.detail, specialization=event.specialization
+                    event.kind, event.kernel, event.detail, specialization=event.specialization
                 )
             else:  # b12x's "not prepared before its first use" (or a frozen refusal)
                 e = census.entry("b12x", str(event), f" {detail}")
@@ -452,7 +452,29 @@ class PlannedMixin:
         for provider, ctx in getattr(self, "_providers", []):
             provider.freeze(ctx, late)
         self._cost_late_compiles()
+        self._watch_caches()
         _say(f"rank {self.rank}: late-JIT watchdog armed{' (strict)' if strict else ''}")
+
+    def _watch_caches(self) -> None:
+        """The oracle beside the hooks: the compile caches as they stand now, then every file
+        that appears in them (any compiler's) named in the record as it appears."""
+        from launcher.runtime import cache_oracle
+
+        dirs = cache_oracle.cache_dirs()
+        if not dirs or not self._run.run_dir:
+            return
+        try:
+            known = cache_oracle.write_baseline(self._run.run_dir, self.rank, dirs)
+        except OSError as exc:
+            logger.warning("b12x-launch rank %d: no cache baseline: %s", self.rank, exc)
+            return
+
+        def appeared(name: str) -> None:
+            self._record.late_files.append(name)
+            logger.warning("b12x-launch rank %d: LATE CACHE FILE after sizing: %s", self.rank, name)
+            self._save()
+
+        self._cache_poller = cache_oracle.Poller(dirs, known, appeared).start()
 
     def _cost_late_compiles(self) -> None:
         """Charge each serving step that compiled late with the device memory it kept

@@ -1,0 +1,118 @@
+"""The late-compile oracle that needs no hook: a file that appears in a compile cache after ready.
+
+Triton's hooks see ``@triton.jit`` kernels; Inductor compiles through ``triton.compile`` (its
+post-compile hook only when asked), xgrammar's kernel module is imported on first use, and
+DeepGEMM and FlashInfer JIT on their own. Every one of them writes its result into a cache
+directory the launcher set (``launch.vllm_args.CACHE_DIRS``), so a file that appears there after
+the worker armed its watchdog is a compile after sizing, whoever made it. The worker writes the
+listing at that moment (``cache-baseline-rank<N>.json``) and polls for new files while serving;
+``report RUN_DIR`` and the GPU tier compare the caches with the baselines again at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from launcher.atomic import write_text
+from launcher.launch.vllm_args import CACHE_DIRS
+
+BASELINE = "cache-baseline-rank{rank}.json"
+SKIP_DIRS = ("calibration",)
+"""Under a cache root, what is not a compile cache (the records between boots)."""
+SKIP_SUFFIXES = (".lock", ".tmp", ".temp")
+"""Lock and scratch files a cache writes and removes around a read."""
+POLL_S = 5.0
+
+
+def cache_dirs(env: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """The compile caches this process writes into, by variable (those that are set)."""
+    env = os.environ if env is None else env
+    return {var: Path(env[var]) for var in CACHE_DIRS if env.get(var)}
+
+
+def listing(dirs: Mapping[str, Path]) -> set[str]:
+    """Every file under ``dirs`` as ``VAR/relative/path`` (one name per file, whichever
+    variable reaches it first when caches nest)."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    for var, root in sorted(dirs.items(), key=lambda kv: -len(str(kv[1]))):  # deepest first
+        for path in _files(root):
+            real = str(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            out.add(f"{var}/{path.relative_to(root)}")
+    return out
+
+
+def _files(root: Path) -> Iterable[Path]:
+    if not root.is_dir():
+        return
+    for here, subdirs, files in os.walk(root):
+        subdirs[:] = [d for d in subdirs if d not in SKIP_DIRS]
+        for name in files:
+            if not name.endswith(SKIP_SUFFIXES):
+                yield Path(here) / name
+
+
+def write_baseline(run_dir: str | Path, rank: int, dirs: Mapping[str, Path]) -> set[str]:
+    """Record what the caches hold now (the worker, when it arms its watchdog)."""
+    files = listing(dirs)
+    body = {"dirs": {k: str(v) for k, v in dirs.items()}, "files": sorted(files)}
+    write_text(Path(run_dir) / BASELINE.format(rank=rank), json.dumps(body))
+    return files
+
+
+def late_files(run_dir: str | Path) -> list[str]:
+    """Files in the run's caches that no rank's baseline holds: compiles after ready. Empty
+    when no baseline was written (a boot that never got that far)."""
+    dirs: dict[str, Path] = {}
+    known: set[str] = set()
+    for path in sorted(Path(run_dir).glob(BASELINE.format(rank="*"))):
+        try:
+            body = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        dirs.update({k: Path(v) for k, v in body.get("dirs", {}).items()})
+        known |= set(body.get("files", ()))
+    return sorted(listing(dirs) - known) if dirs else []
+
+
+class Poller:
+    """Looks for new cache files every ``period`` seconds on a daemon thread; each new one is
+    handed to ``on_late`` once."""
+
+    def __init__(self, dirs: Mapping[str, Path], known: set[str], on_late, period: float = POLL_S):
+        self._dirs, self._known, self._on_late, self._period = (
+            dict(dirs),
+            set(known),
+            on_late,
+            period,
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="b12x-cache-oracle", daemon=True)
+
+    def start(self) -> Poller:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def poll(self) -> list[str]:
+        new = sorted(listing(self._dirs) - self._known)
+        self._known.update(new)
+        for name in new:
+            self._on_late(name)
+        return new
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period):
+            try:
+                self.poll()
+            except OSError:  # a cache being rewritten under us: the next poll sees it
+                continue
