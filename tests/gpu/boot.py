@@ -77,6 +77,10 @@ class BootResult:
     ballast: bool = False
     ready_seconds: float | None = None
     """From the launcher's start to /health answering."""
+    late_files: list[str] = field(default_factory=list)
+    """Files that appeared in the boot's compile caches after its workers armed their
+    watchdogs (``launcher.runtime.cache_oracle``), read after the workload; plain vLLM boots
+    write no baseline, so none."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -194,6 +198,7 @@ def _workload(lab: Lab, spec: BootSpec, plan: dict, port: int, deadline: float) 
         max_num_seqs=int(serving["max_num_seqs"]),
         vocab=int(vocab),
         deadline=deadline,
+        spec_tokens=int(plan["profile_data"]["speculative"]["tokens"]),
     )
 
 
@@ -242,6 +247,9 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
                 result.outcome = stress.run(
                     work_load, devices, spec.workload, PROFILES / spec.profile
                 )
+        from launcher.runtime import cache_oracle
+
+        result.late_files = cache_oracle.late_files(result.run_dir)  # before the stop's writes
     finally:
         result.stopped_by_us = proc.poll() is None
         result.exit_code = _stop(proc)
@@ -288,6 +296,7 @@ def summary_facts(r: BootResult) -> dict[str, Any]:
         "sets": list(r.spec.sets),
         "ready_seconds": r.ready_seconds,
         "monitor_late": r.monitor_late,
+        "late_files": r.late_files,
         "exit_code": r.exit_code,
         "stopped_by_us": r.stopped_by_us,
         "exit_seconds": r.exit_seconds,

@@ -161,6 +161,9 @@ def glm_dsa(
 
 
 BUILDERS = {"llama": (llama, llama_tensors), "deepseek_v2": (deepseek_v2, deepseek_v2_tensors)}
+TOKENIZER = "bpe"
+"""Byte-level BPE: structured outputs (xgrammar) refuse the word-level tokenizer (HTTP 500 on
+plain vLLM too), and the features workload asks for them. Prompts stay token ids."""
 DUMMY_WEIGHTS = {"glm_dsa": glm_dsa}
 """Kinds served with ``--load-format dummy``: config.json and tokenizer, no tensors."""
 KINDS = (*BUILDERS, *DUMMY_WEIGHTS)
@@ -173,13 +176,13 @@ def write(kind: str, out: Path, seed: int = 0, **dims: Any) -> Path:
         if not (out / "tokenizer.json").is_file():
             out.mkdir(parents=True, exist_ok=True)
             (out / "config.json").write_text(json.dumps(cfg, indent=2))
-            write_tokenizer(out, cfg["vocab_size"], cfg["max_position_embeddings"])
+            write_tokenizer(out, cfg["vocab_size"], cfg["max_position_embeddings"], TOKENIZER)
         return out
     make_config, make_tensors = BUILDERS[kind]
     cfg = make_config(**dims)
     if (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file():
         return out
-    return write_checkpoint(out, cfg, make_tensors(cfg, Random(seed)))
+    return write_checkpoint(out, cfg, make_tensors(cfg, Random(seed)), TOKENIZER)
 
 
 if __name__ == "__main__":

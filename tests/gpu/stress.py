@@ -40,6 +40,8 @@ class Workload:
     decode_tokens: int = 128
     deadline: float = 120.0
     request_timeout: float = 90.0
+    spec_tokens: int = 0
+    """MTP tokens the deployment drafts (the API refuses some features with them)."""
 
 
 @dataclass
@@ -91,10 +93,12 @@ def requests(w: Workload) -> tuple[list[tuple[list[int], int]], list[tuple[list[
     return memory, shapes
 
 
-KINDS = ("mixed", "qualify", "stream")
+KINDS = ("mixed", "qualify", "stream", "features")
 """The tier's workloads: ``mixed`` (the two waves above), ``qualify`` (qualify's own worst
-case for the profile) and ``stream`` (one long streamed generation, MTP drafting, beside
-``max_num_seqs`` concurrent short prompts arriving while it decodes)."""
+case for the profile), ``stream`` (one long streamed generation, MTP drafting, beside
+``max_num_seqs`` concurrent short prompts arriving while it decodes) and ``features`` (every
+request feature the API accepts at 1, 8 and max_num_seqs rows, streamed and not; each one it
+refuses, once, expecting HTTP 400)."""
 STREAM_TOKENS = 512
 
 
@@ -131,6 +135,8 @@ def stream(w: Workload, ids: list[int], max_tokens: int, timeout: float) -> int:
 
 def run(w: Workload, devices: list[int], kind: str = "mixed", profile_path=None) -> Outcome:
     """The workload ``kind``, free memory of ``devices`` sampled every 20 ms meanwhile."""
+    if kind == "features":
+        return _features(w, devices, profile_path)
     if kind == "qualify":
         return _concurrent(w, devices, qualify_requests(w, profile_path), [])
     if kind == "stream":
@@ -204,6 +210,102 @@ def _concurrent(
             t.join(timeout=max(0.0, w.deadline - (time.monotonic() - start)))
         for r in shapes:
             one(*r)
+    out.seconds = time.monotonic() - start
+    out.low_free, out.samples = dict(sampler.low), sampler.samples
+    return out
+
+
+# ------------------------------------------------------------------ the features workload
+
+
+def feature_batches(w: Workload, spec_tokens: int) -> list[tuple[str, list[dict]]]:
+    """(label, request bodies) per batch: each accepted feature alone, at 8 rows streamed, then
+    every feature side by side in batches of max_num_seqs rows, streamed and not."""
+    from launcher.profile import request_features
+
+    accepted = [f for f in request_features.accepted(spec_tokens) if f.group != "streaming"]
+    out: list[tuple[str, list[dict]]] = []
+    n = 0
+
+    def body(f, stream: bool) -> dict:
+        nonlocal n
+        n += 1
+        extra = dict(f.body)
+        if f.bad_words:
+            extra["bad_words"] = list(f.bad_words)
+        return {
+            "model": w.model,
+            "prompt": prompt(16 + n % 29, 7907 * n, w.vocab),
+            "max_tokens": 4,
+            "ignore_eos": True,
+            **extra,
+            **({"stream": True} if stream else {}),
+        }
+
+    for f in accepted:
+        out.append((f"{f.name} x1", [body(f, False)]))
+        out.append((f"{f.name} x8 streamed", [body(f, True) for _ in range(8)]))
+    for stream in (False, True):
+        for start in range(0, len(accepted), w.max_num_seqs):
+            group = accepted[start : start + w.max_num_seqs]
+            rows = [body(group[i % len(group)], stream) for i in range(w.max_num_seqs)]
+            out.append((f"{len(group)} features x{w.max_num_seqs}", rows))
+    return out
+
+
+def refused_bodies(w: Workload, spec_tokens: int) -> list[tuple[str, dict]]:
+    from launcher.profile import request_features
+
+    return [
+        (f.name, {"model": w.model, "prompt": prompt(8, 13, w.vocab), "max_tokens": 2, **f.body})
+        for f in request_features.features(spec_tokens)
+        if not f.accepted
+    ]
+
+
+def post(w: Workload, body: dict, timeout: float) -> int:
+    """Send one completion (reading a stream to its end); the HTTP status."""
+    req = urllib.request.Request(
+        f"{w.url}/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            for _ in r:
+                pass
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _features(w: Workload, devices: list[int], profile_path) -> Outcome:
+    spec = w.spec_tokens
+    out = Outcome()
+    start = time.monotonic()
+    lock = threading.Lock()
+
+    def one(label: str, body: dict, expect: int) -> None:
+        left = w.deadline - (time.monotonic() - start)
+        status = post(w, body, min(max(left, 1.0), w.request_timeout)) if left > 1 else 0
+        with lock:
+            out.sent += 1
+            if status == expect:
+                out.ok += 1
+            else:
+                out.failed.append(f"{label}: HTTP {status}, expected {expect}")
+
+    with Sampler(devices) as sampler:
+        for label, bodies in feature_batches(w, spec):
+            threads = [
+                threading.Thread(target=one, args=(label, b, 200), daemon=True) for b in bodies
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=max(0.0, w.deadline - (time.monotonic() - start)))
+        for label, body in refused_bodies(w, spec):
+            one(f"{label} (refused)", body, 400)
     out.seconds = time.monotonic() - start
     out.low_free, out.samples = dict(sampler.low), sampler.samples
     return out

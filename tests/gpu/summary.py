@@ -78,6 +78,8 @@ def rows() -> list[dict[str, Any]]:
                     "safety_margin": b.margin if b.plan else None,
                     "free_after_warmup": rec.get("free_after_warmup"),
                     "late_compiles": len(rec.get("late_compiles", [])),
+                    "late_files": len(b.late_files) if rank == 0 else 0,
+                    "late_file_names": b.late_files[:20] if rank == 0 else [],
                     "late_kernels": sorted({_kernel(k) for k in rec.get("late_compiles", [])}),
                     "requests_ok": b.outcome.ok if b.outcome else None,
                     "requests_failed": len(b.outcome.failed) if b.outcome else None,
@@ -90,11 +92,12 @@ def render(data: list[dict[str, Any]]) -> str:
     head = (
         f"{'boot':<16}{'rk':>3}{'gpu':>4} {'prewarm':<8}{'budget':>8}{'blk plan':>10}"
         f"{'blk vLLM':>10}{'blk calib':>10}{'low free':>9}{'margin':>7}{'late':>5}"
-        f"{'mon':>5}{'ready s':>8}  late kernels"
+        f"{'mon':>5}{'file':>5}{'ready s':>8}  late kernels"
     )
     lines = [
         "GPU tier: KV blocks, low-water free memory (GiB, NVML), late compiles (watchdog; "
-        "mon: vLLM's JIT monitor), time to ready",
+        "mon: vLLM's JIT monitor; file: new files in the compile caches after ready), time to "
+        "ready",
         head,
     ]
     for r in data:
@@ -105,7 +108,8 @@ def render(data: list[dict[str, Any]]) -> str:
             f"{r['kv_blocks_vllm'] or '-':>10}"
             f"{r['kv_blocks_calibrated'] or '-':>10}{_gib(r['low_water_free']):>9}"
             f"{_gib(r['safety_margin']):>7}{r['late_compiles']:>5}{r.get('monitor_late', 0):>5}"
-            f"{_ready(r.get('ready_seconds')):>8}  {', '.join(r['late_kernels'])}"
+            f"{r.get('late_files', 0):>5}{_ready(r.get('ready_seconds')):>8}  "
+            f"{', '.join(r['late_kernels'] + r.get('late_file_names', [])[:3])}"
         )
     lines += ["", "Planned vs measured components (GiB; source of the plan's figure)"]
     for r in data:

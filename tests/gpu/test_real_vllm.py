@@ -85,6 +85,27 @@ GLM_39_PLAIN = BootSpec(
 )
 GLM_39 = BootSpec("glm39", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache="glm39")
 GLM_39_AGAIN = BootSpec("glm39-calibrated", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache="glm39")
+# Issue 40: every request feature the API accepts, at 1, 8 and max_num_seqs rows, streamed
+# and not, on each model from empty caches of its own (boot 1, then the calibrated boot 2),
+# and plain vLLM beside it on the same workload.
+FEATURES = {
+    model: (
+        BootSpec(f"{name}-features", profile, model, cache=f"{name}-feat", workload="features"),
+        BootSpec(
+            f"{name}-features-calibrated", profile, model, cache=f"{name}-feat",
+            workload="features",
+        ),
+        BootSpec(
+            f"{name}-features-plain", profile, model, cache=f"{name}-feat-plain", plain=True,
+            workload="features",
+        ),
+    )
+    for name, profile, model in (
+        ("glm", "glm-dsa-h200.yaml", "glm_dsa"),
+        ("moe", "dsv2-moe-h200.yaml", "deepseek_v2"),
+        ("llama", "llama-h200.yaml", "llama"),
+    )
+}  # fmt: skip
 # Second boots of the same deployments: the plan now reads the first boot's records.
 LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
 MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
@@ -348,6 +369,13 @@ class LearnsNothing(Served, CompilesNothingLate):
         assert booted.late_compiles == {r: [] for r in booted.records}
         assert booted.monitor_late == [], "\n".join(booted.monitor_late[:20])
 
+    def test_no_file_appears_in_the_compile_caches_after_ready(self, booted):
+        """The oracle no hook can miss: Inductor, xgrammar, DeepGEMM and FlashInfer write
+        into these caches too."""
+        assert booted.late_files == [], booted.late_files[:20]
+        for rank, rec in booted.records.items():
+            assert rec.get("late_files", []) == [], (rank, rec["late_files"][:20])
+
     def test_the_enumeration_ran_and_says_what_it_assumed(self, booted):
         for rank, rec in booted.records.items():
             keys = next((p for p in rec["prewarm"] if p["provider"] == "keys"), None)
@@ -466,3 +494,48 @@ class TestMoeTp2Cold(LearnsNothing):
     """The key enumeration at two ranks: TP2 without DCP, boot 1 from empty caches."""
 
     spec = MOE_TP2_COLD
+
+
+class FeaturesPlain:
+    """Plain vLLM on the features workload: every accepted feature served, each refused one
+    answered 400; what its monitor sees compile late is the baseline the planned boots beat."""
+
+    def test_every_accepted_feature_serves_and_every_refused_one_is_refused(self, booted):
+        assert booted.healthy, _why(booted)
+        assert booted.outcome.failed == [], booted.outcome.failed[:10]
+
+
+class TestGlmFeaturesPlain(FeaturesPlain):
+    spec = FEATURES["glm_dsa"][2]
+
+
+class TestGlmFeatures(LearnsNothing):
+    spec = FEATURES["glm_dsa"][0]
+
+
+class TestGlmFeaturesCalibrated(LearnsNothing, Calibrated):
+    spec = FEATURES["glm_dsa"][1]
+
+
+class TestMoeFeaturesPlain(FeaturesPlain):
+    spec = FEATURES["deepseek_v2"][2]
+
+
+class TestMoeFeatures(LearnsNothing):
+    spec = FEATURES["deepseek_v2"][0]
+
+
+class TestMoeFeaturesCalibrated(LearnsNothing, Calibrated):
+    spec = FEATURES["deepseek_v2"][1]
+
+
+class TestLlamaFeaturesPlain(FeaturesPlain):
+    spec = FEATURES["llama"][2]
+
+
+class TestLlamaFeatures(LearnsNothing):
+    spec = FEATURES["llama"][0]
+
+
+class TestLlamaFeaturesCalibrated(LearnsNothing, Calibrated):
+    spec = FEATURES["llama"][1]

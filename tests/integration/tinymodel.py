@@ -98,15 +98,31 @@ def llama_tensors(cfg: dict[str, Any], rand: Random) -> dict:
     return tensors
 
 
-def write_tokenizer(out: Path, vocab: int, max_len: int) -> None:
-    """A word-level tokenizer: ``w<i>`` is one token, so a prompt's length is exact."""
+def write_tokenizer(out: Path, vocab: int, max_len: int, kind: str = "word") -> None:
+    """A tokenizer of exactly ``vocab`` tokens. ``word``: ``w<i>`` is one token, so a prompt's
+    length in words is exact. ``bpe``: byte-level BPE (the 256 bytes, then merges of byte pairs
+    in a fixed order), which grammar backends (xgrammar) accept for structured outputs."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    words = [f"w{i}" for i in range(vocab - len(SPECIALS))]
-    table = {tok: i for i, tok in enumerate(SPECIALS + words)}
-    tok = Tokenizer(models.WordLevel(vocab=table, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.decoder = decoders.WordPiece(prefix="##")
+    if kind == "bpe":
+        alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+        table = {tok: i for i, tok in enumerate(SPECIALS + alphabet)}
+        merges = []
+        for a in alphabet:
+            for b in alphabet:
+                if len(table) >= vocab:
+                    break
+                table[a + b] = len(table)
+                merges.append((a, b))
+        tok = Tokenizer(models.BPE(vocab=table, merges=merges))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+    else:
+        words = [f"w{i}" for i in range(vocab - len(SPECIALS))]
+        table = {tok: i for i, tok in enumerate(SPECIALS + words)}
+        tok = Tokenizer(models.WordLevel(vocab=table, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.decoder = decoders.WordPiece(prefix="##")
     tok.add_special_tokens(SPECIALS)
     tok.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(
@@ -124,14 +140,16 @@ def write_tokenizer(out: Path, vocab: int, max_len: int) -> None:
     (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
 
 
-def write_checkpoint(out: Path, cfg: dict[str, Any], tensors: dict) -> Path:
-    """config.json, one safetensors file and the tokenizer."""
+def write_checkpoint(
+    out: Path, cfg: dict[str, Any], tensors: dict, tokenizer: str = "word"
+) -> Path:
+    """config.json, one safetensors file and the tokenizer (``write_tokenizer``'s kind)."""
     from safetensors.torch import save_file
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=2))
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    write_tokenizer(out, cfg["vocab_size"], cfg["max_position_embeddings"])
+    write_tokenizer(out, cfg["vocab_size"], cfg["max_position_embeddings"], tokenizer)
     return out
 
 
