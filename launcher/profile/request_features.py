@@ -135,7 +135,9 @@ def describe(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[str]:
     groups: dict[str, list[str]] = {}
     refused: list[str] = []
     for f in features(spec_tokens, max_logprobs):
-        if f.accepted:
+        if f.accepted and f.group == "streaming":
+            groups.setdefault(f.group, []).append(f"{f.name} (the API's framing: no kernel)")
+        elif f.accepted:
             groups.setdefault(f.group, []).append(f.name)
         else:
             refused.append(f"{f.name} ({f.refused})")

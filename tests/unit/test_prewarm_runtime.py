@@ -240,11 +240,28 @@ def test_an_entry_point_is_called_only_with_the_kernels_it_brought_in(fork_modul
 
 
 def test_without_a_scratch_kv_path_the_kv_entry_points_say_why(fork_modules, monkeypatch):
-    monkeypatch.delattr(Runner, "_init_minimal_kv_cache_for_profiling")  # V2 runner
+    monkeypatch.delattr(Runner, "get_kv_cache_spec")  # no runner of vLLM's lacks it
     result = run_in_config(ctx_for("gilded-gnosis", 4, 1))
     skipped = {e["name"]: e for e in result.entry_points if e["status"] == "skipped"}
     assert {"sparse_mla_triton_warmup", "serving_batches", "capture_shapes"} <= set(skipped)
     assert "no scratch KV cache" in skipped["serving_batches"]["detail"]
+
+
+def test_on_vllms_v2_runner_the_stage_builds_its_cache_and_puts_the_runner_back(
+    fork_modules, monkeypatch
+):
+    """vLLM's V2 model runner has no minimal profiling path (Llama and the DeepSeek-V2 MoE
+    run on it): the stage builds its cache with ``initialize_kv_cache`` and releases it by
+    putting the runner back as it was, so its sampler and features are served too."""
+    monkeypatch.delattr(Runner, "_init_minimal_kv_cache_for_profiling")
+    monkeypatch.delattr(Runner, "_cleanup_profiling_kv_cache")
+    ctx = ctx_for("gilded-gnosis", 1, 1)
+    result = run_in_config(ctx)
+    statuses = {e["name"].split(":")[0]: e["status"] for e in result.entry_points}
+    assert statuses["vLLM's scheduler and execute_model"] != "skipped", result.entry_points
+    assert list(ctx.model_runner.log) == ["scratch built", "served"]  # no vLLM release called
+    assert not hasattr(ctx.model_runner, "kv_cache_config")
+    assert "runner.kv_cache_config" in result.scratch["restored"]["dropped"]
 
 
 def moe_model(torch):

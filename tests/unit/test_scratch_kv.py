@@ -178,10 +178,20 @@ def test_what_vllms_release_forgets_on_the_runner_is_put_back_and_named():
     assert runner.attn_groups == [] and "runner.attn_groups" in scratch.restored.rebound
 
 
-def test_a_release_that_leaves_state_outside_the_runner_stops_the_boot():
+def test_what_vllms_release_leaves_in_the_shared_cache_config_is_put_back():
     runner = Runner(cleanup_forgets="num_gpu_blocks")  # vLLM's cache config, shared
+    with sk.scratch_kv(runner, 8, make_config, owned):
+        assert runner.cache_config.num_gpu_blocks == 8
+    assert runner.cache_config.num_gpu_blocks is None
+
+
+def test_a_release_that_cannot_put_the_runner_back_stops_the_boot(monkeypatch):
+    from launcher.runtime.prewarm import runner_state
+
+    monkeypatch.setattr(runner_state.Snapshot, "restore", lambda self: runner_state.Restored())
+    runner = Runner(cleanup_forgets="attn_groups")
     with (
-        pytest.raises(sk.ScratchNotRestored, match=r"cache_config\.num_gpu_blocks"),
+        pytest.raises(sk.ScratchNotRestored, match="attention groups"),
         sk.scratch_kv(runner, 8, make_config, owned),
     ):
         pass
@@ -193,7 +203,7 @@ def test_a_runner_without_the_minimal_kv_path_is_unsupported_with_the_reason():
             pass
 
     why = sk.unsupported(V2Runner())
-    assert "V2Runner has no _init_minimal_kv_cache_for_profiling" in why
+    assert "V2Runner has no get_kv_cache_spec" in why
     with pytest.raises(sk.ScratchUnsupported), sk.scratch_kv(V2Runner(), 8, make_config):
         pass
 
@@ -207,3 +217,29 @@ def test_a_runner_that_already_holds_a_kv_cache_is_not_touched():
     ):
         pass
     assert runner.kv_caches == ["real"] and runner.log == []
+
+
+def test_the_layers_bindings_to_the_scratch_cache_are_put_back_and_the_rest_kept():
+    """The V2 runner binds each attention layer to its cache (``layer.kv_cache``) and has no
+    release of its own: what points into the scratch cache's memory goes back (a placeholder)
+    or away; a workspace the layer's implementation made elsewhere stays (it was measured)."""
+    from tests.conftest import need_serving
+
+    torch = need_serving("torch")
+    from launcher.runtime.prewarm import runner_state
+
+    placeholder = torch.tensor([])
+    impl = SimpleNamespace()
+    layer = SimpleNamespace(kv_cache=placeholder, impl=impl)
+    saved = runner_state.bindings({"model.layers.0.attn": layer})
+    scratch = torch.zeros(4, 64, 8)
+    layer.kv_cache = scratch  # what initialize_kv_cache binds
+    impl._k_scale_cache = scratch[1]  # a view into the cache
+    impl.workspace = torch.zeros(16)  # made on the first forward, elsewhere
+    put_back = saved.restore(runner_state.storages([scratch]))
+    assert layer.kv_cache is placeholder and not hasattr(impl, "_k_scale_cache")
+    assert impl.workspace is not None
+    assert sorted(put_back) == [
+        "model.layers.0.attn.impl._k_scale_cache",
+        "model.layers.0.attn.kv_cache",
+    ]

@@ -287,3 +287,65 @@ def _synchronize_device() -> None:
         return
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+
+
+# ---------------------------------------------------------------------- the layers' bindings
+
+
+@dataclass
+class Bindings:
+    """The attention layers (vLLM's ``static_forward_context``) and their implementations as
+    they were before the stage: identities only, no copies."""
+
+    saved: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
+
+    def restore(self, storages: list[tuple[int, int]]) -> list[str]:
+        """Put back every attribute of a layer or its implementation that now points into the
+        scratch cache's memory (``storages``: address ranges); what was not there before is
+        removed. What the stage set that points elsewhere (a workspace) stays."""
+        out = []
+        for path, obj, before in self.saved:
+            current = vars(obj)
+            for name in list(current):
+                if not _points_into(current[name], storages):
+                    continue
+                if name in before and not _points_into(before[name], storages):
+                    current[name] = before[name]
+                else:
+                    del current[name]
+                out.append(f"{path}.{name}")
+        return out
+
+
+def bindings(layers: dict[str, Any]) -> Bindings:
+    """Record ``layers`` (vLLM's static forward context) and each one's ``impl``."""
+    out = Bindings()
+    for name, layer in layers.items():
+        for path, obj in ((name, layer), (f"{name}.impl", getattr(layer, "impl", None))):
+            if obj is not None and hasattr(obj, "__dict__"):
+                out.saved.append((path, obj, dict(vars(obj))))
+    return out
+
+
+def storages(values: Any) -> list[tuple[int, int]]:
+    """The address ranges of the tensors in ``values`` (a tensor, or lists, tuples and dicts
+    of them): the scratch cache's memory."""
+    out = []
+    stack = [values]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list | tuple):
+            stack += list(v)
+        elif isinstance(v, dict):
+            stack += list(v.values())
+        elif hasattr(v, "untyped_storage") and hasattr(v, "is_cuda"):
+            store = v.untyped_storage()
+            if store.nbytes():
+                out.append((store.data_ptr(), store.data_ptr() + store.nbytes()))
+    return out
+
+
+def _points_into(value: Any, ranges: list[tuple[int, int]]) -> bool:
+    if not ranges:
+        return False
+    return any(lo <= start < hi for start, _ in storages(value) for lo, hi in ranges)

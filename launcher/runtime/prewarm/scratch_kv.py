@@ -49,19 +49,20 @@ class ScratchKv:
 
 def unsupported(runner: Any) -> str | None:
     """Why ``runner`` cannot build a scratch KV cache, or None when it can."""
-    missing = [
-        name
-        for name in (
-            "_init_minimal_kv_cache_for_profiling",
-            "_cleanup_profiling_kv_cache",
-            "initialize_kv_cache",
-            "get_kv_cache_spec",
-        )
-        if not hasattr(runner, name)
-    ]
+    missing = [n for n in ("initialize_kv_cache", "get_kv_cache_spec") if not hasattr(runner, n)]
     if missing:
-        return f"{type(runner).__name__} has no {', '.join(missing)} (vLLM's V1 model runner has)"
+        return f"{type(runner).__name__} has no {', '.join(missing)} (vLLM's model runners have)"
     return None
+
+
+def profiling_path(runner: Any) -> bool:
+    """vLLM's V1 model runner: it builds and releases a minimal KV cache of its own before
+    sizing (``_init_minimal_kv_cache_for_profiling`` / ``_cleanup_profiling_kv_cache``). The V2
+    runner has neither: its scratch cache is built by ``initialize_kv_cache`` and released by
+    putting the runner and the layers' bindings back as they were."""
+    return hasattr(runner, "_cleanup_profiling_kv_cache") and hasattr(
+        runner, "_init_minimal_kv_cache_for_profiling"
+    )
 
 
 def _config(runner: Any, blocks: int) -> Any:
@@ -195,18 +196,35 @@ def scratch_kv(
         raise ScratchUnsupported("the runner already holds a KV cache")
     from launcher.runtime.prewarm import runner_state
 
+    v1 = profiling_path(runner)
     config = (make_config or _config)(runner, blocks)
     device = getattr(runner, "device", None)
+    layers = _layers(runner)
     try:
         snapshot = runner_state.take(runner, owned)
+        bindings = runner_state.bindings(layers)
     except Exception as exc:  # nothing built yet: the boot goes on as plain vLLM would
         raise ScratchUnsupported(
             f"cannot record the runner's state to restore it: {exc!r}"
         ) from exc
     threads, graphs = _threads(), _captured()
+    blocks_before = runner.cache_config.num_gpu_blocks
     before = _allocated(device)
-    runner.initialize_kv_cache(config, is_profiling=True)
+    if v1:
+        runner.initialize_kv_cache(config, is_profiling=True)
+    else:
+        runner.initialize_kv_cache(config)
+        if getattr(config, "needs_kv_cache_zeroing", False) and hasattr(
+            runner, "_init_kv_zero_meta"
+        ):
+            runner._init_kv_zero_meta()  # as vLLM's worker does after it
     runner.cache_config.num_gpu_blocks = config.num_blocks
+    memory = runner_state.storages(
+        [
+            getattr(runner, "kv_caches", None),
+            [getattr(x, "kv_cache", None) for x in layers.values()],
+        ]
+    )
     scratch = ScratchKv(
         blocks=int(config.num_blocks),
         bytes=_allocated(device) - before,
@@ -221,13 +239,50 @@ def scratch_kv(
         yield scratch
     finally:
         scratch.forced = _drop_requests(runner)
-        runner._cleanup_profiling_kv_cache()
+        if v1:
+            runner._cleanup_profiling_kv_cache()
+        else:
+            _synchronize()
         # Whatever the served steps wrote and initialize_kv_cache made on the runner, back as
         # vLLM had it: its own next steps read some of those buffers as they stand.
         scratch.restored = snapshot.restore()
+        scratch.restored.rebound += bindings.restore(memory)
+        runner.cache_config.num_gpu_blocks = blocks_before
         scratch.stray = _end_stray_work(threads, graphs)
+        _release_memory()
         left = leftovers(runner)
+        kept = _allocated(device) - before
+        if memory and scratch.bytes and kept >= scratch.bytes:
+            left.append(f"{kept:,} bytes still allocated of the scratch cache's {scratch.bytes:,}")
         if left:
             raise ScratchNotRestored(
                 "the scratch KV cache was released but the runner still holds: " + ", ".join(left)
             )
+
+
+def _layers(runner: Any) -> dict[str, Any]:
+    """vLLM's attention layers by name (``static_forward_context``), or none."""
+    config = getattr(getattr(runner, "vllm_config", None), "compilation_config", None)
+    return dict(getattr(config, "static_forward_context", None) or {})
+
+
+def _synchronize() -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _release_memory() -> None:
+    """Free what the released cache held (vLLM's own cleanup does the same)."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

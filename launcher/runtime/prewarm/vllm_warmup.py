@@ -408,12 +408,18 @@ class VllmWarmupProvider:
         return bool(entry_points(ctx))
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
+        from launcher.profile import request_features
+
         runtime = ctx.deployment.runtime
-        return [
+        lines = [
             f"{e.name}: {e.describe(ctx)} [{runtime.name}]"
             + (" (on the scratch KV cache)" if e.needs_kv else "")
             for e in entry_points(ctx)
         ]
+        if any(e.name == "serving_batches" for e in entry_points(ctx)):
+            features = request_features.describe(ctx.profile.mtp_tokens)
+            lines += [f"request features served before sizing, {line}" for line in features]
+        return lines
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
         from launcher.runtime.prewarm import scratch_kv
