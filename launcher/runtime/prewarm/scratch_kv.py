@@ -209,6 +209,7 @@ def scratch_kv(
         ) from exc
     threads, graphs = _threads(), _captured()
     blocks_before = runner.cache_config.num_gpu_blocks
+    graph_settings = _graph_settings(runner)
     before = _allocated(device)
     if v1:
         runner.initialize_kv_cache(config, is_profiling=True)
@@ -248,6 +249,7 @@ def scratch_kv(
         scratch.restored = snapshot.restore()
         scratch.restored.rebound += bindings.restore(memory)
         runner.cache_config.num_gpu_blocks = blocks_before
+        _put_graph_settings(runner, graph_settings)
         scratch.stray = _end_stray_work(threads, graphs)
         _release_memory()
         left = leftovers(runner)
@@ -258,6 +260,25 @@ def scratch_kv(
             raise ScratchNotRestored(
                 "the scratch KV cache was released but the runner still holds: " + ", ".join(left)
             )
+
+
+GRAPH_SETTINGS = ("cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size")
+"""What the V2 runner's ``initialize_kv_cache`` resolves on vLLM's compilation config from the
+attention backends (the V1 runner does it on its profiling cache too): put back, so vLLM's own
+profile sees the settings it would have seen."""
+
+
+def _graph_settings(runner: Any) -> dict[str, Any]:
+    import copy
+
+    config = getattr(getattr(runner, "vllm_config", None), "compilation_config", None)
+    return {n: copy.copy(getattr(config, n)) for n in GRAPH_SETTINGS if hasattr(config, n)}
+
+
+def _put_graph_settings(runner: Any, saved: dict[str, Any]) -> None:
+    config = getattr(getattr(runner, "vllm_config", None), "compilation_config", None)
+    for name, value in saved.items():
+        setattr(config, name, value)
 
 
 def _layers(runner: Any) -> dict[str, Any]:
