@@ -47,6 +47,9 @@ class Feature:
     prompt_logprobs: int | None = None
     structured: bool = False
     bad_words: tuple[str, ...] = field(default=())
+    streams: bool = True
+    """Whether the API takes it with ``stream: true`` (prompt logprobs: "not available when
+    stream=True", vLLM's completions and chat protocols refuse the pair with HTTP 400)."""
 
     @property
     def accepted(self) -> bool:
@@ -108,7 +111,12 @@ def features(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature
         out.append(Feature(f"logprobs={k}", "logprobs", {"logprobs": k}, refused, logprobs=k))
     out += [
         Feature(
-            "prompt_logprobs", "logprobs", {"prompt_logprobs": 1}, prompt_logprobs=1, logprobs=0
+            "prompt_logprobs",
+            "logprobs",
+            {"prompt_logprobs": 1},
+            prompt_logprobs=1,
+            logprobs=0,
+            streams=False,
         ),
         Feature("echo", "logprobs", {"echo": True, "logprobs": 1}, prompt_logprobs=1, logprobs=1),
         Feature("json_object", "structured", {"response_format": JSON}, structured=True),
@@ -142,6 +150,11 @@ def describe(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[str]:
         else:
             refused.append(f"{f.name} ({f.refused})")
     lines = [f"{group}: {', '.join(names)}" for group, names in groups.items()]
+    refused += [
+        f"{f.name} with stream (vLLM's protocol: not available when stream=True)"
+        for f in features(spec_tokens, max_logprobs)
+        if f.accepted and not f.streams
+    ]
     if refused:
         lines.append("refused by the API, not served: " + "; ".join(refused))
     return lines

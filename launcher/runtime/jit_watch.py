@@ -292,11 +292,12 @@ def loaded() -> dict[str, int]:
 @contextlib.contextmanager
 def launched_in_block() -> Iterator[set[str]]:
     """The kernels (``module.qualname``) launched while the block runs, compiled or not: a
-    launch of a kernel that exists now goes through its ``run`` (wrapped for the block, put
-    back after), and one whose module loads in the block shows as new keys."""
+    launch of a kernel that exists now goes through its ``run`` (wrapped for the block), and
+    one whose key is new shows in Triton's caches. Another wrapper put on inside the block
+    (a compile-only pass) may take ours off; what is left is put back as it was."""
     found: set[str] = set()
     before = loaded()
-    wrapped = []
+    wrapped: list[tuple[Any, Any]] = []
     for fn in _jit_functions():
         if "run" in vars(fn):  # someone else's wrapper: leave it, the key count still tells
             continue
@@ -308,13 +309,14 @@ def launched_in_block() -> Iterator[set[str]]:
             return _run(*args, **kwargs)
 
         fn.run = run
-        wrapped.append(fn)
+        wrapped.append((fn, run))
     try:
         yield found
     finally:
-        for fn in wrapped:
-            del fn.run
         found.update(new_since(before))
+        for fn, run in wrapped:
+            if vars(fn).get("run") is run:
+                del vars(fn)["run"]
 
 
 def new_since(before: dict[str, int], now: dict[str, int] | None = None) -> dict[str, int]:

@@ -244,10 +244,12 @@ def feature_batches(w: Workload, spec_tokens: int) -> list[tuple[str, list[dict]
 
     for f in accepted:
         out.append((f"{f.name} x1", [body(f, False)]))
-        out.append((f"{f.name} x8 streamed", [body(f, True) for _ in range(8)]))
+        label = f"{f.name} x8" + (" streamed" if f.streams else "")
+        out.append((label, [body(f, f.streams) for _ in range(8)]))
     for stream in (False, True):
-        for start in range(0, len(accepted), w.max_num_seqs):
-            group = accepted[start : start + w.max_num_seqs]
+        usable = [f for f in accepted if f.streams or not stream]
+        for start in range(0, len(usable), w.max_num_seqs):
+            group = usable[start : start + w.max_num_seqs]
             rows = [body(group[i % len(group)], stream) for i in range(w.max_num_seqs)]
             out.append((f"{len(group)} features x{w.max_num_seqs}", rows))
     return out
@@ -256,11 +258,18 @@ def feature_batches(w: Workload, spec_tokens: int) -> list[tuple[str, list[dict]
 def refused_bodies(w: Workload, spec_tokens: int) -> list[tuple[str, dict]]:
     from launcher.profile import request_features
 
-    return [
-        (f.name, {"model": w.model, "prompt": prompt(8, 13, w.vocab), "max_tokens": 2, **f.body})
+    base = {"model": w.model, "prompt": prompt(8, 13, w.vocab), "max_tokens": 2}
+    out = [
+        (f.name, {**base, **f.body})
         for f in request_features.features(spec_tokens)
         if not f.accepted
     ]
+    out += [
+        (f"{f.name} streamed", {**base, **f.body, "stream": True})
+        for f in request_features.accepted(spec_tokens)
+        if not f.streams
+    ]
+    return out
 
 
 def post(w: Workload, body: dict, timeout: float) -> int:

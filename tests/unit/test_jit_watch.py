@@ -163,3 +163,34 @@ def test_loaded_counts_triton_specializations_without_installing_a_hook(monkeypa
         triton.knobs.runtime.jit_cache_hook,
         triton.knobs.runtime.jit_post_compile_hook,
     ) == hooks
+
+
+def test_a_compile_only_pass_inside_a_serving_block_leaves_both_wrappers_sound():
+    """On the H200 the MoE buckets' compile-only pass took the serving block's ``run`` wrapper
+    off with its own, and the block's unwrap then raised AttributeError: the buckets failed and
+    the waves' kernels went unrecorded (so the key enumeration skipped them)."""
+    from types import SimpleNamespace
+
+    from launcher.runtime import jit_watch
+    from launcher.runtime.prewarm import parallel_compile
+
+    class Kernel:
+        def __init__(self):
+            self.fn = SimpleNamespace(__module__="vllm.fake", __qualname__="k")
+            self.device_caches = {}
+            self.calls = 0
+
+        def run(self, *args, grid=None, warmup=False, **kwargs):
+            self.calls += 1
+
+    kernel = Kernel()
+    real = jit_watch._jit_functions
+    jit_watch._jit_functions = lambda: [kernel]
+    try:
+        with jit_watch.launched_in_block() as found:
+            with parallel_compile.compile_only([kernel]):
+                kernel.run(grid=(1,), warmup=False)
+            kernel.run(grid=(1,), warmup=False)  # our wrapper is back on after the pass
+    finally:
+        jit_watch._jit_functions = real
+    assert found == {"vllm.fake.k"} and "run" not in vars(kernel) and kernel.calls == 2

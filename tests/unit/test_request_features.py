@@ -38,3 +38,9 @@ def test_sampling_kwargs_are_what_vllm_takes():
 def test_the_list_says_what_is_refused_and_why():
     lines = rf.describe(spec_tokens=2)
     assert any(line.startswith("refused by the API") and "min_p" in line for line in lines)
+
+
+def test_prompt_logprobs_is_accepted_but_not_with_stream():
+    f = {x.name: x for x in rf.features(0)}
+    assert f["prompt_logprobs"].accepted and not f["prompt_logprobs"].streams
+    assert any("prompt_logprobs with stream" in line for line in rf.describe(0))

@@ -134,14 +134,18 @@ def compile_only(kernels: Sequence[Any]) -> Iterator[None]:
             if not parallel or not kernels:
                 yield
                 return
+            previous = {id(fn): vars(fn).get("run") for fn in kernels}
             for fn in kernels:
                 fn.run = _compiling(fn.run)
             patched = True
             try:
                 yield
             finally:
-                for fn in kernels:
-                    vars(fn).pop("run", None)
+                for fn in kernels:  # back as it was: a wrapper put on before stays on
+                    if previous[id(fn)] is None:
+                        vars(fn).pop("run", None)
+                    else:
+                        fn.run = previous[id(fn)]
     finally:
         for fn in kernels if patched else ():
             for failed in settle(fn)[1]:

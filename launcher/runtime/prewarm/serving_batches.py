@@ -23,6 +23,7 @@ The waves are a pure function of the deployment's numbers (:func:`waves`), so
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -320,6 +321,8 @@ class _Loop:
         self.vocab = shape.vocab
         self.features = {f.name: f for f in served_features(shape)}
         self.structured: set[str] = set()
+        self.queue: collections.deque[tuple[Any, Any]] = collections.deque()
+        """Steps run whose output the scheduler has not taken yet (EngineCore's batch queue)."""
         self.steps = 0
         self.tokens = 0
 
@@ -373,10 +376,23 @@ class _Loop:
         return GrammarOutput(ids, np.full((rows, words), -1, dtype=np.int32))
 
     def step(self) -> None:
-        so = self.scheduler.schedule()
-        output = self.worker.execute_model(so)
-        if output is None:
-            output = self.worker.sample_tokens(self.grammar(so))
+        """One step as ``EngineCore`` takes it. Under async scheduling (its batch queue of
+        two) the next batch is scheduled and run before the last one's output is taken: the
+        runner then corrects in-flight drafts' positions on a path of its own (a
+        ``torch.compile``d kernel the H200 compiled late when the stage stepped in lockstep)."""
+        if self.scheduler.has_requests():
+            so = self.scheduler.schedule()
+            output = self.worker.execute_model(so)
+            if output is None:
+                output = self.worker.sample_tokens(self.grammar(so))
+            self.queue.appendleft((so, output))
+            self.steps += 1
+            self.tokens += so.total_num_scheduled_tokens
+            if self.async_scheduling and len(self.queue) < 2 and self.scheduler.has_requests():
+                return
+        if not self.queue:
+            return
+        so, output = self.queue.pop()
         if hasattr(output, "get_output"):  # async scheduling's output
             output = output.get_output()
         self.scheduler.update_from_output(so, output)
@@ -384,15 +400,13 @@ class _Loop:
             drafts = self.worker.take_draft_token_ids()
             if drafts is not None:
                 self.scheduler.update_draft_token_ids(drafts)
-        self.steps += 1
-        self.tokens += so.total_num_scheduled_tokens
 
     def run(self, wave: Wave, n: int, vocab: int, max_steps: int) -> None:
         """Serve wave ``n``; every rank builds the same ids (no salted hash), so
         tensor-parallel ranks schedule the same steps."""
         pending = sorted(enumerate(wave.arrivals), key=lambda ia: ia[1].step)
         step = 0
-        while pending or self.scheduler.has_requests():
+        while pending or self.scheduler.has_requests() or self.queue:
             while pending and pending[0][1].step <= step:
                 i, a = pending.pop(0)
                 self.add(f"b12x-launch-scratch-{n}-{i}", a, 7919 * (64 * n + i + 1), vocab)
