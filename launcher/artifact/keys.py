@@ -103,8 +103,11 @@ def node_keys(
     )
 
 
-def cuda_target_or_error(gpu: bool, read: Callable[[], CudaTarget] = read_cuda_target):
-    """The node's CUDA target for a GPU profile (None for a CPU one).
+def cuda_target_or_error(
+    gpu: bool, read: Callable[[], CudaTarget] | None = None
+) -> CudaTarget | None:
+    """The node's CUDA target for a GPU profile (None for a CPU one; ``read``: default
+    nvidia-smi).
 
     Raises:
         ArtifactError: a GPU profile on a machine where nvidia-smi cannot say it.
@@ -112,7 +115,7 @@ def cuda_target_or_error(gpu: bool, read: Callable[[], CudaTarget] = read_cuda_t
     if not gpu:
         return None
     try:
-        return read()
+        return (read or read_cuda_target)()
     except NoGpuInfo as exc:
         raise ArtifactError(
             f"{exc}: an artifact is keyed by the cards' compute capability and the driver's CUDA "
