@@ -11,7 +11,12 @@
 4. before a launch (not a dry run), checks that the image's vLLM can serve the profile:
    its attention backend is registered and its quantization method exists (exit 1 naming
    the image to build on if not; ``BLAUNCH_RUNTIME_CHECK=0`` skips the check),
-5. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
+5. before a launch, passes ``--cache-from`` the cache artifact to restore: the one
+   ``$BLAUNCH_CACHE_FROM`` names (an init container's copy on the cache volume, a mounted
+   path), else the one built into the image (``/opt/b12x-launch/artifact``) when it holds a
+   manifest; ``BLAUNCH_CACHE_FROM=none`` restores none. The launcher checks its keys against
+   this node and restores it before vLLM starts (``launcher/artifact``),
+6. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
 
 ``os.execvp``: no process of ours stays between the init process and vLLM, so signals and
 the exit code pass straight through. Only the launch check imports vLLM (its registries);
@@ -43,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher import buildid
+from launcher.artifact import BUILTIN_ARTIFACT, CACHE_FROM_ENV, MANIFEST_NAME
 from launcher.buildid import (  # noqa: F401  (names the image build and the tests use)
     _BUILD_ID,
     BUILD_ID_ENV,
@@ -494,6 +500,23 @@ def cache_overrides(mount: Path, root: Path, env: Mapping[str, str]) -> list[str
     return out
 
 
+def with_artifact(args: list[str], env: Mapping[str, str]) -> list[str]:
+    """A launch's arguments with ``--cache-from`` the artifact to restore, if any: the one
+    ``BLAUNCH_CACHE_FROM`` names, else the one built into the image (``BUILTIN_ARTIFACT``,
+    when it holds a manifest). ``none``, or a ``--cache-from`` already given, adds nothing."""
+    if any(a == "--cache-from" or a.startswith("--cache-from=") for a in args):
+        return args
+    source = env.get(CACHE_FROM_ENV, "").strip()
+    if source.lower() == "none":
+        return args
+    if not source:
+        if not (Path(BUILTIN_ARTIFACT) / MANIFEST_NAME).is_file():
+            return args
+        source = BUILTIN_ARTIFACT
+    _say(f"the cache artifact {source} is restored before vLLM starts (its keys checked)")
+    return _insert_after_command(args, ["--cache-from", source])
+
+
 def _command_of(args: list[str]) -> str | None:
     rest = [a for a in args if a != "--debug"]
     return rest[0] if rest and not rest[0].startswith("-") else None
@@ -534,6 +557,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                 _say(f"warning (dry run goes on): {exc}")
             args = _insert_after_command(args, cache_overrides(mount, root, env))
         if launches:
+            args = with_artifact(args, env)
             check_runtime(args, env)
     except BuildIdError as exc:  # EntrypointError among them
         _say(f"error: {exc}")
