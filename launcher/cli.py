@@ -357,6 +357,17 @@ def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
         click.echo(f"plot: {plot_run_dir(Path(run_dir), plot_file)}", err=True)
 
 
+def _artifact_source(ctx: click.Context, param: click.Parameter, value: str | None):
+    if value is None:
+        return None
+    from launcher.emit.artifact import parse_source
+
+    try:
+        return parse_source(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _vary(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]):
     from launcher.report.sweep import combinations, parse_vary
 
@@ -469,6 +480,15 @@ def qualify(
     is_flag=True,
     help="Remove the files an earlier emit left in OUT_DIR for another plan, instead of refusing.",
 )
+@click.option(
+    "--cache-from",
+    default=None,
+    metavar="SOURCE",
+    callback=_artifact_source,
+    help="Seed every node's cache with this artifact (what `bake` wrote) before the server "
+    "starts: oci:IMAGE (a FROM scratch image holding it), pvc:CLAIM[/PATH] (Kubernetes) or an "
+    "absolute directory on the nodes.",
+)
 def emit(
     profile: str,
     out_dir: str,
@@ -477,6 +497,7 @@ def emit(
     image: str,
     profile_ref: str | None,
     replace: bool,
+    cache_from,
 ) -> None:
     """Write PROFILE's deployment for other targets into OUT_DIR: a Kubernetes
     LeaderWorkerSet (leaderworkerset.yaml) and docker compose files (compose.node<N>.yaml).
@@ -499,6 +520,7 @@ def emit(
         overrides,
         replace=replace,
         warn=lambda line: _warn([line]),
+        cache_from=cache_from,
     )
     for path in paths:
         click.echo(f"wrote {path}")
