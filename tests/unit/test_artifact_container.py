@@ -143,3 +143,18 @@ def test_seed_usage_and_a_missing_source(tmp_path, capsys):
     assert seed_main([]) == 2
     assert seed_main([str(tmp_path / "nothing"), str(tmp_path / "d")]) == 1
     assert "no such artifact" in capsys.readouterr().err
+
+
+def test_the_dockerfile_can_build_an_artifact_into_the_image():
+    """An optional stage: BLAUNCH_ARTIFACT_IMAGE (default scratch, which holds nothing) is
+    copied to where the entry point looks for a built-in artifact."""
+    from launcher.entrypoint import BUILTIN_ARTIFACT
+    from tests.unit.test_docker import DOCKERFILE, parse_dockerfile
+
+    df = parse_dockerfile(DOCKERFILE.read_text())
+    assert df.global_args["BLAUNCH_ARTIFACT_IMAGE"] == "scratch"
+    froms = [i.args for i in df.all("FROM")]
+    assert froms[0] == "${BLAUNCH_ARTIFACT_IMAGE} AS artifact"
+    assert froms[-1] == "${VLLM_IMAGE}", "the image itself is still the last stage (the default)"
+    copies = [i.args.split() for i in df.all("COPY") if "--from=artifact" in i.args]
+    assert copies == [["--from=artifact", "/", BUILTIN_ARTIFACT + "/"]]
