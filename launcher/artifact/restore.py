@@ -70,6 +70,22 @@ def restore(
             f"cannot make the cache root {cache_root} ({exc.strerror or exc}); set "
             "runtime.cache_root to a writable directory"
         ) from None
+    try:
+        return _restore(source, cache_root, here, force, ranks, started)
+    except ArtifactError as exc:
+        if not force:
+            raise
+        return _unread(source, started, exc)  # e.g. no manifest: nothing to name but the path
+
+
+def _restore(
+    source: Path,
+    cache_root: Path,
+    here: ArtifactKeys,
+    force: bool,
+    ranks: Sequence[int],
+    started: float,
+) -> ArtifactRecord:
     with _locked(cache_root), open_artifact(source) as reader:
         recover(cache_root)
         m = reader.manifest
@@ -95,9 +111,32 @@ def restore(
                 return _done(base, started, "ignored", note=f"--force: booted without it ({exc})")
             raise
         record = _done(base, started, "restored", **counts)
-        atomic.write_json(_marker(cache_root, m.artifact_id), _marker_data(record, m))
+        try:
+            atomic.write_json(_marker(cache_root, m.artifact_id), _marker_data(record, m))
+        except OSError as exc:  # the journal is still there: take back what was placed
+            recover(cache_root)
+            raise ArtifactError(
+                f"cannot record the restore in {cache_root} ({exc.strerror or exc}); nothing "
+                "was restored (the caches are as they were)"
+            ) from None
         (cache_root / JOURNAL).unlink(missing_ok=True)
         return record
+
+
+def _unread(source: Path, started: float, exc: ArtifactError) -> ArtifactRecord:
+    """The record of an artifact ``--force`` ignored before its manifest could be read."""
+    return ArtifactRecord(
+        state="ignored",
+        artifact_id="",
+        source=str(source),
+        fingerprint="",
+        keys={},
+        caches={},
+        file_count=0,
+        total_bytes=0,
+        seconds=round(time.monotonic() - started, 3),
+        note=f"--force: booted without it ({exc})",
+    )
 
 
 def _record(
@@ -295,7 +334,8 @@ def recover(cache_root: Path) -> str | None:
                     dest.unlink()
                     undone += 1
         if artifact_id:
-            _marker(cache_root, artifact_id).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                _marker(cache_root, artifact_id).unlink(missing_ok=True)
         journal.unlink(missing_ok=True)
         note = (
             f"rolled back an interrupted restore of artifact {artifact_id or '?'} ({undone} files)"

@@ -155,7 +155,7 @@ def artifact_lines(record: ArtifactRecord) -> list[str]:
     """What a launch did with a cache artifact (``--cache-from``), in words: for ``report RUN_DIR``,
     ``prewarm --list`` and the launch's own note."""
     k = record.keys
-    head = f"cache artifact {record.artifact_id} from {record.source}"
+    head = f"cache artifact {record.artifact_id or '(unread)'} from {record.source}"
     if record.state == "ignored":
         return [f"{head}: ignored, {record.note}"]
     what = {"restored": f"restored in {record.seconds:.1f} s", "present": "already restored"}

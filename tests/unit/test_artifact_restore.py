@@ -190,10 +190,13 @@ def test_a_tar_without_its_manifest_first_is_refused(tmp_path):
         restore(tmp_path / "x.tar", node(tmp_path), keys())
 
 
-def test_no_artifact_at_the_path_is_refused(tmp_path):
+def test_no_artifact_at_the_path_is_refused_or_with_force_ignored(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ArtifactError, match=r"no readable manifest\.json"):
         restore(tmp_path / "empty", node(tmp_path), keys())
+    record = restore(tmp_path / "empty", tmp_path / "node", keys(), force=True)
+    assert record.state == "ignored" and "no readable manifest.json" in record.note
+    assert not record.warm and record.artifact_id == ""
 
 
 def test_a_disk_that_fills_while_staging_restores_nothing(artifact, tmp_path, monkeypatch):
@@ -309,3 +312,19 @@ def test_the_fingerprint_key_is_checked_before_any_file_is_read(tmp_path, monkey
     with pytest.raises(ArtifactError, match="fingerprint"):
         restore(tmp_path / "a.tar", node(tmp_path), keys(fingerprint="ffffffffffff"))
     assert FP != "ffffffffffff" and MANIFEST_NAME == "manifest.json"
+
+
+def test_a_restore_that_cannot_write_its_marker_takes_back_what_it_placed(
+    artifact, tmp_path, monkeypatch
+):
+    path, _ = artifact
+    root = node(tmp_path, {"triton/mine/k.cubin": b"the node's own"})
+    before = tree(root)
+
+    (root / "a-file").write_bytes(b"")  # the marker's directory cannot be made under it
+    monkeypatch.setattr(restore_mod, "_marker", lambda r, i: r / "a-file" / f"{i}.json")
+    with pytest.raises(ArtifactError, match=r"cannot record the restore .* nothing was restored"):
+        restore(path, root, keys())
+    after = tree(root)
+    assert {k: v for k, v in after.items() if not k.startswith((".blaunch", "a-file"))} == before
+    assert not (root / JOURNAL).exists()
