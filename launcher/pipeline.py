@@ -361,7 +361,9 @@ def restored_artifacts(planned: Planned) -> list[str]:
     from launcher.artifact.restore import restored_in
     from launcher.report.run_report import artifact_lines
 
-    root = cache_root(planned)
+    restored = [r for _, r in restored_in(cache_root(planned))]
+    if not restored:
+        return []
     fingerprints = {planned.fingerprint, as_installed(planned).fingerprint}
-    found = [r for _, r in restored_in(root) if r.fingerprint in fingerprints]
+    found = [r for r in restored if r.fingerprint in fingerprints]
     return [line for r in found for line in artifact_lines(r)]
