@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.artifact.bake import skipped
 from tests.conftest import PROFILES, need
 from tests.container.conftest import host_env, host_launcher
 from tests.container.engine import docker
@@ -74,6 +75,22 @@ def health_at(url: str) -> bool:
         return False
 
 
+def service(c: Cluster, name: str) -> str:
+    """The container of one service of the node's project (running or exited)."""
+    ids = c.compose(0, "ps", "-a", "-q", name).stdout.split()
+    assert len(ids) == 1, f"{name}: containers {ids}"
+    return ids[0]
+
+
+def inspect(container: str) -> dict:
+    return json.loads(docker("inspect", "--format", "{{json .State}}", container).stdout)
+
+
+def logs_of(container: str) -> str:
+    out = docker("logs", container, check=False)
+    return out.stdout + out.stderr
+
+
 def volume_files(image: str, volume: str) -> set[str]:
     out = docker(
         "run", "--rm", "-v", f"{volume}:/cache", "--entrypoint", "find", image,
@@ -88,6 +105,7 @@ def baked(image, tiny_model, shared_tmp, cache_volume, engine) -> dict:
     port = PORT
     name = "blaunch-test-bake-boot1"
     docker("rm", "-f", name, check=False)
+    started = time.monotonic()
     try:
         docker(
             "run", "-d", "--name", name, "--shm-size", "1g",
@@ -95,6 +113,7 @@ def baked(image, tiny_model, shared_tmp, cache_volume, engine) -> dict:
             image, "profiles/tiny-cpu.yaml", *settings(tiny_model, port),
         )  # fmt: skip
         wait_healthy(name)
+        print(f"boot 1 (empty volume) served in {time.monotonic() - started:.0f}s")
         ip = docker("inspect", "--format", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
         first = complete(f"http://{ip}:{port}", PROMPT, timeout=120)[1]
         docker("stop", "-t", "60", name, timeout=120)
@@ -109,6 +128,7 @@ def baked(image, tiny_model, shared_tmp, cache_volume, engine) -> dict:
         *settings(tiny_model, port),
     )  # fmt: skip
     manifest = json.loads((out / "tiny-cpu" / "manifest.json").read_text())
+    print(f"artifact: {manifest['file_count']} files, {manifest['total_bytes']:,} bytes")
     return {"path": out / "tiny-cpu", "bake": bake, "manifest": manifest, "first": first}
 
 
@@ -154,20 +174,16 @@ def warm(baked, image, tiny_model, shared_tmp, engine) -> Warm:
         up(c, 0)
         deadline = started + START_TIMEOUT_S
         while time.monotonic() < deadline and not health(c.port):
-            state = c.state(0)
+            state = inspect(service(c, "vllm"))
             if not state.get("Running") and not state.get("Restarting"):
                 break
             time.sleep(3)
         c.ready_s = time.monotonic() - started
-        c.read_logs(0)
+        c.logs[0] = logs_of(service(c, "vllm"))
         assert health(c.port), f"the warm node never served:\n{c.logs[0][-4000:]}"
         c.status, c.reply = complete(f"http://127.0.0.1:{c.port}", PROMPT, timeout=120)
-        seed = c.compose(0, "ps", "-a", "-q", "cache-artifact").stdout.split()
-        assert len(seed) == 1, seed
-        logs = docker("logs", seed[0], check=False)
-        w.seed_log = logs.stdout + logs.stderr
-        state = json.loads(docker("inspect", "--format", "{{json .State}}", seed[0]).stdout)
-        w.seed_exit = state.get("ExitCode")
+        seed = service(c, "cache-artifact")
+        w.seed_log, w.seed_exit = logs_of(seed), inspect(seed).get("ExitCode")
         volume = f"{c.projects[0]}_cache"
         w.files = sorted(volume_files(image, volume))
         plans = [f for f in w.files if f.startswith("runs/") and f.endswith("/plan.json")]
@@ -203,7 +219,8 @@ def test_the_run_file_tells_the_workers_the_boot_is_warm(warm):
 
 
 def test_the_warm_boot_compiled_nothing_the_artifact_did_not_hold(warm, baked):
-    """The cache-directory oracle: every compiled file on the fresh volume came from it."""
+    """The cache-directory oracle: every compiled file on the fresh volume came from it (lock
+    files aside: Inductor takes one to read its cache, and bake leaves them out)."""
     held = {f["path"] for f in baked["manifest"]["files"]}
     build = next(f.split("/")[0] for f in warm.files if f.endswith("/.blaunch-build.json"))
     compiled = {
@@ -212,7 +229,9 @@ def test_the_warm_boot_compiled_nothing_the_artifact_did_not_hold(warm, baked):
         if f.startswith(f"{build}/") and f.split("/")[1] in COMPILE_CACHES
     }
     assert compiled, warm.files[:40]
-    assert sorted(compiled - held) == [], "the warm boot compiled these"
+    locks = sorted(p for p in compiled - held if skipped(p))
+    print(f"the warm boot added {len(locks)} file(s) bake leaves out: {locks[:3]} ...")
+    assert sorted(p for p in compiled - held if not skipped(p)) == [], "the warm boot compiled"
 
 
 def test_another_build_refuses_the_artifact_before_any_weight_loads(
