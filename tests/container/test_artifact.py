@@ -194,6 +194,7 @@ def warm(baked, image, tiny_model, shared_tmp, engine) -> Warm:
         ).stdout  # fmt: skip
         w.plan = json.loads(text)
         print(f"compose {version}: the seeded node served in {c.ready_s:.0f}s")
+        print("\n".join(line for line in c.logs[0].splitlines() if "cache artifact" in line))
         yield w
     finally:
         c.compose(0, "down", "-v", "--timeout", "60", timeout=300, check=False)
