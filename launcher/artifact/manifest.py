@@ -199,10 +199,13 @@ class Manifest(_Strict):
         """``1,234 files, 2.1 GiB: triton 900 files 1.2 GiB, ...``"""
         from launcher.units import format_size
 
+        def files(n: int) -> str:
+            return f"{n:,} file" + ("" if n == 1 else "s")
+
         parts = [
-            f"{name} {c.files:,} files {format_size(c.bytes)}" for name, c in self.caches.items()
+            f"{name} {files(c.files)} {format_size(c.bytes)}" for name, c in self.caches.items()
         ]
-        return f"{self.file_count:,} files, {format_size(self.total_bytes)}: {', '.join(parts)}"
+        return f"{files(self.file_count)}, {format_size(self.total_bytes)}: {', '.join(parts)}"
 
 
 def summarise(files: list[FileEntry]) -> dict[str, CacheSummary]:

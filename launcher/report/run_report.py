@@ -163,14 +163,14 @@ def artifact_lines(record: ArtifactRecord) -> list[str]:
     if k.get("compute_capability"):
         gpu += f" (compute {k['compute_capability']}, CUDA {k.get('cuda_driver') or '?'})"
     caches = ", ".join(
-        f"{name} {c['files']:,} files {format_size(c['bytes'])}"
+        f"{name} {_files(c['files'])} {format_size(c['bytes'])}"
         for name, c in record.caches.items()
     )
     ranks = ", ".join(map(str, record.calibration_ranks)) or "none"
     lines = [
         f"{head}: {what.get(record.state, record.state)}; plan {record.fingerprint}, {gpu}, "
         f"build {k.get('build_id', '?')}",
-        f"  held {record.file_count:,} files, {format_size(record.total_bytes)}: {caches}",
+        f"  held {_files(record.file_count)}, {format_size(record.total_bytes)}: {caches}",
         f"  calibration records: ranks {ranks}"
         + (", qualified KV size" if record.qualified else "")
         + f", {record.census_entries} census entries",
@@ -185,3 +185,7 @@ def artifact_lines(record: ArtifactRecord) -> list[str]:
         + ("yes (warm)" if record.warm else "no (not every rank's record, or another plan)")
     )
     return lines
+
+
+def _files(n: int) -> str:
+    return f"{n:,} file" + ("" if n == 1 else "s")
