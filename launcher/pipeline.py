@@ -5,7 +5,9 @@ Each step is a named function; ``cli.py`` only parses and prints.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher.deployment import resolve
@@ -17,8 +19,10 @@ from launcher.plan.planner import PlanInputs, Qualified, plan
 from launcher.profile import LoadedProfile, load_profile
 
 if TYPE_CHECKING:
+    from launcher.artifact.bake import Baked
     from launcher.launch.preflight import GpuFacts
     from launcher.launch.start import Prepared
+    from launcher.runfile import ArtifactRecord
 
 
 def load(path: str, overrides: tuple[str, ...] = (), *, force: bool = False) -> LoadedProfile:
@@ -173,12 +177,23 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
 
 
 def prepare(
-    planned: Planned, *, force: bool, run_dir: str | None, check_vllm: bool = True, gpus=None
+    planned: Planned,
+    *,
+    force: bool,
+    run_dir: str | None,
+    check_vllm: bool = True,
+    gpus=None,
+    cache_from: str | None = None,
+    cuda=None,
 ) -> Prepared:
     """Everything up to the exec: the cards, the installed vLLM's line, the plan again on
-    both, its checks, the run directory. No process started."""
+    both, the cache artifact (``cache_from``) restored and the plan made again on its
+    records, its checks, the run directory. No process started (``cuda``: the cards'
+    ``CudaTarget``, default read from nvidia-smi when an artifact is given)."""
+    from launcher.artifact.restore import recover_interrupted
     from launcher.launch import start
 
+    recovered = recover_interrupted(cache_root(planned))
     cards = start.read_cards(planned, force=force, gpus=gpus)
     notes: tuple[str, ...] = ()
     if check_vllm:
@@ -188,11 +203,75 @@ def prepare(
     if cards is not None:
         planned = on_cards(planned, cards)
         notes = (*cards.notes, *notes)
+    if recovered:
+        notes = (*notes, recovered)
+    artifact = None
+    if cache_from is not None:
+        planned, artifact = restore_artifact(planned, cache_from, cards, force=force, cuda=cuda)
+        notes = (*notes, _artifact_note(artifact))
     driver = cards.driver if cards is not None else None
     kind = cards.kind if cards is not None else None
     return start.finish(
-        planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm, driver=driver, gpu_kind=kind
+        planned,
+        run_dir=run_dir,
+        notes=notes,
+        check_vllm=check_vllm,
+        driver=driver,
+        gpu_kind=kind,
+        artifact=artifact,
     )
+
+
+def cache_root(planned: Planned) -> Path:
+    return Path(os.path.expanduser(planned.loaded.profile.runtime.cache_root))
+
+
+def node_ranks(planned: Planned) -> range:
+    """The ranks this node runs (a multi-node profile's node N runs N x count ...)."""
+    p = planned.loaded.profile
+    return range(
+        p.runtime.node_rank * p.hardware.count, (p.runtime.node_rank + 1) * p.hardware.count
+    )
+
+
+def restore_artifact(
+    planned: Planned, source: str, cards: GpuFacts | None, *, force: bool, cuda=None
+) -> tuple[Planned, ArtifactRecord]:
+    """Check the artifact at ``source`` against this node's keys and restore it into the
+    profile's cache root, before any weight loads; then plan again, so that the plan reads
+    the calibration records it brought (measured figures, census, qualified KV size).
+
+    Raises:
+        ArtifactError: it does not fit this node (the key that differs), it is damaged, or it
+            cannot be written (unless ``force``: then it is ignored and the record says why).
+    """
+    from launcher.artifact.keys import cuda_target_or_error, node_keys
+    from launcher.artifact.restore import restore
+
+    p = planned.loaded.profile
+    on_gpus = p.hardware.gpu != "cpu"
+    if cuda is None:
+        cuda = cuda_target_or_error(on_gpus)
+    kind = (cards.kind if cards is not None else None) or p.hardware.gpu
+    here = node_keys(planned.fingerprint, kind, cuda if on_gpus else None)
+    record = restore(
+        Path(source), cache_root(planned), here, force=force, ranks=node_ranks(planned)
+    )
+    if record.state == "restored":
+        inputs = planned.inputs
+        planned = replan(
+            planned,
+            planned.loaded,
+            gpu_memory=(inputs.gpu_memory, inputs.gpu_memory_source),
+            driver=cards.driver if cards is not None else None,
+        )
+    return planned, record
+
+
+def _artifact_note(record: ArtifactRecord) -> str:
+    from launcher.report.run_report import artifact_lines
+
+    return " ".join(line.strip() for line in artifact_lines(record))
 
 
 def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
@@ -211,12 +290,80 @@ def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
 
 
 def launch(
-    planned: Planned, *, force: bool, run_dir: str | None, join_timeout: float | None = None
+    planned: Planned,
+    *,
+    force: bool,
+    run_dir: str | None,
+    join_timeout: float | None = None,
+    cache_from: str | None = None,
 ) -> None:
     from launcher.launch import start
 
-    prepared = prepare(planned, force=force, run_dir=run_dir)
+    prepared = prepare(planned, force=force, run_dir=run_dir, cache_from=cache_from)
     if join_timeout is None:
         start.launch(prepared)
     else:
         start.launch(prepared, join_timeout=join_timeout)
+
+
+def as_installed(planned: Planned) -> Planned:
+    """The plan a launch here would make (and key its records by): planned for the installed
+    vLLM's line when the profile leaves ``vllm.runtime`` at auto and the dry run inferred
+    another (``launch.start.installed_line``, without its refusals)."""
+    from launcher.profile.vllm_runtime import probe_installed
+
+    if planned.loaded.profile.vllm.runtime != "auto":
+        return planned
+    probed = probe_installed()
+    if probed is None or probed[0].name == planned.deployment.runtime.name:
+        return planned
+    return on_runtime(planned, probed[0].name)
+
+
+def bake(planned: Planned, out: str, *, replace: bool, gpus=None, cuda=None) -> Baked:
+    """Write the deployment's cache artifact from its cache root to ``out``, keyed as a launch
+    on this machine keys it: the fingerprint on the installed vLLM's line, the cards' kind
+    (``gpus``: the list, default read from nvidia-smi), their compute capability and the
+    driver's CUDA version (``cuda``, default from nvidia-smi), the image's build id.
+
+    Raises:
+        ArtifactError: nothing to bake, ``out`` is taken, or the cards cannot be read.
+        EnvironmentProblem: fewer cards than the profile needs.
+    """
+    from launcher.artifact import ArtifactError
+    from launcher.artifact.bake import bake as write
+    from launcher.artifact.keys import cuda_target_or_error, node_keys
+    from launcher.launch.hardware import NoGpuInfo, query_gpus
+    from launcher.launch.preflight import check_gpus, visible
+
+    planned = as_installed(planned)
+    p = planned.loaded.profile
+    on_gpus = p.hardware.gpu != "cpu"
+    kind = p.hardware.gpu
+    if on_gpus:
+        try:
+            cards = check_gpus(p, visible(query_gpus()) if gpus is None else gpus, force=True)
+        except NoGpuInfo as exc:
+            raise ArtifactError(
+                f"{exc}: an artifact is keyed by the cards it was compiled on; bake on the node "
+                "that booted the deployment"
+            ) from None
+        kind = cards.kind or kind
+    if cuda is None:
+        cuda = cuda_target_or_error(on_gpus)
+    keys = node_keys(planned.fingerprint, kind, cuda if on_gpus else None)
+    return write(cache_root(planned), Path(out), profile=p.name, keys=keys, replace=replace)
+
+
+def restored_artifacts(planned: Planned) -> list[str]:
+    """What ``prewarm --list`` says of the cache artifacts restored into the profile's cache
+    root for this plan (each with what it held); nothing when none was."""
+    from launcher.artifact.restore import restored_in
+    from launcher.report.run_report import artifact_lines
+
+    restored = [r for _, r in restored_in(cache_root(planned))]
+    if not restored:
+        return []
+    fingerprints = {planned.fingerprint, as_installed(planned).fingerprint}
+    found = [r for r in restored if r.fingerprint in fingerprints]
+    return [line for r in found for line in artifact_lines(r)]

@@ -20,8 +20,8 @@ from launcher.units import format_size
 
 RUN_FILE_VERSION = 2
 """plan.json's layout for the worker (2: the resolved deployment and the model facts; the
-optional ``driver`` and ``gpu_kind`` added since need no new version: a worker reads their
-absence as unknown)."""
+optional ``driver``, ``gpu_kind`` and ``artifact`` added since need no new version: a worker
+reads their absence as unknown, or as no artifact restored)."""
 PLAN_FILE = "plan.json"
 COMMAND_FILE = "command.txt"
 RECORD_SCHEMA = "b12x-launch/measurement/1"
@@ -61,7 +61,78 @@ class RunFile:
     """The GPU driver the launcher read on the cards (None: a CPU run or a dry run)."""
     gpu_kind: str | None = None
     """The kind of the cards the launcher read (None: not read; the profile's is assumed)."""
+    artifact: ArtifactRecord | None = None
+    """The cache artifact restored before vLLM started (``--cache-from``), or None: no
+    artifact was given. ``artifact.warm`` is the runtime's sign that this boot's caches and
+    calibration records came whole from an earlier boot of the same deployment."""
     data: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+ARTIFACT_KEY = "artifact"
+"""plan.json's key for the restored artifact (``ArtifactRecord.to_dict``); absent: none."""
+
+
+@dataclass(frozen=True)
+class ArtifactRecord:
+    """What the launcher did with a cache artifact before vLLM started (``--cache-from``,
+    ``BLAUNCH_CACHE_FROM``): written into ``plan.json`` (``ARTIFACT_KEY``) for the workers
+    and ``report RUN_DIR``. The manifest it came from is ``launcher.artifact.manifest``."""
+
+    state: str
+    """``restored`` (its files were moved into the caches now), ``present`` (restored by an
+    earlier start into this cache root; every file still there) or ``ignored`` (it did not
+    fit this node and ``--force`` booted without it; ``note`` says which key differed)."""
+    artifact_id: str
+    """16 hex digits of its manifest's sha256."""
+    source: str
+    """Where it was read from (a directory or a tar)."""
+    fingerprint: str
+    """The plan fingerprint it was baked for (its key; equal to the run's unless ignored)."""
+    keys: dict[str, Any]
+    """All its keys: fingerprint, gpu_kind, compute_capability, cuda_driver, build_id and
+    the versions behind the build id."""
+    caches: dict[str, dict[str, int]]
+    """Files and bytes per cache it held (``triton``, ``inductor``, ``vllm-compile``, ...)."""
+    file_count: int
+    total_bytes: int
+    calibration_ranks: tuple[int, ...] = ()
+    """Ranks whose measurement record (measured figures and census) it held; restored into
+    ``<cache_root>/calibration/<fingerprint>/rank<N>.json``."""
+    qualified: bool = False
+    """Whether it held the qualified KV size (``qualified.json``)."""
+    census_entries: int = 0
+    """Late compiles its records' census held."""
+    files_restored: int = 0
+    """Files written into the caches by this restore."""
+    files_present: int = 0
+    """Files the caches already held with the same bytes."""
+    files_kept: int = 0
+    """Files the caches already held with other bytes: the node's own, kept."""
+    covers: bool = False
+    """Whether it covers this boot: restored or present, baked for this run's fingerprint,
+    and holding a measurement record of every rank of this node."""
+    seconds: float = 0.0
+    """How long verifying and restoring took."""
+    note: str = ""
+
+    @property
+    def warm(self) -> bool:
+        """Whether the runtime may take this boot as a warm one: every compiled object and
+        record of the baked boot is in the caches and the calibration store (see
+        docs/operations.md, "A fresh node boots warm")."""
+        return self.state in ("restored", "present") and self.covers
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(vars(self))
+        out["calibration_ranks"] = list(self.calibration_ranks)
+        out["warm"] = self.warm
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ArtifactRecord:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known["calibration_ranks"] = tuple(int(r) for r in known.get("calibration_ranks") or ())
+        return cls(**known)
 
 
 def write_run_file(path: Path, plan: dict[str, Any], **parts: Any) -> Path:
@@ -95,8 +166,20 @@ def read_run_file(path: str | Path) -> RunFile:
         model_facts=data["model_facts"],
         driver=data.get("driver") or None,
         gpu_kind=data.get("gpu_kind") or None,
+        artifact=artifact_record(path, data.get(ARTIFACT_KEY)),
         data=data,
     )
+
+
+def artifact_record(path: str | Path, value: Any) -> ArtifactRecord | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RunFileError(f"{path}: malformed {ARTIFACT_KEY!r} record (not a JSON object)")
+    try:
+        return ArtifactRecord.from_dict(value)
+    except (TypeError, ValueError) as exc:
+        raise RunFileError(f"{path}: malformed {ARTIFACT_KEY!r} record ({exc})") from None
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from launcher.errors import ProfileError
 from launcher.secrets import is_secret
 
 if TYPE_CHECKING:
+    from launcher.emit.artifact import ArtifactSource
     from launcher.profile import LoadedProfile
 
 DEFAULT_IMAGE = "b12x-launch:latest"
@@ -63,6 +64,9 @@ class Target:
     """The profile shipped with the manifests (one YAML file, ``extends:`` and ``--set``
     resolved, secret values left out), mounted at ``PROFILES_MOUNT``; empty when the image
     has it (``--profile-ref``)."""
+    artifact: ArtifactSource | None = None
+    """The cache artifact each node seeds its cache volume with before it starts
+    (``emit --cache-from``; ``launcher/emit/artifact.py``), or None."""
 
     @property
     def secret_names(self) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from launcher.artifact import ArtifactError
 from launcher.emit import (
     Target,
     address_warnings,
@@ -18,6 +19,7 @@ from launcher.emit import (
 from launcher.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
+    from launcher.emit.artifact import ArtifactSource
     from launcher.launch.planned import Planned
 
 PER_NODE = ("runtime.node_rank", "runtime.master_addr")
@@ -34,6 +36,7 @@ def emit(
     *,
     replace: bool = False,
     warn=lambda line: None,
+    cache_from: ArtifactSource | None = None,
 ) -> list[Path]:
     """Render every target first, then write them all (a bad target writes nothing).
 
@@ -41,14 +44,23 @@ def emit(
     file): the container needs nothing but the image. No secret value is written anywhere:
     a secret ``--set env.X=...`` is neither in the args nor in the shipped profile.
 
+    ``cache_from``: the cache artifact every node seeds its cache volume with first.
+
     Raises:
         EnvironmentProblem: ``out_dir`` holds another plan's files (unless ``replace``: they
             are removed) or cannot be written.
+        ArtifactError: ``cache_from`` is a claim and compose files are asked for.
     """
     from launcher.emit import compose, k8s
 
     loaded = planned.loaded
     check_target(loaded)
+    if cache_from is not None and cache_from.kind == "pvc" and "compose" in targets:
+        raise ArtifactError(
+            f"--cache-from pvc:{cache_from.value}: a PersistentVolumeClaim is Kubernetes' own; "
+            "compose files mount an OCI image (oci:IMAGE) or a directory on the node: pass "
+            "--target k8s, or another source"
+        )
     for line in address_warnings(loaded):
         warn(line)
     public = tuple(o for o in overrides if not secret_override(o))
@@ -66,6 +78,7 @@ def emit(
         else tuple(o for o in public if not o.lstrip("~").startswith(PER_NODE)),
         env=plan_env(loaded),
         shipped=shipped,
+        artifact=cache_from,
     )
     files: dict[str, str] = {}
     renderers = {"k8s": k8s.render, "compose": compose.render}

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from launcher.emit import CACHE_MOUNT, Target, literal
+from launcher.emit import CACHE_MOUNT, Target, artifact, literal
 from launcher.emit.k8s import dns_name
 from launcher.secrets import is_secret
 
@@ -43,7 +43,7 @@ def service(t: Target, rank: int) -> dict:
             if is_secret(k)
             else literal(v)
         )
-        for k, v in t.env.items()
+        for k, v in {**t.env, **artifact.launcher_env(t)}.items()
     }
     volumes = [f"cache:{CACHE_MOUNT}"]
     if t.shipped:  # the profile beside this file, where the entry point looks first
@@ -64,6 +64,8 @@ def service(t: Target, rank: int) -> dict:
         "stop_grace_period": "2m",
         "restart": "unless-stopped" if rank == 0 else "on-failure",
     }
+    if t.artifact is not None:  # the seeding service ran to its end (a failure stops here)
+        s["depends_on"] = {artifact.VOLUME: {"condition": "service_completed_successfully"}}
     if p.hardware.gpu != "cpu":
         device = {"driver": "nvidia", "count": p.hardware.count, "capabilities": ["gpu"]}
         s["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
@@ -80,6 +82,32 @@ def service(t: Target, rank: int) -> dict:
             "start_period": "30m",
         }
     return s
+
+
+def seed_service(t: Target) -> dict:
+    """A one-shot service that copies the artifact, verified, into the ``cache`` volume before
+    the node's server starts (which restores it, checking its keys against the node)."""
+    assert t.artifact is not None
+    source = t.artifact
+    if source.kind == "oci":  # Compose v2 on an engine with image mounts
+        mount: str | dict = {
+            "type": "image",
+            "source": source.value,
+            "target": artifact.source_mount(source),
+        }
+    elif source.kind == "dir":
+        mount = f"{source.value}:{artifact.source_mount(source)}:ro"
+    else:
+        raise ValueError("compose mounts no PersistentVolumeClaim")  # emit refuses it first
+    return {
+        "image": t.image,
+        "entrypoint": artifact.seed_command(t)[:3],
+        "command": artifact.seed_command(t)[3:],
+        "volumes": [f"cache:{CACHE_MOUNT}", mount],
+        "network_mode": "none",
+        "restart": "no",
+        "healthcheck": {"disable": True},
+    }
 
 
 def render(t: Target) -> dict[str, str]:
@@ -101,11 +129,14 @@ def render(t: Target) -> dict[str, str]:
                 f"#   {', '.join(secrets)}: from the shell or an .env file beside this file, "
                 "never written here\n"
             )
-        doc = {
-            "name": f"{name}-node{rank}",
-            "services": {"vllm": service(t, rank)},
-            "volumes": {"cache": {}},
-        }
+        services = {"vllm": service(t, rank)}
+        if t.artifact is not None:
+            services[artifact.VOLUME] = seed_service(t)
+            head += (
+                f"#   cache artifact: {t.artifact.describe()}, copied into the cache volume by "
+                f"the {artifact.VOLUME} service first\n"
+            )
+        doc = {"name": f"{name}-node{rank}", "services": services, "volumes": {"cache": {}}}
         text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
         files[f"compose.node{rank}.yaml"] = head + text
     if t.shipped:

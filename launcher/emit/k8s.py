@@ -24,6 +24,7 @@ from launcher.emit import (
     IMAGE_UID,
     PROFILES_MOUNT,
     Target,
+    artifact,
     literal,
 )
 from launcher.plan.catalog import gpu
@@ -74,7 +75,7 @@ def dns_name(name: str) -> str:
 def _env(t: Target, name: str) -> list[dict]:
     """The plan's environment; a secret becomes a reference to a Secret, never a value."""
     out = []
-    for key, value in t.env.items():
+    for key, value in {**t.env, **artifact.launcher_env(t)}.items():
         if is_secret(key):
             ref = {"name": f"{name}-secrets", "key": key}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
@@ -101,7 +102,43 @@ def _volumes(t: Target) -> tuple[list[dict], list[dict]]:
     if model.is_absolute():  # a local checkpoint: the node's copy, read-only
         mounts.append({"name": "models", "mountPath": str(model.parent), "readOnly": True})
         volumes.append({"name": "models", "hostPath": {"path": str(model.parent)}})
+    if t.artifact is not None:  # mounted by the seeding init container only
+        volumes.append(_artifact_volume(t.artifact))
     return mounts, volumes
+
+
+def _artifact_volume(source: artifact.ArtifactSource) -> dict:
+    """The artifact's source as a pod volume: an OCI image (an image volume), a claim or a
+    directory on the node; read-only in every form."""
+    if source.kind == "oci":
+        return {
+            "name": artifact.VOLUME,
+            "image": {"reference": source.value, "pullPolicy": "IfNotPresent"},
+        }
+    if source.kind == "pvc":
+        claim = {"claimName": source.value, "readOnly": True}
+        return {"name": artifact.VOLUME, "persistentVolumeClaim": claim}
+    return {"name": artifact.VOLUME, "hostPath": {"path": source.value}}
+
+
+def _seed(t: Target) -> dict:
+    """An init step that copies the artifact, verified, onto the node's cache volume (after
+    ``cache-owner`` gave the volume to the image's user); the launcher restores it from there
+    before vLLM starts, checking its keys against the node."""
+    assert t.artifact is not None
+    return {
+        "name": artifact.VOLUME,
+        "image": t.image,
+        "command": artifact.seed_command(t),
+        "volumeMounts": [
+            {"name": "cache", "mountPath": CACHE_MOUNT},
+            {
+                "name": artifact.VOLUME,
+                "mountPath": artifact.source_mount(t.artifact),
+                "readOnly": True,
+            },
+        ],
+    }
 
 
 def _container(t: Target, name: str, *, leader: bool) -> dict:
@@ -183,7 +220,7 @@ def _pod_template(t: Target, name: str, *, leader: bool) -> dict:
     _, volumes = _volumes(t)
     role = "leader" if leader else "worker"
     spec: dict = {
-        "initContainers": [_cache_owner(t)],
+        "initContainers": [_cache_owner(t)] + ([_seed(t)] if t.artifact is not None else []),
         "containers": [_container(t, name, leader=leader)],
         "volumes": volumes,
         "securityContext": {"runAsUser": IMAGE_UID, "runAsGroup": IMAGE_UID, "fsGroup": IMAGE_UID},
@@ -266,6 +303,13 @@ def render(t: Target) -> dict[str, str]:
     if secrets:
         literals = " ".join(f"--from-literal={k}=..." for k in secrets)
         head += f"# first: kubectl create secret generic {name}-secrets {literals}\n"
+    if t.artifact is not None:
+        head += f"# cache artifact: {t.artifact.describe()}, seeded by the init container\n"
+        if t.artifact.kind == "oci":
+            head += (
+                "#   (an image volume: on by default from Kubernetes 1.35; 1.31-1.34 need the "
+                "ImageVolume feature gate)\n"
+            )
     out = {}
 
     def dump(doc: dict) -> str:

@@ -101,10 +101,12 @@ def finish(
     check_vllm: bool = True,
     driver: str | None = None,
     gpu_kind: str | None = None,
+    artifact: runfile.ArtifactRecord | None = None,
 ) -> Prepared:
     """The final plan's checks and files: refuse what does not fit or what vLLM's parser
     rejects, make the cache directories, write the run (``driver``: the cards' driver, for
-    the workers' records; ``gpu_kind``: the cards' kind, likewise). No process started."""
+    the workers' records; ``gpu_kind``: the cards' kind, likewise; ``artifact``: the cache
+    artifact restored, for the workers and the report). No process started."""
     loaded = planned.loaded
     require_fit(planned)
     if check_vllm:
@@ -114,7 +116,9 @@ def finish(
         except ProfileError as exc:
             raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
     ensure_cache_dirs(planned.command.env)
-    run, command = write_run(planned, run_dir, notes, driver=driver, gpu_kind=gpu_kind)
+    run, command = write_run(
+        planned, run_dir, notes, driver=driver, gpu_kind=gpu_kind, artifact=artifact
+    )
     env = {**os.environ, **command.env}
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
@@ -139,6 +143,7 @@ def write_run(
     *,
     driver: str | None = None,
     gpu_kind: str | None = None,
+    artifact: runfile.ArtifactRecord | None = None,
 ) -> tuple[Path, VllmCommand]:
     """Make the run directory, write its ``plan.json`` (what the planned worker reads) and
     ``command.txt`` (what runs, environment included) atomically; the command that points
@@ -155,6 +160,7 @@ def write_run(
     )
     record = to_dict(planned.plan, command, planned.fingerprint)
     record["notes"] = [*record["notes"], *notes]
+    extra = {runfile.ARTIFACT_KEY: artifact.to_dict()} if artifact is not None else {}
     try:
         # What the worker needs, resolved here once: it reads these instead of deriving them
         # (the driver too: the worker records it without asking the driver again).
@@ -167,6 +173,7 @@ def write_run(
             model_facts=planned.inputs.facts.record(),
             driver=driver,
             gpu_kind=gpu_kind,
+            **extra,
         )
         atomic.write_text(run / runfile.COMMAND_FILE, shell_line(command) + "\n")
     except OSError as exc:

@@ -12,8 +12,14 @@ from launcher.plan import census
 from launcher.plan.calibration import read_record
 from launcher.plan.planner import ORDER
 from launcher.report.vllm_log import parse_kv_lines
-from launcher.runfile import RankRecord
-from launcher.units import in_unit, table_unit
+from launcher.runfile import (
+    ARTIFACT_KEY,
+    ArtifactRecord,
+    RankRecord,
+    RunFileError,
+    artifact_record,
+)
+from launcher.units import format_size, in_unit, table_unit
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]]:
@@ -97,6 +103,8 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
             cells.append(in_unit(value, unit) if value is not None else "-")
         table.add_row(name, in_unit(planned[name]["bytes"], unit), planned[name]["source"], *cells)
     console.print(table)
+    for line in _artifact(plan):
+        console.print(line)
     kv = plan["kv"]
     for r in records:
         line = f"rank {r.rank}: "
@@ -132,3 +140,52 @@ def plot_run_dir(run_dir: Path, path: str) -> Path:
 
     plan, records, _ = load_run(run_dir)
     return plot_run(plan, records, run_dir.name, path)
+
+
+def _artifact(plan: dict[str, Any]) -> list[str]:
+    """The lines on the cache artifact the run restored (none when it was given none)."""
+    try:
+        record = artifact_record("plan.json", plan.get(ARTIFACT_KEY))
+    except RunFileError as exc:
+        return [f"warning: {exc}"]
+    return artifact_lines(record) if record is not None else []
+
+
+def artifact_lines(record: ArtifactRecord) -> list[str]:
+    """What a launch did with a cache artifact (``--cache-from``), in words: for ``report RUN_DIR``,
+    ``prewarm --list`` and the launch's own note."""
+    k = record.keys
+    head = f"cache artifact {record.artifact_id or '(unread)'} from {record.source}"
+    if record.state == "ignored":
+        return [f"{head}: ignored, {record.note}"]
+    what = {"restored": f"restored in {record.seconds:.1f} s", "present": "already restored"}
+    gpu = k.get("gpu_kind", "?")
+    if k.get("compute_capability"):
+        gpu += f" (compute {k['compute_capability']}, CUDA {k.get('cuda_driver') or '?'})"
+    caches = ", ".join(
+        f"{name} {_files(c['files'])} {format_size(c['bytes'])}"
+        for name, c in record.caches.items()
+    )
+    ranks = ", ".join(map(str, record.calibration_ranks)) or "none"
+    lines = [
+        f"{head}: {what.get(record.state, record.state)}; plan {record.fingerprint}, {gpu}, "
+        f"build {k.get('build_id', '?')}",
+        f"  held {_files(record.file_count)}, {format_size(record.total_bytes)}: {caches}",
+        f"  calibration records: ranks {ranks}"
+        + (", qualified KV size" if record.qualified else "")
+        + f", {record.census_entries} census entries",
+    ]
+    if record.state == "restored":
+        lines.append(
+            f"  files restored {record.files_restored:,}, already there {record.files_present:,}"
+            + (f", the node's own kept {record.files_kept:,}" if record.files_kept else "")
+        )
+    lines.append(
+        "  covers this boot: "
+        + ("yes (warm)" if record.warm else "no (not every rank's record, or another plan)")
+    )
+    return lines
+
+
+def _files(n: int) -> str:
+    return f"{n:,} file" + ("" if n == 1 else "s")

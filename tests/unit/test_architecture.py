@@ -20,6 +20,7 @@ ORDER = (
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner
     "report",  # a plan rendered (the dry run ends here), pictures, sweeps, `report RUN_DIR`
     "launch",  # preflight, vLLM argv/env, run directory, exec (writes the rendered plan)
+    "artifact",  # a deployment's compiled caches and records as one artifact: bake, restore
     "runtime",  # inside vLLM: planned worker, prewarm providers, KV budget, JIT watchdog
     "pipeline",  # load -> plan -> render -> launch, step by step, for the commands
     "qualify",  # boots the planned deployment and drives its worst case
@@ -33,6 +34,7 @@ ROOM_OF_TOP_MODULE = {
     "errors": "base",
     "atomic": "base",
     "secrets": "base",
+    "buildid": "base",  # the image build id every compile cache and artifact is keyed by
     "runfile": "base",  # the run directory's files: the launcher writes, the worker reads
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)

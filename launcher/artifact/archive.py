@@ -1,0 +1,307 @@
+"""The artifact on disk: a directory or a tar, read member by member, each file checked.
+
+Both forms hold ``manifest.json`` and ``files/<path>``; a tar holds the manifest first, so
+a reader checks the keys before it reads a byte of the caches, and reads the rest as a stream
+(from a pipe, a read-only image volume or a slow disk alike). Every file is hashed as it is
+copied; a file whose size or sha256 is not the manifest's, a file the manifest does not list,
+or one it lists and the artifact lacks, is refused by name.
+
+Written deterministically: tar members in path order, mode 0644 or 0755, owner 0, no names,
+time 0, PAX headers, and a gzip header without time or file name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import tarfile
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import BinaryIO
+
+from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError, is_tar
+from launcher.artifact.manifest import FileEntry, Manifest, ManifestError, parse
+
+CHUNK = 1 << 20
+MANIFEST_MAX = 256 << 20
+"""A manifest larger than this is not one (a reader never loads more into memory)."""
+
+
+class Mismatch(Exception):
+    """A file whose bytes are not what the manifest says (size and sha256 as read)."""
+
+    def __init__(self, entry: FileEntry, size: int, sha256: str):
+        self.entry, self.size, self.sha256 = entry, size, sha256
+        super().__init__(
+            f"{entry.path}: {size:,} bytes sha256 {sha256[:16]}..., the manifest says "
+            f"{entry.size:,} bytes sha256 {entry.sha256[:16]}..."
+        )
+
+
+def hash_file(path: Path) -> tuple[str, int]:
+    """(sha256, size) of the file at ``path``."""
+    h, n = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            n += len(chunk)
+    return h.hexdigest(), n
+
+
+class _Hashing(io.RawIOBase):
+    """A reader that hashes what passes through it (tarfile reads a member's bytes from it)."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw, self.h, self.n = raw, hashlib.sha256(), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size)
+        self.h.update(data)
+        self.n += len(data)
+        return data
+
+    def check(self, entry: FileEntry) -> None:
+        if self.n != entry.size or self.h.hexdigest() != entry.sha256:
+            raise Mismatch(entry, self.n, self.h.hexdigest())
+
+
+def copy_verified(src: BinaryIO, dest: Path, entry: FileEntry) -> None:
+    """Copy ``src`` into the new file ``dest`` (never an existing one), checking its size and
+    sha256 against ``entry``; set its mode.
+
+    Raises:
+        Mismatch: the bytes are not the manifest's (``dest`` is left for the caller to remove).
+        OSError: the write failed (a full disk, an unwritable directory).
+    """
+    reader = _Hashing(src)
+    with open(dest, "xb") as out:
+        while chunk := reader.read(CHUNK):
+            out.write(chunk)
+    reader.check(entry)
+    os.chmod(dest, 0o755 if entry.executable else 0o644)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+class Reader:
+    """An artifact opened for reading: its manifest, then each file once, in order.
+
+    Use as a context manager; ``files()`` yields ``(entry, stream)`` for every file of the
+    manifest and raises ``ArtifactError`` when the artifact holds a file the manifest does not
+    list, or lacks one it lists.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._stack = ExitStack()
+        self.manifest_bytes = b""
+        self.manifest: Manifest
+
+    def __enter__(self) -> Reader:
+        try:
+            self._open()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def _parse(self, data: bytes, where: str) -> None:
+        try:
+            self.manifest = parse(data, where)
+        except ManifestError as exc:
+            raise ArtifactError(str(exc)) from None
+        self.manifest_bytes = data
+
+    def files(self) -> Iterator[tuple[FileEntry, BinaryIO]]:
+        raise NotImplementedError
+
+
+class DirReader(Reader):
+    def _open(self) -> None:
+        where = self.path / MANIFEST_NAME
+        try:
+            with open(where, "rb") as f:
+                data = f.read(MANIFEST_MAX + 1)
+        except OSError as exc:
+            raise ArtifactError(
+                f"{self.path}: no readable {MANIFEST_NAME} ({exc.strerror or exc}); an artifact "
+                "is a directory or tar written by `b12x-launch bake PROFILE OUT`"
+            ) from None
+        self._parse(data[:MANIFEST_MAX], str(where))
+
+    def _listed_on_disk(self) -> set[str]:
+        root = self.path / FILES_DIR
+        found: set[str] = set()
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            for name in (*dirnames, *filenames):
+                p = Path(dirpath) / name
+                rel = p.relative_to(root).as_posix()
+                if p.is_symlink():
+                    raise ArtifactError(
+                        f"{self.path}: {FILES_DIR}/{rel} is a symbolic link; an artifact holds "
+                        "plain files only: bake it again"
+                    )
+                if name in filenames:
+                    found.add(rel)
+        return found
+
+    def files(self) -> Iterator[tuple[FileEntry, BinaryIO]]:
+        listed = {f.path for f in self.manifest.files}
+        extra = sorted(self._listed_on_disk() - listed)
+        if extra:
+            raise ArtifactError(
+                f"{self.path}: {len(extra)} file(s) the manifest does not list, first "
+                f"{FILES_DIR}/{extra[0]}: the artifact was changed after it was baked; bake it "
+                "again"
+            )
+        for entry in self.manifest.files:
+            src = self.path / FILES_DIR / entry.path
+            try:
+                f = open(src, "rb")  # noqa: SIM115  (closed below, after the caller read it)
+            except FileNotFoundError:
+                raise ArtifactError(
+                    f"{self.path}: {FILES_DIR}/{entry.path} is missing (the manifest lists it): "
+                    "the artifact is incomplete; copy it again or bake it again"
+                ) from None
+            with f:
+                yield entry, f
+
+
+class TarReader(Reader):
+    def _open(self) -> None:
+        try:
+            tar = tarfile.open(self.path, mode="r|*")  # noqa: SIM115  (closed by the stack)
+            self._tar = self._stack.enter_context(tar)
+            first = self._tar.next()
+        except (OSError, tarfile.TarError) as exc:
+            raise ArtifactError(f"{self.path}: not a readable tar ({exc})") from None
+        if first is None or _name(first) != MANIFEST_NAME or not first.isfile():
+            raise ArtifactError(
+                f"{self.path}: the tar's first member is not {MANIFEST_NAME}; a tar artifact "
+                "starts with its manifest (b12x-launch bake PROFILE OUT.tar writes one)"
+            )
+        if first.size > MANIFEST_MAX:
+            raise ArtifactError(f"{self.path}: its {MANIFEST_NAME} is {first.size:,} bytes")
+        stream = self._tar.extractfile(first)
+        assert stream is not None  # a regular file
+        self._parse(stream.read(), f"{self.path}:{MANIFEST_NAME}")
+
+    def files(self) -> Iterator[tuple[FileEntry, BinaryIO]]:
+        wanted = {f.path: f for f in self.manifest.files}
+        seen: set[str] = set()
+        prefix = FILES_DIR + "/"
+        try:
+            while (member := self._tar.next()) is not None:
+                name = _name(member)
+                if member.isdir() and (name == FILES_DIR or name.startswith(prefix)):
+                    continue
+                rel = name[len(prefix) :] if name.startswith(prefix) else None
+                entry = wanted.get(rel or "")
+                if entry is None or rel in seen or not member.isfile():
+                    what = "a second copy of" if rel in seen else "a member"
+                    kind = "" if member.isfile() else " (not a plain file)"
+                    raise ArtifactError(
+                        f"{self.path}: {what} {name!r}{kind} the manifest does not list: the "
+                        "artifact was changed after it was baked; bake it again"
+                    )
+                seen.add(rel)
+                stream = self._tar.extractfile(member)
+                assert stream is not None
+                yield entry, stream
+        except tarfile.TarError as exc:
+            raise ArtifactError(f"{self.path}: the tar is damaged ({exc})") from None
+        missing = sorted(set(wanted) - seen)
+        if missing:
+            raise ArtifactError(
+                f"{self.path}: {len(missing)} file(s) the manifest lists are missing, first "
+                f"{FILES_DIR}/{missing[0]}: the artifact is incomplete; copy it again or bake "
+                "it again"
+            )
+
+
+def _name(member: tarfile.TarInfo) -> str:
+    name = member.name
+    while name.startswith("./"):
+        name = name[2:]
+    return name.rstrip("/")
+
+
+def open_artifact(path: Path) -> Reader:
+    """A reader for the artifact at ``path`` (a tar by its suffix, else a directory).
+
+    Raises:
+        ArtifactError: nothing at ``path``.
+    """
+    if not path.exists():
+        raise ArtifactError(f"{path}: no such artifact (a directory or tar from `bake`)")
+    if is_tar(path.name) and path.is_file():
+        return TarReader(path)
+    if path.is_dir():
+        return DirReader(path)
+    raise ArtifactError(
+        f"{path}: neither a directory nor a tar ({', '.join(('.tar', '.tar.gz', '.tgz'))})"
+    )
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def write_dir(manifest: Manifest, sources: dict[str, Path], out: Path) -> None:
+    """Write the artifact as the directory ``out`` (which must not exist).
+
+    Raises:
+        Mismatch: a source file changed since it was hashed.
+    """
+    out.mkdir()
+    for entry in manifest.files:
+        dest = out / FILES_DIR / entry.path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(sources[entry.path], "rb") as src:
+            copy_verified(src, dest, entry)
+    (out / MANIFEST_NAME).write_bytes(manifest.canonical())
+
+
+def write_tar(manifest: Manifest, sources: dict[str, Path], out: Path, *, gz: bool) -> None:
+    """Write the artifact as the tar ``out`` (gzip-compressed with ``gz``), deterministically.
+
+    Raises:
+        Mismatch: a source file changed since it was hashed.
+    """
+    with open(out, "xb") as raw, ExitStack() as stack:
+        sink: BinaryIO = raw
+        if gz:  # no time, no name in the header: the same bytes every time
+            sink = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
+        with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            data = manifest.canonical()
+            tar.addfile(_info(MANIFEST_NAME, len(data), False), io.BytesIO(data))
+            for entry in manifest.files:
+                with open(sources[entry.path], "rb") as src:
+                    reader = _Hashing(src)
+                    tar.addfile(
+                        _info(f"{FILES_DIR}/{entry.path}", entry.size, entry.executable), reader
+                    )
+                    reader.check(entry)
+
+
+def _info(name: str, size: int, executable: bool) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mode = 0o755 if executable else 0o644
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.REGTYPE
+    return info

@@ -1,0 +1,236 @@
+"""``b12x-launch bake PROFILE OUT``: a deployment's compiled caches and records as one artifact.
+
+What goes in is what this deployment's boot left under its own ``runtime.cache_root`` (in the
+container ``/cache/<build id>``, which holds this image build's objects only):
+
+- the JIT caches the launcher points vLLM's workers at (``launch.vllm_args.CACHE_DIRS``):
+  Triton, Inductor, vLLM's root (its ``torch.compile``/AOT cache and DeepGEMM's, which vLLM
+  keeps under it), CuTe DSL, b12x, FlashInfer, and the XDG cache the rest falls back to;
+- the calibration store's directory for this plan's fingerprint only
+  (``calibration/<fingerprint>/``: the ranks' measurement records with their census, and
+  ``qualified.json``), not other plans' records.
+
+Left out: run directories, the Hub header cache, other plans' records, models and tokenizers
+downloaded under the XDG cache (``xdg/huggingface``), and what no finished compile leaves:
+lock files, temporary files, Triton's ``tmp.pid_*`` directories, ``__pycache__``, the
+launcher's own probes and markers. A symbolic link or special file is left out with a note.
+
+A host's ``runtime.cache_root`` is shared by every profile that points at it: there the JIT
+caches hold other deployments' kernels too. Give a deployment its own cache root (as the
+container does per build) to bake only its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.artifact import MANIFEST_NAME, ArtifactError, is_tar
+from launcher.artifact.archive import Mismatch, hash_file, write_dir, write_tar
+from launcher.artifact.manifest import (
+    CALIBRATION,
+    ArtifactKeys,
+    Calibration,
+    FileEntry,
+    Manifest,
+    make_manifest,
+)
+from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.plan import census
+from launcher.runfile import RunFileError, read_record
+
+SKIP_SUFFIXES = (".lock", ".tmp", ".partial")
+SKIP_PREFIXES = (".writable.", ".blaunch-", "tmp.pid_")
+"""The launcher's probes and markers, and Triton's directories of a compile in progress."""
+SKIP_DIRS = ("__pycache__",)
+SKIP_PATHS = ("xdg/huggingface",)
+"""Downloads, not compiles: models and tokenizers under the XDG cache (HF_HOME's default)."""
+RANK_RECORD = re.compile(r"^rank(\d+)\.json$")
+QUALIFIED = "qualified.json"
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The files of one deployment under a cache root, hashed."""
+
+    files: list[FileEntry]
+    sources: dict[str, Path]
+    calibration: Calibration
+    notes: list[str]
+
+
+def skipped(rel: str) -> bool:
+    """Whether the path ``rel`` (under the cache root) stays out of an artifact."""
+    parts = rel.split("/")
+    if any(rel == p or rel.startswith(p + "/") for p in SKIP_PATHS):
+        return True
+    return any(
+        part in SKIP_DIRS or part.startswith(SKIP_PREFIXES) or part.endswith(SKIP_SUFFIXES)
+        for part in parts
+    )
+
+
+def _walk(cache_root: Path, top: str, notes: list[str]) -> list[tuple[str, Path]]:
+    base = cache_root / top
+    if not base.is_dir():
+        return []
+    out = []
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        here = Path(dirpath)
+        dirnames.sort()
+        for name in list(dirnames):
+            if (here / name).is_symlink():
+                notes.append(f"left out {(here / name).relative_to(cache_root)}: a link")
+                dirnames.remove(name)
+        for name in sorted(filenames):
+            path = here / name
+            rel = path.relative_to(cache_root).as_posix()
+            if skipped(rel):
+                continue
+            mode = path.lstat().st_mode
+            if not stat.S_ISREG(mode):
+                notes.append(f"left out {rel}: not a plain file")
+                continue
+            out.append((rel, path))
+    return [(rel, p) for rel, p in out if not skipped(rel)]
+
+
+def _calibration(folder: Path) -> Calibration:
+    ranks, entries = [], []
+    if folder.is_dir():
+        for path in sorted(folder.iterdir()):
+            m = RANK_RECORD.match(path.name)
+            if not m:
+                continue
+            ranks.append(int(m.group(1)))
+            try:
+                record = read_record(path)
+            except RunFileError:
+                continue  # baked as it is; the plan reading it skips it with a warning
+            entries.append(census.merge(record.learned, record.late_compiles))
+    merged = census.merge(*entries) if entries else []
+    return Calibration(
+        ranks=sorted(ranks),
+        qualified=(folder / QUALIFIED).is_file(),
+        census_entries=len(merged),
+    )
+
+
+def collect(cache_root: Path, fingerprint: str) -> Collected:
+    """Every file of the deployment under ``cache_root``, hashed (see the module's list)."""
+    notes: list[str] = []
+    found: list[tuple[str, Path]] = []
+    for top in sorted(set(CACHE_DIRS.values())):
+        found += _walk(cache_root, top, notes)
+    records = cache_root / CALIBRATION / fingerprint
+    found += [
+        (rel, p)
+        for rel, p in _walk(cache_root, f"{CALIBRATION}/{fingerprint}", notes)
+        if rel.count("/") == 2  # the store's own files, not anything below them
+    ]
+    files, sources = [], {}
+    for rel, path in sorted(found):
+        sha, size = hash_file(path)
+        executable = bool(path.stat().st_mode & stat.S_IXUSR)
+        files.append(FileEntry(path=rel, size=size, sha256=sha, executable=executable))
+        sources[rel] = path
+    return Collected(files, sources, _calibration(records), notes)
+
+
+@dataclass(frozen=True)
+class Baked:
+    manifest: Manifest
+    path: Path
+    notes: list[str]
+
+
+def bake(
+    cache_root: Path, out: Path, *, profile: str, keys: ArtifactKeys, replace: bool = False
+) -> Baked:
+    """Write the artifact of the deployment ``keys.fingerprint`` from ``cache_root`` to ``out``
+    (a directory, or a tar by its suffix), whole or not at all.
+
+    Raises:
+        ArtifactError: nothing to bake, ``out`` exists (without ``replace``) or lies inside the
+            cache root, a file changed while it was written, or ``out`` cannot be written.
+    """
+    cache_root, out = cache_root.absolute(), out.absolute()
+    _check_out(cache_root, out, replace)
+    got = collect(cache_root, keys.fingerprint)
+    if not any(not f.path.startswith(CALIBRATION + "/") for f in got.files):
+        raise ArtifactError(
+            f"nothing to bake: the JIT caches under {cache_root} are empty; boot the deployment "
+            "on its cards first (b12x-launch PROFILE, or qualify), then bake"
+        )
+    notes = list(got.notes)
+    if not got.calibration.ranks:
+        notes.append(
+            f"no measurement records for plan {keys.fingerprint} under "
+            f"{cache_root / CALIBRATION}: the artifact holds compiled caches only (a boot of "
+            "this profile writes them; was it booted with other --set options?)"
+        )
+    manifest = make_manifest(profile, keys, got.files, got.calibration)
+    _write(manifest, got.sources, out, replace)
+    return Baked(manifest, out, notes)
+
+
+def _check_out(cache_root: Path, out: Path, replace: bool) -> None:
+    if out == cache_root or cache_root in out.parents:
+        raise ArtifactError(
+            f"{out} is inside the cache root {cache_root}: bake it somewhere else (the next bake "
+            "would take it in)"
+        )
+    if not (out.exists() or out.is_symlink()):
+        return
+    if not replace:
+        raise ArtifactError(f"{out} exists: choose another path, or pass --replace")
+    if out.is_dir() and not (out / MANIFEST_NAME).is_file():
+        raise ArtifactError(
+            f"{out} is a directory but no artifact (no {MANIFEST_NAME}); --replace only replaces "
+            "an artifact: choose another path"
+        )
+    if not out.is_dir() and not is_tar(out.name):
+        raise ArtifactError(f"{out} exists and is no artifact: choose another path")
+
+
+def _write(manifest: Manifest, sources: dict[str, Path], out: Path, replace: bool) -> None:
+    """Into a temporary name beside ``out``, synced, then renamed into place."""
+    tar = is_tar(out.name)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise ArtifactError(f"cannot write {out}: {exc.strerror or exc}") from None
+    target = tmp / out.name
+    try:
+        if tar:
+            write_tar(manifest, sources, target, gz=out.name.endswith(("gz", "tgz")))
+        else:
+            write_dir(manifest, sources, target)
+        os.sync()
+        old = tmp / ".replaced"
+        if out.exists() and replace:
+            os.rename(out, old)
+        try:
+            os.rename(target, out)
+        except OSError:
+            if old.exists():  # put the artifact it was to replace back
+                os.rename(old, out)
+            raise
+    except Mismatch as exc:
+        raise ArtifactError(
+            f"a cache file changed while it was baked ({exc}); is a server of this deployment "
+            "still compiling into the cache? Bake again when it is idle"
+        ) from None
+    except OSError as exc:
+        raise ArtifactError(
+            f"cannot write {out}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else "")
+        ) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

