@@ -131,6 +131,19 @@ def last_enumeration(
     return tuple(e for group in found for e in group if isinstance(e, dict))
 
 
+def held_keys(
+    profile: Profile, fingerprint: str, rank: int, warn: Callable[[str], None] = _warn
+) -> tuple[dict, ...]:
+    """The Triton keys the newest record of ``rank`` held when its key enumeration ended: what a
+    warm boot from a cache artifact replays before sizing."""
+    path = store_dir(profile, fingerprint) / f"rank{rank}.json"
+    record = read_record(path, warn) if path.is_file() else None
+    if record is None:
+        return ()
+    found = [r.get("held") or [] for r in record.prewarm if isinstance(r, dict)]
+    return tuple(k for group in found for k in group if isinstance(k, dict) and k.get("keys"))
+
+
 def save_record(
     record: RankRecord | dict[str, Any], run_dir: Path | None, profile: Profile
 ) -> list[Path]:

@@ -244,6 +244,15 @@ def _jit_functions() -> list[Any]:
     return list(found.values())
 
 
+def unwrap(obj: Any) -> Any:
+    """The ``@triton.jit`` function under autotuner and heuristics wrappers."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    while issubclass(type(obj), Autotuner | Heuristics):
+        obj = obj.fn
+    return obj
+
+
 def autotuners() -> dict[int, Any]:
     """The autotuners that benchmark (more than one config), by ``id`` of the
     ``@triton.jit`` function they wrap: a key value they have not tuned benchmarks every

@@ -426,3 +426,38 @@ def test_past_the_passs_deadline_no_further_kernel_is_compiled(monkeypatch):
     assert "vllm.fake.late_kernel: 3 keys not compiled: past the deadline" in result.skipped
     (record,) = result.enumeration
     assert (record["missing"], record["compiled"], record["failed"]) == (3, 0, 1)
+
+
+def test_a_warm_boot_replays_exactly_the_keys_the_baked_boot_held(monkeypatch):
+    """Issue 43: a boot whose caches came whole from a cache artifact loads the baked boot's
+    keys (compiled there, on Triton's disk cache here) instead of serving the waves again."""
+    import sys
+    import types
+
+    from launcher.runtime import jit_watch
+
+    fn = FakeKernel("decode_kernel", _ran(1, 3, 16))
+    module = types.ModuleType("vllm.fake")
+    module.decode_kernel = fn
+    monkeypatch.setitem(sys.modules, "vllm.fake", module)
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
+    held = K.held_keys()
+    import json
+
+    held = json.loads(json.dumps(held))  # through the record's JSON, as the store keeps it
+    asked: list = []
+    monkeypatch.setattr(
+        K, "compile_missing", lambda f, device, keys, done, until=None: asked.append((f, keys))
+    )
+    done = K.Compiled()
+    assert K.replay(held, 0, done) == 1 and done.failed == []
+    ((kernel, keys),) = asked
+    assert kernel is fn and set(keys) == {k for k in fn.device_caches[0][1]}
+
+
+def test_a_kernel_gone_from_the_runtime_is_reported_not_fatal():
+    done = K.Compiled()
+    held = [{"kernel": "vllm.gone.k", "module": "vllm_gone_module", "qualname": "k", "keys": []}]
+    assert K.replay(held, 0, done) == 0
+    assert done.failed and "not found to replay" in done.failed[0]

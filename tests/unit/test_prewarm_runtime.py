@@ -402,3 +402,21 @@ def test_the_b12x_package_line_prepares_its_weights_through_its_own_stage(
     assert seen == [("begin", "weights", True), ("waited",)]
     names = [e["name"] for e in result.entry_points]
     assert any("begin_b12x_preparation(worker, stage='weights')" in n for n in names)
+
+
+def test_a_warm_boot_from_an_artifact_serves_only_the_feature_waves(fork_modules):
+    """The baked boot's keys stand for the shape waves and the MoE buckets (the keys provider
+    replays them); vLLM's torch.compile'd sampler helpers still need the features served."""
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    calls = fork_modules
+    ctx = ctx_for("gilded-gnosis", 1, 1)
+    full = run_in_config(ctx)
+    ctx = ctx_for("gilded-gnosis", 1, 1)
+    ctx.replay = ({"kernel": "k", "module": "m", "qualname": "k", "keys": [[[], "{}"]]},)
+    warm = run_in_config(ctx)
+    served = [c[2] for c in calls if c[0] == "serve"]
+    shape = sb.shape_of(None)
+    assert served == [len(sb.waves(shape)), len(sb.feature_waves(shape))]
+    assert 0 < served[1] < served[0]
+    assert full.scratch and warm.scratch  # the cache is still built: features need it

@@ -45,6 +45,10 @@ class PrewarmContext:
     serving_launches: set[str] = field(default_factory=set)
     """Triton kernels every serving-shaped pass launched so far (``served_kernels`` once the
     waves ran)."""
+    replay: tuple[dict, ...] = ()
+    """A warm boot's keys to load before sizing (the baked boot's ``held``): set when a cache
+    artifact restored this deployment's caches and records whole (``ArtifactRecord.warm``).
+    The stage then serves only the request-feature waves; the keys stand for the rest."""
     served_kernels: frozenset[str] | None = None
     """Triton kernels (``module.qualname``) the serving-shaped passes launched (waves, capture
     shapes, MoE buckets), once any ran: the key enumeration derives only theirs. None: no
@@ -77,6 +81,10 @@ class PrewarmResult:
     ``failed``."""
     scratch: dict | None = None
     """The scratch KV stage: blocks, bytes, what was served, what its release removed."""
+    held: list[dict] = field(default_factory=list)
+    """Every Triton key the process held when the key enumeration ended, per kernel
+    (``keys.held_keys``): what a warm boot from a cache artifact replays instead of serving
+    the waves again."""
     enumeration: list[dict] = field(default_factory=list)
     """Per kernel, the key space derived after the waves (``keys``): each argument's classes
     and why, how many keys were launched, reachable and compiled by enumeration."""

@@ -638,6 +638,57 @@ def compile_missing(
     done.failed += failed
 
 
+def held_keys() -> list[dict[str, Any]]:
+    """Every key each ``@triton.jit`` kernel holds now, per kernel, in JSON's shapes: what a
+    warm boot replays (``replay``)."""
+    from launcher.runtime import jit_watch
+
+    out = []
+    for fn in jit_watch._jit_functions():
+        try:
+            keys = list(dict.fromkeys(k for ks in launched(fn).values() for k in ks))
+        except (AttributeError, TypeError, ValueError):  # a cache layout of another Triton
+            continue
+        if keys:
+            out.append(
+                {
+                    "kernel": kernel_name(fn),
+                    "module": fn.fn.__module__,
+                    "qualname": fn.fn.__qualname__,
+                    "keys": [[[list(e) if isinstance(e, tuple) else e for e in spec], options]
+                             for spec, options in keys],
+                }
+            )  # fmt: skip
+    return out
+
+
+def replay(held: Iterable[dict[str, Any]], device: Any, done: Compiled) -> int:
+    """Load each recorded key (compiled before: Triton's disk cache has it) without launching;
+    the kernels replayed. A kernel whose module is gone is reported, not fatal."""
+    import importlib
+
+    from launcher.runtime import jit_watch
+
+    until = parallel_compile.deadline()
+    kernels = 0
+    for k in held:
+        try:
+            obj: Any = importlib.import_module(k["module"])
+            for part in k["qualname"].split("."):
+                obj = getattr(obj, part)
+            fn = jit_watch.unwrap(obj)
+        except (ImportError, AttributeError, KeyError) as exc:
+            done.failed.append(f"{k.get('kernel')}: not found to replay: {exc}")
+            continue
+        keys = [
+            (tuple(tuple(e) if isinstance(e, list) else e for e in spec), options)
+            for spec, options in k.get("keys", [])
+        ]
+        compile_missing(fn, device, keys, done, until)
+        kernels += 1
+    return kernels
+
+
 def ranges_of(ctx: PrewarmContext) -> Ranges:
     """The live config's counts inside a worker (scheduler and speculative decoding, as
     ``serving_batches.shape_of`` reads them), the profile's elsewhere."""
@@ -698,6 +749,13 @@ class KeysProvider:
         done = Compiled()
         tuners = jit_watch.autotuners()
         until = parallel_compile.deadline()  # one for the pass: a stuck ptxas costs it once
+        replayed = getattr(ctx, "replay", ())
+        if replayed:
+            kernels = replay(replayed, _device(), done)
+            result.specializations.append(
+                f"replayed {done.compiled} keys of {kernels} kernels from the baked boot's "
+                "record (cache artifact)"
+            )
         served = getattr(ctx, "served_kernels", None)
         for fn in jit_watch._jit_functions():
             if served is not None and launched(fn) and kernel_name(fn) not in served:
@@ -708,6 +766,7 @@ class KeysProvider:
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
                 done.failed.append(f"{kernel_name(fn)}: enumeration: {type(exc).__name__}: {exc}")
         result.compiled = result.warmed = done.compiled
+        result.held = held_keys()
         more = len(done.failed) - SHOWN_FAILURES
         result.skipped = "; ".join(done.failed[:SHOWN_FAILURES]) + (
             f"; and {more} more failed" if more > 0 else ""
@@ -742,6 +801,13 @@ class KeysProvider:
 
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
+
+
+def _device() -> Any:
+    """The device Triton launches on here (its key for ``device_caches``)."""
+    from triton.runtime.driver import driver
+
+    return driver.active.get_current_device()
 
 
 def _warmup_only(fn: Any) -> dict[str, Any]:

@@ -110,6 +110,8 @@ def find(ctx: PrewarmContext):
     token count whose fused-MoE kernel key differs: both model runners, before sizing."""
     if not ctx.facts.is_moe:
         return "skipped: the model has no MoE layers"
+    if ctx.replay:
+        return "skipped: a warm boot from a cache artifact replays the baked boot's MoE keys"
     model = getattr(ctx.model_runner, "model", None)
     blocks = moe_blocks(model)
     if not blocks:

@@ -257,7 +257,10 @@ def _deep_gemm(ctx: PrewarmContext):
 def _serving(ctx: PrewarmContext):
     from launcher.runtime.prewarm import serving_batches as sb
 
-    plan = sb.waves(sb.shape_of(ctx.worker))
+    shape = sb.shape_of(ctx.worker)
+    # A warm boot from a cache artifact replays the baked boot's keys (the ``keys`` provider):
+    # only the request features' waves still run (vLLM's torch.compile'd sampler helpers).
+    plan = sb.feature_waves(shape) if ctx.replay else sb.waves(shape)
     config = ctx.scratch.kv_cache_config
 
     def run() -> None:

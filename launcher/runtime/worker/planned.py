@@ -162,6 +162,7 @@ class PlannedMixin:
             log=_say,
             worker=self,
             learned=tuple(run.rank(self.rank).get("learned") or ()),
+            replay=self._replay(run),
         )
         self._providers = []
         results: list[PrewarmResult] = []
@@ -206,6 +207,22 @@ class PlannedMixin:
             f"(torch reserved {format_size(measurement.torch_reserved_delta)})"
         )
         return results, measurement
+
+    def _replay(self, run: RunPlan) -> tuple[dict, ...]:
+        """The baked boot's keys when a cache artifact restored this deployment whole (the
+        launcher says so in the run file); else none, and the stage serves every wave."""
+        artifact = run.file.artifact
+        if artifact is None or not artifact.warm:
+            return ()
+        from launcher.plan.calibration import held_keys
+
+        keys = held_keys(run.profile, run.fingerprint, self.rank)
+        _say(
+            f"rank {self.rank}: warm boot from cache artifact {artifact.artifact_id}: "
+            + (f"replaying {sum(len(k['keys']) for k in keys)} keys of {len(keys)} kernels"
+               if keys else "its record holds no keys to replay; the waves run")
+        )  # fmt: skip
+        return keys
 
     def _headroom(self, run: RunPlan, measurement: Any, served: bool) -> tuple[int, str]:
         """The JIT headroom to keep free: this boot's prewarm measurement, unless the plan
