@@ -243,3 +243,22 @@ def test_the_layers_bindings_to_the_scratch_cache_are_put_back_and_the_rest_kept
         "model.layers.0.attn.impl._k_scale_cache",
         "model.layers.0.attn.kv_cache",
     ]
+
+
+def test_a_cache_vllm_fails_to_build_is_not_staged_and_the_runner_is_put_back():
+    """A part that cannot run is skipped, never a crash: the runner, half built, is put back
+    before the boot goes on as plain vLLM would."""
+
+    class Failing(Runner):
+        def initialize_kv_cache(self, config, is_profiling=False):
+            self.kv_cache_config = config  # as far as vLLM got
+            self.attn_groups = [["half"]]
+            raise RuntimeError("no backend for this layout")
+
+    runner = Failing()
+    with (
+        pytest.raises(sk.ScratchUnsupported, match="initialize_kv_cache failed"),
+        sk.scratch_kv(runner, 8, make_config, owned),
+    ):
+        raise AssertionError("the block must not run")
+    assert sk.leftovers(runner) == [] and runner.attn_groups == []

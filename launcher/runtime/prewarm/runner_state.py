@@ -233,6 +233,11 @@ def _is_array(value: Any) -> bool:
     )
 
 
+def nbytes(value: Any) -> int:
+    """A tensor's or an array's bytes."""
+    return _nbytes(value)
+
+
 def _nbytes(value: Any) -> int:
     if hasattr(value, "nbytes"):
         return int(value.nbytes)

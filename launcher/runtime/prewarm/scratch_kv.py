@@ -211,21 +211,35 @@ def scratch_kv(
     blocks_before = runner.cache_config.num_gpu_blocks
     graph_settings = _graph_settings(runner)
     before = _allocated(device)
-    if v1:
-        runner.initialize_kv_cache(config, is_profiling=True)
-    else:
-        runner.initialize_kv_cache(config)
-        if getattr(config, "needs_kv_cache_zeroing", False) and hasattr(
-            runner, "_init_kv_zero_meta"
-        ):
-            runner._init_kv_zero_meta()  # as vLLM's worker does after it
-    runner.cache_config.num_gpu_blocks = config.num_blocks
-    memory = runner_state.storages(
-        [
-            getattr(runner, "kv_caches", None),
-            [getattr(x, "kv_cache", None) for x in layers.values()],
-        ]
-    )
+
+    def put_back() -> Any:
+        restored = snapshot.restore()
+        restored.rebound += bindings.restore(memory)
+        runner.cache_config.num_gpu_blocks = blocks_before
+        _put_graph_settings(runner, graph_settings)
+        return restored
+
+    memory: list[tuple[int, int]] = []
+    try:
+        if v1:
+            runner.initialize_kv_cache(config, is_profiling=True)
+        else:
+            runner.initialize_kv_cache(config)
+            if getattr(config, "needs_kv_cache_zeroing", False) and hasattr(
+                runner, "_init_kv_zero_meta"
+            ):
+                runner._init_kv_zero_meta()  # as vLLM's worker does after it
+        runner.cache_config.num_gpu_blocks = config.num_blocks
+        tensors = _kv_tensors(runner, layers)
+        memory = runner_state.storages(tensors)
+    except Exception as exc:  # half built: put the runner back, the boot goes on without it
+        if v1 and hasattr(runner, "kv_cache_config"):
+            runner._cleanup_profiling_kv_cache()
+        put_back()
+        _release_memory()
+        raise ScratchUnsupported(f"vLLM's initialize_kv_cache failed: {exc!r}") from exc
+    alive = _weak(tensors)
+    del tensors
     scratch = ScratchKv(
         blocks=int(config.num_blocks),
         bytes=_allocated(device) - before,
@@ -246,20 +260,52 @@ def scratch_kv(
             _synchronize()
         # Whatever the served steps wrote and initialize_kv_cache made on the runner, back as
         # vLLM had it: its own next steps read some of those buffers as they stand.
-        scratch.restored = snapshot.restore()
-        scratch.restored.rebound += bindings.restore(memory)
-        runner.cache_config.num_gpu_blocks = blocks_before
-        _put_graph_settings(runner, graph_settings)
+        scratch.restored = put_back()
         scratch.stray = _end_stray_work(threads, graphs)
         _release_memory()
+        held = [r() for r in alive if r() is not None]
+        if held:  # still referenced, so not freed: no stale address, only memory kept
+            kept = sum(runner_state.nbytes(t) for t in held)
+            scratch.stray.append(
+                f"{len(held)} scratch KV tensors still referenced after the release "
+                f"({kept:,} bytes, measured as kept)"
+            )
+        del held
         left = leftovers(runner)
-        kept = _allocated(device) - before
-        if memory and scratch.bytes and kept >= scratch.bytes:
-            left.append(f"{kept:,} bytes still allocated of the scratch cache's {scratch.bytes:,}")
         if left:
             raise ScratchNotRestored(
                 "the scratch KV cache was released but the runner still holds: " + ", ".join(left)
             )
+
+
+def _kv_tensors(runner: Any, layers: dict[str, Any]) -> list[Any]:
+    """The scratch cache's tensors: the runner's and each attention layer's binding."""
+    found = [
+        getattr(runner, "kv_caches", None),
+        [getattr(x, "kv_cache", None) for x in layers.values()],
+    ]
+    out, stack = [], found
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list | tuple):
+            stack += list(v)
+        elif isinstance(v, dict):
+            stack += list(v.values())
+        elif hasattr(v, "untyped_storage") and getattr(v, "numel", lambda: 0)():
+            out.append(v)
+    return out
+
+
+def _weak(tensors: list[Any]) -> list[Any]:
+    import weakref
+
+    out = []
+    for t in tensors:
+        try:
+            out.append(weakref.ref(t))
+        except TypeError:  # not weak-referenceable: not checked
+            continue
+    return out
 
 
 GRAPH_SETTINGS = ("cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size")
