@@ -373,3 +373,31 @@ def test_what_vllm_allocates_beside_the_kv_cache_is_counted():
     assert beside_kv(1024 + 78, config) == 78
     assert beside_kv(1000, config) == 0  # a reading under the KV's own size is no allocation
     assert beside_kv(5000, SimpleNamespace()) == 0  # no tensors named: nothing to tell
+
+
+def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch):
+    """Issue 41 (3): two ``--print-command --run-dir D`` lines of different plans. The second
+    writes its plan over the first's; the first line's workers read the second plan. A worker
+    whose BLAUNCH_FINGERPRINT is not the file's refuses instead of sizing by another plan."""
+    import shlex
+
+    from launcher.runtime.worker.runplan import RunPlan
+
+    def line(*sets: str) -> dict[str, str]:
+        base = (f"runtime.cache_root={tmp_path / 'cache'}", *sets)
+        planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), base))
+        text, _ = pipeline.write_command(planned, run_dir=str(tmp_path / "D"))
+        words = shlex.split(text)
+        return dict(w.split("=", 1) for w in words[1:] if "=" in w and w[0].isupper())
+
+    first = line("serving.max_num_seqs=4")
+    second = line("serving.max_num_seqs=2")
+    assert first["BLAUNCH_PLAN"] == second["BLAUNCH_PLAN"]
+    assert first["BLAUNCH_FINGERPRINT"] != second["BLAUNCH_FINGERPRINT"]
+    assert RunPlan.from_env(second).fingerprint == second["BLAUNCH_FINGERPRINT"]
+    with pytest.raises(PlanMissing, match="not this worker's BLAUNCH_FINGERPRINT"):
+        RunPlan.from_env(first)
+    for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
+        monkeypatch.setenv(key, first[key])
+    with pytest.raises(PlanMissing, match="another plan"):
+        Worker(available=10**9).determine_available_memory()
