@@ -18,7 +18,15 @@ from pydantic import BaseModel, ValidationError
 from launcher.errors import Issue, ProfileError
 from launcher.profile.rules import check_rules
 from launcher.profile.schema import Profile
-from launcher.profile.yamlsource import KeyPath, Location, SourceMap, dotted, read_yaml
+from launcher.profile.yamlsource import (
+    KeyPath,
+    Location,
+    SourceMap,
+    ValueIssues,
+    dotted,
+    read_value,
+    read_yaml,
+)
 from launcher.secrets import is_secret
 
 MAX_EXTENDS_DEPTH = 16
@@ -229,7 +237,11 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
             _relocate(source, path, flag)
             continue
         try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
+            parsed = read_value(value) if value.strip() else ""
+        except ValueIssues as exc:
+            raise ProfileError(
+                [Issue(i.message, dotted((*path, *_split(i.key))), flag) for i in exc.issues]
+            ) from None
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
             raise ProfileError([Issue(_not_yaml(exc, key, flag), key, flag)]) from None
         # A key the files do not have (`--set servng.x=1`) is the flag's: errors about it
