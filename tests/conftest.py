@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,25 @@ def pytest_terminal_summary(terminalreporter):
             line += f": {reasons[tier][:110]}"
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"tiers asked for: {asked or 'none named'}")
+
+
+class Overtime(BaseException):
+    """Raised in the main thread when a ``deadline`` passes: a BaseException, so no
+    ``except Exception`` on the way (the CLI's internal-error handler) swallows it."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Fail the code in the block if it runs longer than ``seconds`` (a hang becomes a test
+    failure instead of a stuck run). Main thread only (SIGALRM)."""
+
+    def _fire(signum, frame):
+        raise Overtime(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, _fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

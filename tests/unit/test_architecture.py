@@ -33,6 +33,7 @@ ROOM_OF_TOP_MODULE = {
     "errors": "base",
     "atomic": "base",
     "secrets": "base",
+    "bounded": "base",  # reading input files: regular files of a bounded size
     "runfile": "base",  # the run directory's files: the launcher writes, the worker reads
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
