@@ -3,6 +3,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,38 @@ def deadline(seconds: float):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+MEMORY_LIMIT = 4 << 30
+"""Address space a CLI run in a subprocess may take: a reader that never stops (``/dev/zero``)
+fails there with MemoryError instead of taking the machine's memory."""
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def run_cli(
+    args: list[str], *, timeout: float = 30, env: dict[str, str] | None = None, cwd=None
+) -> subprocess.CompletedProcess:
+    """``b12x-launch ARGS`` in a subprocess of this interpreter (this checkout's package), under
+    a time and a memory limit; a run past ``timeout`` returns code 124 with what it printed."""
+    command = [sys.executable, "-m", "launcher", *args]
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})}
+    try:
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=full_env,
+            cwd=cwd or ROOT,
+            preexec_fn=_limit_memory,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        return subprocess.CompletedProcess(command, 124, out or "", err or "")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from launcher.profile.yamlsource import (
 from launcher.secrets import is_secret
 
 MAX_EXTENDS_DEPTH = 16
+SECTIONS = ("extends", *Profile.model_fields)
+"""A profile's top-level keys: a file whose first line is none of them is not read as one."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,14 @@ def _resolve(
         raise ProfileError(
             [Issue(f"extends chain deeper than {MAX_EXTENDS_DEPTH}", "extends", display)]
         )
-    data, lines = read_yaml(path, display)
+    try:
+        data, lines = read_yaml(path, display, SECTIONS)
+    except ProfileError as exc:
+        if via is None:
+            raise
+        # A parent that cannot be read: say which extends: line led there.
+        named = f" (named by {via.file}:{via.line} extends)" if via.line else ""
+        raise ProfileError([replace(i, message=i.message + named) for i in exc.issues]) from None
     if not isinstance(data, dict):
         raise ProfileError(
             [

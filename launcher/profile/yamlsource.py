@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from launcher import bounded
 from launcher.errors import Issue, ProfileError
 
 KeyPath = tuple[str | int, ...]
@@ -164,18 +167,50 @@ def _not_found(path: Path) -> str:
     )
 
 
-def read_yaml(path: Path, display: str) -> tuple[Any, dict[KeyPath, Location]]:
+PROFILE_MAX = 1 << 20
+"""The largest profile read (1 MiB; the shipped ones are under 3 KiB)."""
+NOT_A_PROFILE = "not a b12x-launch profile"
+"""How a file that is not one is refused: by its first line, none of its contents shown."""
+
+
+def read_yaml(
+    path: Path, display: str, sections: Collection[str] = ()
+) -> tuple[Any, dict[KeyPath, Location]]:
     """Read one YAML file safely; return its data and the line of every key.
 
     Only YAML's plain types are built: a tag that would construct an object is an
-    error, as is a key given twice in one mapping.
+    error, as is a key given twice in one mapping. With ``sections`` (a profile's top-level
+    keys), a file whose first line is none of them (nor close to one: a typo is reported by
+    the schema, with a "did you mean") is refused before it is parsed, without a word of it
+    shown: ``extends: /etc/shadow`` must not print the file's lines as unknown keys.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = bounded.read_text(path, PROFILE_MAX, "profile")
     except FileNotFoundError:
         raise ProfileError([Issue(_not_found(path), file=display)]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError([Issue(f"cannot read: {exc}", file=display)]) from None
+    except IsADirectoryError:
+        raise ProfileError(
+            [Issue("cannot read: a directory, not a profile", file=display)]
+        ) from None
+    except bounded.TooLarge as exc:
+        why = str(exc).split(": ", 1)[-1]
+        raise ProfileError([Issue(f"{NOT_A_PROFILE}: {why}", file=display)]) from None
+    except UnicodeDecodeError:
+        message = f"{NOT_A_PROFILE}: not UTF-8 text"
+        raise ProfileError([Issue(message, file=display, line=1)]) from None
+    except OSError as exc:
+        raise ProfileError([Issue(f"cannot read: {exc.strerror or exc}", file=display)]) from None
+    if sections:
+        line, listed = _first_line_not_a_section(text, sections)
+        if line is not None:
+            message = (
+                "a profile is a mapping of sections (hardware:, model:, ...), this file is a "
+                "list; nothing of it is shown"
+                if listed
+                else f"{NOT_A_PROFILE}: this line is not one of a profile's sections "
+                f"({', '.join(sections)}); nothing of the file is shown"
+            )
+            raise ProfileError([Issue(message, file=display, line=line)])
     if FAST_SAFE_LOADER is not yaml.SafeLoader and len(text) <= FAST_MAX_CHARS:
         try:
             return _read(text, display, FAST_PROFILE_LOADER, max_depth=FAST_MAX_DEPTH)
@@ -199,6 +234,28 @@ def read_yaml(path: Path, display: str) -> tuple[Any, dict[KeyPath, Location]]:
         raise ProfileError([Issue("malformed YAML: nested too deeply", file=display)]) from None
     except ValueError as exc:  # PyYAML converting a value, e.g. an int of 5000 digits
         raise ProfileError([Issue(f"malformed YAML: {exc}", file=display)]) from None
+
+
+_FIRST_KEY = re.compile(r"""^(?:---\s+)?(["']?)([A-Za-z_][\w-]*)\1\s*:(?:\s|$)""")
+
+
+def _first_line_not_a_section(text: str, sections: Collection[str]) -> tuple[int | None, bool]:
+    """The number of the first line that carries content when it does not start a profile's
+    section (a mapping key among ``sections`` or close to one), and whether it starts a list;
+    (None, False) when it does, for a file with no content, or one in YAML's flow style."""
+    for number, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "%")) or stripped in ("---", "..."):
+            continue
+        if stripped.startswith(("{", "--- {")):
+            return None, False
+        match = _FIRST_KEY.match(stripped)
+        if match and (
+            match[2] in sections or difflib.get_close_matches(match[2], sections, 1, 0.75)
+        ):
+            return None, False
+        return number, stripped.startswith(("- ", "[")) or stripped == "-"
+    return None, False
 
 
 class ValueIssues(ValueError):
