@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import atomic
+from launcher import atomic, bounded
 from launcher.units import format_size
 
 RUN_FILE_VERSION = 2
@@ -99,9 +99,15 @@ def read_run_file(path: str | Path) -> RunFile:
     )
 
 
+JSON_MAX = 64 << 20
+"""The largest run file or record read (a record with a long census is a few MiB)."""
+FIGURE_MAX = 1 << 50
+"""1 PiB: more bytes than any figure of one GPU; a record with more was not a worker's."""
+
+
 def read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(bounded.read_text(path, JSON_MAX, what))
     except (OSError, ValueError) as exc:
         raise RunFileError(f"unreadable {what} {path}: {exc}") from None
     if not isinstance(data, dict):
@@ -240,13 +246,29 @@ def check_record(path: Path, data: Any) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
         raise RunFileError(f"{path}: not a b12x-launch measurement record")
     measured = data.get("measured")
-    if (
-        not isinstance(measured, dict)
-        or not all(isinstance(v, int) and v >= 0 for v in measured.values())
-        or not isinstance(data.get("rank"), int)
-    ):
+    if not isinstance(measured, dict) or not all(_figure(v) for v in measured.values()):
         raise RunFileError(f"{path}: malformed measured figures")
+    rank = data.get("rank")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 1 << 16:
+        raise RunFileError(f"{path}: malformed rank")
+    shapes = {
+        "environment": dict,
+        "plan": dict,
+        "budget": dict,
+        "when": str,
+        "fingerprint": str,
+        "prewarm": list,
+        "late_compiles": list,
+        "learned": list,
+    }
+    wrong = [k for k, kind in shapes.items() if k in data and not isinstance(data[k], kind)]
+    if wrong:
+        raise RunFileError(f"{path}: malformed {', '.join(wrong)}")
     return data
+
+
+def _figure(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= FIGURE_MAX
 
 
 def read_record(path: Path) -> RankRecord:
