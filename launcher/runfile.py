@@ -260,8 +260,13 @@ def check_record(path: Path, data: Any) -> dict[str, Any]:
         "prewarm": list,
         "late_compiles": list,
         "learned": list,
+        "kv": dict,
+        "activation": dict,
     }
     wrong = [k for k, kind in shapes.items() if k in data and not isinstance(data[k], kind)]
+    for part in ("kv", "activation"):
+        if part in data and not all(_figure(v) for v in data[part].values()):
+            wrong.append(part)
     if wrong:
         raise RunFileError(f"{path}: malformed {', '.join(wrong)}")
     return data

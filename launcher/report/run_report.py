@@ -7,13 +7,17 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+from launcher import bounded
 from launcher.errors import EnvironmentProblem
 from launcher.plan import census
 from launcher.plan.calibration import read_record
 from launcher.plan.planner import ORDER
 from launcher.report.vllm_log import parse_kv_lines
-from launcher.runfile import RankRecord
+from launcher.runfile import JSON_MAX, RankRecord
 from launcher.units import in_unit, table_unit
+
+LOG_MAX = 64 << 20
+"""How much of a vLLM log is read: its last 64 MiB."""
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]]:
@@ -21,11 +25,15 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]
     cannot be read, naming it: the report shows the others)."""
     plan_file = run_dir / "plan.json"
     try:
-        plan = json.loads(plan_file.read_text())
+        plan = json.loads(bounded.read_text(plan_file, JSON_MAX, "plan"))
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"{plan_file} not found: is {run_dir} a b12x-launch run?"
         ) from None
+    except bounded.TooLarge as exc:
+        raise EnvironmentProblem(f"{exc}: is {run_dir} a b12x-launch run?") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot read {plan_file}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise EnvironmentProblem(f"{plan_file} is not valid JSON: {exc}") from None
     missing = _not_a_plan(plan)
@@ -63,7 +71,10 @@ def _not_a_plan(plan: Any) -> str:
         ):
             return "a component without its bytes and source"
     kv = plan.get("kv")
-    if not isinstance(kv, dict) or not {"tokens", "max_concurrency"} <= kv.keys():
+    if not isinstance(kv, dict) or not all(
+        isinstance(kv.get(k), int | float) and not isinstance(kv.get(k), bool)
+        for k in ("tokens", "max_concurrency")
+    ):
         return "no kv tokens"
     return ""
 
@@ -107,7 +118,12 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
         line += f"; {len(r.late_compiles)} late compile(s)"
         console.print(line)
         for entry in r.late_compiles:  # each late kernel, and what the next boot does about it
-            text = census.describe(entry) if isinstance(entry, dict) else f"{entry} (recorded)"
+            if census.well_formed(entry):
+                text = census.describe(entry)
+            elif isinstance(entry, str):  # an older worker's entry: its text
+                text = f"{entry[: census.TEXT_MAX]} (recorded)"
+            else:
+                text = "an entry no worker wrote (malformed; the next plan ignores it)"
             console.print(f"  late: {text}")
     if not records:
         console.print(
@@ -116,7 +132,12 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
         )
     log_file = log_file or (run_dir / "vllm.log")
     if log_file.exists():
-        logged = parse_kv_lines(log_file.read_text(errors="replace"))
+        try:
+            # the end of a long log holds the KV lines of its last start
+            text = bounded.read_tail(log_file, LOG_MAX, "vLLM log").decode(errors="replace")
+        except (OSError, bounded.TooLarge) as exc:
+            raise EnvironmentProblem(f"cannot read the vLLM log {log_file}: {exc}") from None
+        logged = parse_kv_lines(text)
         if logged.tokens is not None:
             console.print(
                 f"vLLM logged {logged.tokens:,} KV tokens, concurrency "
