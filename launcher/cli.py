@@ -174,8 +174,8 @@ def _plot_option(what: str):
 @click.option(
     "--force",
     is_flag=True,
-    help="Launch even if the GPUs do not match the profile, or vllm.extra_args repeats a "
-    "flag the planner writes (the plan is then not what runs).",
+    help="Launch even if the GPUs do not match the profile, or vllm.extra_args sets what the "
+    "plan sized (the plan is then not what runs; each such item is printed).",
 )
 @click.option("--strict-jit", is_flag=True, help="A kernel compiled after sizing is fatal.")
 @click.option(
@@ -396,6 +396,7 @@ def qualify(
     from launcher.qualify.progress import Progress
 
     loaded = pipeline.load(profile, (*overrides, "serving.host=127.0.0.1"), force=force)
+    _warn(pipeline.warnings(loaded))
     with Progress() as progress:
         record = run_qualify(loaded, run_dir=run_dir, verify=verify, force=force, progress=progress)
     kv = record["kv"]

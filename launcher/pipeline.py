@@ -191,7 +191,13 @@ def prepare(
     driver = cards.driver if cards is not None else None
     kind = cards.kind if cards is not None else None
     return start.finish(
-        planned, run_dir=run_dir, notes=notes, check_vllm=check_vllm, driver=driver, gpu_kind=kind
+        planned,
+        run_dir=run_dir,
+        notes=notes,
+        check_vllm=check_vllm,
+        driver=driver,
+        gpu_kind=kind,
+        force=force,
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher import atomic, runfile
-from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
+from launcher.errors import DoesNotFit, EnvironmentProblem, Issue, ProfileError
 from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
 from launcher.launch.planned import Planned
@@ -26,6 +26,7 @@ from launcher.launch.preflight import (
     require_vllm,
     runtime_issues,
     visible,
+    vllm_parser,
 )
 from launcher.launch.vllm_args import (
     CACHE_DIRS,
@@ -33,10 +34,12 @@ from launcher.launch.vllm_args import (
     build_command,
     entry_command,
 )
+from launcher.profile import extra_args
 from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
 from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
+from launcher.vllm_options import OptionTable, table_from_parser
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ def finish(
     check_vllm: bool = True,
     driver: str | None = None,
     gpu_kind: str | None = None,
+    force: bool = False,
 ) -> Prepared:
     """The final plan's checks and files: refuse what does not fit or what vLLM's parser
     rejects, make the cache directories, write the run (``driver``: the cards' driver, for
@@ -108,9 +112,9 @@ def finish(
     loaded = planned.loaded
     require_fit(planned)
     if check_vllm:
-        flags = parser_flags(planned)
         try:
-            check_argv(flags, FLAG_KEYS)
+            check_argv(parser_flags(planned), FLAG_KEYS)
+            installed_extra_args(loaded.profile, force=force)
         except ProfileError as exc:
             raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
     ensure_cache_dirs(planned.command.env)
@@ -119,6 +123,27 @@ def finish(
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
+
+
+def installed_extra_args(profile, table: OptionTable | None = None, *, force: bool) -> None:
+    """``vllm.extra_args`` read again by the installed vLLM's own option table (``table``,
+    default read from its parser; the dry run read the shipped one, and a fork line may have
+    options it lacks): what it finds is refused as the load refuses it, ``--force`` letting
+    through what changes the plan. Nothing is read when there are no extra arguments.
+
+    Raises:
+        ProfileError: each item refused, on its key.
+    """
+    if not profile.vllm.extra_args:
+        return
+    table = table or table_from_parser(vllm_parser(), "the installed vLLM")
+    refused = [
+        Issue(f"{f.message} (read by {table.source})", key=f.key)
+        for f in extra_args.findings(profile.vllm.extra_args, table)
+        if not (force and f.kind == "plan")
+    ]
+    if refused:
+        raise ProfileError(refused)
 
 
 def require_fit(planned: Planned) -> None:
