@@ -158,7 +158,7 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
         DoesNotFit: the plan does not fit (nothing is written).
     """
     from launcher.launch.start import require_fit, write_run
-    from launcher.report.render import shell_line
+    from launcher.report.render import secret_names, shell_line
 
     require_fit(planned)
     run, command = write_run(planned, run_dir)
@@ -169,6 +169,12 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
         "does not fit); the line sets BLAUNCH_REQUIRE_PLAN=1, so a worker that cannot read "
         "that plan refuses to start"
     )
+    secrets = secret_names(command)
+    if secrets:
+        note += (
+            f"; {', '.join(secrets)} (secret) is not in the line, where a process list would "
+            "show it: export it in the shell that runs the line"
+        )
     return shell_line(command), note
 
 

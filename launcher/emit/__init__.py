@@ -18,7 +18,7 @@ import yaml
 
 from launcher import atomic
 from launcher.errors import ProfileError
-from launcher.secrets import is_secret
+from launcher.secrets import drop_secrets, is_secret
 
 if TYPE_CHECKING:
     from launcher.profile import LoadedProfile
@@ -103,9 +103,11 @@ def literal(value: object) -> str:
 
 
 def secret_override(override: str) -> bool:
-    """``env.HF_TOKEN=...``: a ``--set`` whose value is a secret (never written in args)."""
-    key = override.lstrip("~").partition("=")[0].strip()
-    return key.startswith("env.") and is_secret(key[len("env.") :])
+    """``env.HF_TOKEN=...`` or ``env={HF_TOKEN: ...}``: a ``--set`` whose value is a secret,
+    by its key or by a key inside its value (never written in args)."""
+    from launcher.profile.load import names_a_secret
+
+    return names_a_secret(override)
 
 
 def shipped_profile(loaded: LoadedProfile, overrides: tuple[str, ...], fingerprint: str) -> str:
@@ -113,11 +115,8 @@ def shipped_profile(loaded: LoadedProfile, overrides: tuple[str, ...], fingerpri
     secret variable left out (the container gets it from a Secret or the host's shell)."""
     from launcher.profile.load import read_profile
 
-    data = read_profile(loaded.path).merged(overrides)
+    data = drop_secrets(read_profile(loaded.path).merged(overrides))
     data["name"] = loaded.profile.name
-    env = data.get("env")
-    if isinstance(env, dict):
-        data["env"] = {k: v for k, v in env.items() if not is_secret(str(k))}
     (data.get("runtime") or {}).pop("node_rank", None)  # set per node by each target
     head = (
         f"# {loaded.profile.name}: plan {fingerprint}, written by b12x-launch emit from "
