@@ -40,11 +40,6 @@ EXAMPLE_ADDRESSES = re.compile(
 )
 """Addresses that cannot be node 0 of a real cluster: the profiles' example, the
 documentation ranges (RFC 5737), loopback, and example domains."""
-EMITTED = re.compile(
-    r"^(leaderworkerset|service|profile-configmap)\.yaml$|^compose\.node\d+\.yaml$"
-    r"|^profile\..+\.yaml$"
-)
-"""The names ``emit`` writes: what an output directory may hold from an earlier plan."""
 
 
 @dataclass(frozen=True)
@@ -138,27 +133,6 @@ def address_warnings(loaded: LoadedProfile) -> list[str]:
         )
         return [str(loaded.issue("runtime.master_addr", message))]
     return []
-
-
-def stale_files(out_dir: Path, files: dict[str, str], fingerprint: str) -> list[Path]:
-    """Files of an earlier ``emit`` in ``out_dir`` that this one would not replace with its
-    own plan: a name it does not write, or one written for another plan."""
-    if not out_dir.is_dir():
-        return []
-    stale = []
-    for path in sorted(out_dir.iterdir()):
-        if not path.is_file() or not EMITTED.match(path.name):
-            continue
-        if path.name not in files:
-            stale.append(path)
-            continue
-        try:
-            head = path.read_text(errors="replace")[:2048]
-        except OSError:
-            head = ""
-        if f"plan {fingerprint}" not in head:
-            stale.append(path)
-    return stale
 
 
 def plan_env(loaded: LoadedProfile) -> dict[str, str]:
