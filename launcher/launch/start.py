@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import atomic, runfile
+from launcher import atomic, bounded, runfile
 from launcher.errors import DoesNotFit, EnvironmentProblem, Issue, ProfileError
 from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
@@ -170,6 +170,13 @@ def write_run(
     the workers at them."""
     loaded = planned.loaded
     run = _make_run_dir(planned, run_dir)
+    replaced = _plan_in(run)
+    if replaced not in (None, planned.fingerprint):
+        print(
+            f"b12x-launch: note: {run} held plan {replaced}; plan {planned.fingerprint} replaces "
+            f"it there, and a command printed for plan {replaced} now refuses to start",
+            file=sys.stderr,
+        )
     command = build_command(
         loaded.profile,
         planned.plan,
@@ -277,16 +284,76 @@ def ensure_cache_dirs(env: dict[str, str]) -> None:
         )
 
 
+def _only_our_files(run: Path, records: list[Path]) -> None:
+    """Refuse a run directory whose ``plan.json``, ``command.txt`` or this node's rank records
+    are there but were not written by b12x-launch: a launch writes over or deletes only files
+    a launch or its workers made (``--run-dir ~`` must not cost anyone a file of that name).
+
+    Raises:
+        EnvironmentProblem: naming each file that is not a launch's.
+    """
+    theirs = []
+    plan = run / runfile.PLAN_FILE
+    if plan.exists() and not _ours(plan, lambda d: "fingerprint" in d and "ranks" in d):
+        theirs.append(plan)
+    command = run / runfile.COMMAND_FILE
+    if command.exists() and not _command_ours(command):
+        theirs.append(command)
+    for record in records:
+        if record.exists() and not _ours(
+            record, lambda d: d.get("schema") == runfile.RECORD_SCHEMA
+        ):
+            theirs.append(record)
+    if theirs:
+        raise EnvironmentProblem(
+            f"the run directory {run} holds {', '.join(p.name for p in theirs)} not written by "
+            "b12x-launch; a launch writes over or deletes only its own files there: pass "
+            "another --run-dir (or move them away)"
+        )
+
+
+def _plan_in(run: Path) -> str | None:
+    """The fingerprint of the plan a run directory holds (None: none there)."""
+    path = run / runfile.PLAN_FILE
+    if not path.exists():
+        return None
+    try:
+        return str(runfile.read_json(path, "run file").get("fingerprint") or "?")
+    except runfile.RunFileError:
+        return None
+
+
+def _ours(path: Path, looks_ours) -> bool:
+    try:
+        data = runfile.read_json(path, path.name)
+    except runfile.RunFileError:
+        return False
+    return bool(looks_ours(data))
+
+
+def _command_ours(path: Path) -> bool:
+    """``command.txt`` as ``write_run`` writes it: one ``env ... BLAUNCH_PLAN=...`` line."""
+    try:
+        text = bounded.read_text(path, 1 << 20, "command file")
+    except (OSError, ValueError):
+        return False
+    return text.startswith("env ") and f"{runfile.PLAN_ENV}=" in text
+
+
 def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
     fix = "pass --run-dir or set runtime.run_dir"
     if run_dir is not None:
         run = _writable_dir(Path(run_dir), "run directory", fix)
+        hw, node = planned.loaded.profile.hardware, planned.loaded.profile.runtime.node_rank
+        records = [
+            run / runfile.record_name(r) for r in range(node * hw.count, (node + 1) * hw.count)
+        ]
+        _only_our_files(run, records)
         # Records of an earlier launch into this directory belong to the plan this one
         # replaces: left there, report and qualify would read them as this boot's ranks.
         # Only this node's ranks: another node of a run may share the directory.
-        hw, node = planned.loaded.profile.hardware, planned.loaded.profile.runtime.node_rank
-        for rank in range(node * hw.count, (node + 1) * hw.count):
-            (run / runfile.record_name(rank)).unlink(missing_ok=True)
+        for record in records:
+            record.unlink(missing_ok=True)
         return run
     root = _writable_dir(Path(planned.loaded.profile.runtime.run_dir), "run directory", fix)
     label = planned.loaded.profile.name.replace("/", "_").replace(os.sep, "_")  # one component

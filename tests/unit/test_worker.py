@@ -375,7 +375,7 @@ def test_what_vllm_allocates_beside_the_kv_cache_is_counted():
     assert beside_kv(5000, SimpleNamespace()) == 0  # no tensors named: nothing to tell
 
 
-def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch):
+def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch, capsys):
     """Issue 41 (3): two ``--print-command --run-dir D`` lines of different plans. The second
     writes its plan over the first's; the first line's workers read the second plan. A worker
     whose BLAUNCH_FINGERPRINT is not the file's refuses instead of sizing by another plan."""
@@ -392,6 +392,8 @@ def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch):
 
     first = line("serving.max_num_seqs=4")
     second = line("serving.max_num_seqs=2")
+    replaced = f"held plan {first['BLAUNCH_FINGERPRINT']}; plan {second['BLAUNCH_FINGERPRINT']}"
+    assert replaced in capsys.readouterr().err  # the second says so
     assert first["BLAUNCH_PLAN"] == second["BLAUNCH_PLAN"]
     assert first["BLAUNCH_FINGERPRINT"] != second["BLAUNCH_FINGERPRINT"]
     assert RunPlan.from_env(second).fingerprint == second["BLAUNCH_FINGERPRINT"]
