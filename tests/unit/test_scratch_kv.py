@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from launcher.runtime.prewarm import scratch_kv as sk
+from tests.conftest import need_serving
 
 
 def owned(obj) -> bool:
@@ -113,6 +114,7 @@ def make_config(runner, blocks):
 
 
 def test_the_stage_builds_runs_eager_and_releases_in_vllms_order():
+    need_serving("torch")  # the code under test imports torch
     runner = Runner()
     with sk.scratch_kv(runner, 300, make_config, owned) as scratch:
         runner.log.append(("serve",))
@@ -137,6 +139,7 @@ def test_the_stage_builds_runs_eager_and_releases_in_vllms_order():
 def test_buffers_the_served_steps_wrote_are_back_as_before_the_stage():
     """The H200's boot-1 crash: the drafter's slot mapping kept the scratch cache's slots, and
     vLLM's graph-memory profile wrote the draft layer's KV there on a cache of 12 blocks."""
+    need_serving("torch")  # the code under test imports torch
     runner = Runner()
     slots, positions = runner.drafter._slot_mapping_buffer, runner.positions
     with sk.scratch_kv(runner, 300, make_config, owned) as scratch:
@@ -151,6 +154,7 @@ def test_buffers_the_served_steps_wrote_are_back_as_before_the_stage():
 
 
 def test_what_the_stage_made_on_the_runner_is_dropped_and_what_it_replaced_is_put_back():
+    need_serving("torch")  # the code under test imports torch
     runner = Runner()
     batch, drafter = runner.input_batch, runner.drafter
     with sk.scratch_kv(runner, 8, make_config, owned) as scratch:
@@ -162,6 +166,7 @@ def test_what_the_stage_made_on_the_runner_is_dropped_and_what_it_replaced_is_pu
 
 
 def test_requests_a_failed_step_left_are_removed_and_reported():
+    need_serving("torch")  # the code under test imports torch
     runner = Runner()
     with sk.scratch_kv(runner, 8, make_config, owned) as scratch:
         runner.requests = {"a": 1, "b": 2}
@@ -172,6 +177,7 @@ def test_requests_a_failed_step_left_are_removed_and_reported():
 
 
 def test_what_vllms_release_forgets_on_the_runner_is_put_back_and_named():
+    need_serving("torch")  # the code under test imports torch
     runner = Runner(cleanup_forgets="attn_groups")
     with sk.scratch_kv(runner, 8, make_config, owned) as scratch:
         pass
@@ -179,6 +185,7 @@ def test_what_vllms_release_forgets_on_the_runner_is_put_back_and_named():
 
 
 def test_a_release_that_leaves_state_outside_the_runner_stops_the_boot():
+    need_serving("torch")  # the code under test imports torch
     runner = Runner(cleanup_forgets="num_gpu_blocks")  # vLLM's cache config, shared
     with (
         pytest.raises(sk.ScratchNotRestored, match=r"cache_config\.num_gpu_blocks"),

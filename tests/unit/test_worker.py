@@ -156,6 +156,7 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
     """vLLM 0.26 reports peak_activation_memory without its CUDA-graph estimate and 0.33
     with it; the worker measures torch's peak across the runner's profile_run itself and
     puts the runner's method back afterwards."""
+    need_serving("torch")  # the code under test imports torch
     import torch
 
     state = {"allocated": 1000, "peak": 1000}
@@ -194,6 +195,7 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
     """When the warmup ran the largest batch again, its activations stay in torch's default
     pool, inside the measured cudagraph_pool: the record then counts no activation peak, and
     a calibrated boot reserves the recorded figure, not this boot's raw peak."""
+    need_serving("torch")  # the code under test imports torch
     from launcher.runtime.worker import planned as planned_mod
 
     segments = [
@@ -277,6 +279,7 @@ def test_what_the_plan_had_learned_stays_in_the_record(run, tmp_path, monkeypatc
 def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
     """The launcher read the driver on the cards; the run file carries it to the worker,
     which records it without querying the GPUs itself."""
+    need_serving("torch")  # the code under test imports torch
     import torch
 
     from launcher.launch.start import write_run
