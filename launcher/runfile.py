@@ -10,7 +10,6 @@ records always had: records written before these types existed read back unchang
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,7 +106,7 @@ FIGURE_MAX = 1 << 50
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(bounded.read_text(path, JSON_MAX, what))
+        data = bounded.read_json(path, JSON_MAX, what)
     except (OSError, ValueError) as exc:
         raise RunFileError(f"unreadable {what} {path}: {exc}") from None
     if not isinstance(data, dict):

@@ -15,7 +15,6 @@ the directory reads it first:
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def read(out_dir: Path) -> Manifest:
     """The directory's manifest; an empty one when there is none or it is not emit's (then no
     file there counts as emit's own)."""
     try:
-        data = json.loads(bounded.read_text(out_dir / MANIFEST, MANIFEST_MAX, "emit manifest"))
+        data = bounded.read_json(out_dir / MANIFEST, MANIFEST_MAX, "emit manifest")
     except (OSError, ValueError):
         return Manifest()
     files = data.get("files") if isinstance(data, dict) else None

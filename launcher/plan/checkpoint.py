@@ -8,13 +8,13 @@ alone. Anything not recognised is counted as replicated (the safe side).
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher import bounded
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape
 
@@ -44,7 +44,11 @@ class TensorInfo:
 
 def read_header(path: Path) -> list[TensorInfo]:
     """The tensors of one ``.safetensors`` file, from its header."""
-    with path.open("rb") as fh:
+    try:
+        fh = bounded.open_regular(path, "safetensors file")
+    except bounded.TooLarge as exc:
+        raise CheckpointError(str(exc)) from None
+    with fh:
         raw = fh.read(8)
         if len(raw) != 8:
             raise CheckpointError(f"{path}: too short to be safetensors")
@@ -52,7 +56,7 @@ def read_header(path: Path) -> list[TensorInfo]:
         if size > MAX_HEADER:
             raise CheckpointError(f"{path}: header of {size} bytes is not plausible")
         try:
-            header = json.loads(fh.read(size))
+            header = bounded.parse_json(fh.read(size))
         except ValueError as exc:
             raise CheckpointError(f"{path}: header is not JSON ({exc})") from None
     if not isinstance(header, dict):

@@ -114,7 +114,7 @@ def _first_line(exc: Exception) -> str:
 
 def _from_cache(path: Path, repo_id: str) -> HubCheckpoint | None:
     try:
-        data = json.loads(bounded.read_text(path, CACHE_MAX, "cached Hub header file"))
+        data = bounded.read_json(path, CACHE_MAX, "cached Hub header file")
         if data.get("version") != CACHE_VERSION or data.get("repo_id") != repo_id:
             return None
         tensors = [tensor_info(n, d, s, 0, b) for n, d, s, b in data["tensors"]]

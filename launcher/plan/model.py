@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,7 +227,7 @@ def load_facts(model_path: str, architecture: str | None) -> ModelFacts:
     config = Path(model_path).expanduser() / "config.json"
     if config.is_file():
         try:
-            cfg = json.loads(bounded.read_text(config, CONFIG_MAX, "config.json"))
+            cfg = bounded.read_json(config, CONFIG_MAX, "config.json")
         except (OSError, ValueError) as exc:
             raise ValueError(f"cannot read {config}: {exc}") from None
         try:

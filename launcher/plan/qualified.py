@@ -8,7 +8,6 @@ stale and skipped, a corrupt one skipped with a warning, as with measurements.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -58,7 +57,7 @@ def read_qualified(
         warn(f"ignoring {path}: a symbolic link, which qualify never writes")
         return None
     try:
-        data = json.loads(bounded.read_text(path, RECORD_MAX, "qualified record"))
+        data = bounded.read_json(path, RECORD_MAX, "qualified record")
     except (OSError, ValueError) as exc:
         warn(f"ignoring unreadable qualified record {path}: {exc}")
         return None

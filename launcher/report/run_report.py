@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]
     cannot be read, naming it: the report shows the others)."""
     plan_file = run_dir / "plan.json"
     try:
-        plan = json.loads(bounded.read_text(plan_file, JSON_MAX, "plan"))
+        plan = bounded.read_json(plan_file, JSON_MAX, "plan")
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"{plan_file} not found: is {run_dir} a b12x-launch run?"
