@@ -39,6 +39,29 @@ def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     return loaded
 
 
+def check_providers(loaded: LoadedProfile) -> None:
+    """Before ``prewarm`` loads them: every ``prewarm.providers`` entry names a class it can
+    import (a built-in name, an entry point, or ``package.module:Class``).
+
+    Raises:
+        ProfileError: each that cannot be loaded, at its key.
+    """
+    from launcher.errors import ProfileError
+    from launcher.profile import prewarm_providers
+
+    known = prewarm_providers.BUILTIN
+    issues = []
+    for i, name in enumerate(loaded.profile.prewarm.providers):
+        target = known.get(name) or (
+            name if ":" in name else prewarm_providers.available().get(name)
+        )
+        why = prewarm_providers.load_problem(target) if target else f"unknown provider {name!r}"
+        if why:
+            issues.append(loaded.issue(f"prewarm.providers.{i}", f"{why}; fix or remove it"))
+    if issues:
+        raise ProfileError(issues)
+
+
 def make_plan(
     loaded: LoadedProfile,
     *,

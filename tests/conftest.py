@@ -141,6 +141,11 @@ def pytest_terminal_summary(terminalreporter):
             if status == "skipped" and tier not in reasons:
                 longrepr = getattr(report, "longrepr", None)
                 reasons[tier] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    corpus = sys.modules.get("tests.unit.test_hostile_inputs")
+    if corpus is not None and corpus.REPORT:
+        terminalreporter.write_sep("-", "hostile inputs (tests/unit/hostile.py)")
+        for what, count in corpus.REPORT.items():
+            terminalreporter.write_line(f"{what:<36} {count:>5}")
     if not counts:
         return
     terminalreporter.write_sep("-", "tiers")

@@ -90,6 +90,28 @@ class Target:
         return args
 
 
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$")
+"""An image reference as the container engines take it (``registry:port/name:tag@digest``):
+no space, no newline, no shell or YAML syntax, 255 characters at most."""
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` is not an image reference (None: it is one)."""
+    if not _IMAGE.match(image) or "//" in image:
+        return f"{image[:60]!r} is not an image reference (registry/name:tag, e.g. b12x-launch:gg)"
+    return None
+
+
+def profile_ref_problem(ref: str) -> str | None:
+    """Why ``ref`` cannot name the profile in the image (None: it can)."""
+    if not ref.strip() or not ref.isprintable() or ref.startswith("-") or len(ref) > 4096:
+        return (
+            f"{ref[:60]!r} is not a profile path or name (printable, not an option, at most "
+            "4096 characters), e.g. glm52 or /profiles/glm52.yaml"
+        )
+    return None
+
+
 def literal(value: object) -> str:
     """``value`` as written, for both targets: compose interpolates ``$VAR`` and ``${VAR}`` in
     every value at ``up``, the kubelet ``$(VAR)`` in ``args`` and env values; ``$$`` is a

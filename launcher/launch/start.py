@@ -53,18 +53,22 @@ class Prepared:
 def read_cards(planned: Planned, *, force: bool, gpus=None) -> GpuFacts | None:
     """What the visible GPUs hold (``gpus``: the list, default read from the driver); None
     for a CPU profile. Wrong or missing cards end here, before anything else is checked."""
-    if planned.loaded.profile.hardware.gpu == "cpu":
+    loaded = planned.loaded
+    if loaded.profile.hardware.gpu == "cpu":
         return None
     if gpus is None:
         try:
             gpus = visible(query_gpus())
         except NoGpuInfo as exc:
-            hw = planned.loaded.profile.hardware
+            hw = loaded.profile.hardware
             raise EnvironmentProblem(
-                f"{exc}; the profile needs {hw.count}x {hw.gpu}. "
+                f"{exc}; the profile {loaded.path} needs {hw.count}x {hw.gpu}. "
                 "Use --dry-run to plan without GPUs."
             ) from None
-    return check_gpus(planned.loaded.profile, gpus, force=force)
+    try:
+        return check_gpus(loaded.profile, gpus, force=force)
+    except EnvironmentProblem as exc:  # which profile asked for them, on every line
+        raise EnvironmentProblem(f"{loaded.path}: {exc}") from None
 
 
 def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:

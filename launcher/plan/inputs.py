@@ -130,6 +130,9 @@ def _model_source(loaded: LoadedProfile) -> ModelSource:
     """Facts from the local checkpoint, else the Hub (a repo id), else the catalog."""
     m = loaded.profile.model
     model_dir = Path(m.path).expanduser()
+    if model_dir.exists() and not (model_dir.is_dir() or model_dir.is_file()):
+        message = f"{model_dir} is a device, FIFO or socket, not a checkpoint directory"
+        raise ProfileError([loaded.issue("model.path", message)])
     if model_dir.is_dir():
         facts = _facts(loaded)
         tensors, files = _local_tensors(loaded, model_dir)

@@ -225,7 +225,7 @@ def load_facts(model_path: str, architecture: str | None) -> ModelFacts:
     from launcher.plan.catalog import architecture_config
 
     config = Path(model_path).expanduser() / "config.json"
-    if config.is_file():
+    if config.exists() or config.is_symlink():  # a FIFO or a device is refused, not skipped
         try:
             cfg = bounded.read_json(config, CONFIG_MAX, "config.json")
         except (OSError, ValueError) as exc:

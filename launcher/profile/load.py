@@ -294,7 +294,10 @@ def _not_yaml(exc: Exception, key: str, flag: str, value: str = "") -> str:
     """The YAML error of a ``--set`` value: PyYAML's problem and where, never its snippet of the
     value (which may be a secret: ``env={HF_TOKEN: "hf_...``)."""
     problem, where = "not YAML", ""
-    if isinstance(exc, yaml.MarkedYAMLError):
+    if isinstance(exc, yaml.reader.ReaderError):  # a control character, by its code only
+        problem = f"character #x{exc.character:04x} is not allowed ({exc.reason})"
+        where = f" at position {exc.position + 1}"
+    elif isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         where = f" at column {mark.column + 1}" if mark else ""
         problem = exc.problem or exc.context or problem

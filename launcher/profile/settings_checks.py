@@ -11,6 +11,7 @@ prewarm providers' names come from ``prewarm_providers``, in this room.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from launcher.profile import extra_args, prewarm_providers
@@ -59,6 +60,23 @@ def ports_distinct(p: Profile) -> Iterator[tuple[str, str]]:
             f"is serving.port ({p.serving.port}) as well: node 0 cannot listen for the API and "
             "the nodes' rendezvous on one port; set runtime.master_port to another port "
             "(default 29500)",
+        )
+
+
+_ADDRESS = re.compile(
+    r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]+:[0-9A-Fa-f:.]*|[A-Za-z0-9]([A-Za-z0-9.-]{0,252}))$"
+)
+
+
+def master_addr_an_address(p: Profile) -> Iterator[tuple[str, str]]:
+    """Every node passes ``runtime.master_addr`` on its command line and vLLM connects to it:
+    a host name or an IP address, nothing a shell or a manifest would read otherwise."""
+    addr = p.runtime.master_addr
+    if addr is not None and not _ADDRESS.match(addr):
+        yield (
+            "runtime.master_addr",
+            f"{addr[:60]!r} is not a host name or an IP address; set node 0's address "
+            "(192.168.1.10, node0.example.net, fd00::10)",
         )
 
 
@@ -122,6 +140,7 @@ REFUSALS = (
     block_size_vllm_takes,
     dcp_comm_backend_known,
     ports_distinct,
+    master_addr_an_address,
     prewarm_providers_known,
 )
 WARNINGS = (worker_is_planned, decimal_memory, extra_args.forced)

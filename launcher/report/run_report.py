@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -61,21 +62,25 @@ def _not_a_plan(plan: Any) -> str:
     for r in ranks:
         components = r.get("components") if isinstance(r, dict) else None
         if not isinstance(components, dict) or not all(
-            isinstance(r.get(k), int | float) for k in ("rank", "total_bytes")
+            _number(r.get(k)) for k in ("rank", "total_bytes")
         ):
             return "a rank without its number, total_bytes and components"
         if not all(
-            isinstance(c, dict) and isinstance(c.get("bytes"), int | float) and "source" in c
+            isinstance(c, dict) and _number(c.get("bytes")) and "source" in c
             for c in components.values()
         ):
             return "a component without its bytes and source"
     kv = plan.get("kv")
     if not isinstance(kv, dict) or not all(
-        isinstance(kv.get(k), int | float) and not isinstance(kv.get(k), bool)
-        for k in ("tokens", "max_concurrency")
+        _number(kv.get(k)) for k in ("tokens", "max_concurrency")
     ):
         return "no kv tokens"
     return ""
+
+
+def _number(value: Any) -> bool:
+    """A figure a plan holds: a finite number (JSON's 1e400 reads as infinity, NaN as NaN)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def render_run(run_dir: Path, log_file: Path | None = None) -> str:
