@@ -211,6 +211,18 @@ def secrets_on_the_command_line(p: Profile) -> Iterator[tuple[str, str]]:
             yield f.key, f.message
 
 
+def secrets_in_the_command(p: Profile) -> Iterator[tuple[str, str]]:
+    """``vllm.command`` is on the command line too: a secret option there is refused alike."""
+    command = [str(a) for a in p.vllm.command]
+    for item in resolve(command, load_table()).items:
+        if secret_item(item):
+            yield (
+                f"vllm.command.{item.first}",
+                f"{item.how} puts a secret on vLLM's command line (every process list shows "
+                "it); remove it and pass it in the environment (VLLM_API_KEY, HF_TOKEN)",
+            )
+
+
 def vllm_would_refuse(p: Profile) -> Iterator[tuple[str, str]]:
     for f in findings(p.vllm.extra_args):
         if f.kind == "parser":

@@ -135,6 +135,7 @@ item it lets through is printed as a warning (``extra_args.forced``)."""
 REFUSALS = (
     extra_args.changes_the_plan,
     extra_args.secrets_on_the_command_line,
+    extra_args.secrets_in_the_command,
     extra_args.vllm_would_refuse,
     command_names_a_program,
     block_size_vllm_takes,

@@ -131,6 +131,7 @@ DOCUMENTS: list[tuple[str, str | bytes, str]] = [
     ("cache-root-dev-null", E + "runtime: {cache_root: /dev/null}\n", "any"),
     ("provider-os-system", E + "prewarm: {providers: ['os:system']}\n", "any"),
     ("command-a-shell", E + "vllm: {command: [sh, -c, 'touch PWNED']}\n", "ok"),
+    ("command-a-secret", E + f"vllm: {{command: [vllm, serve, --api-key, {S}]}}\n", "refused"),
     ("merge-keys", E + "base: &b {max_model_len: 4096}\nserving: {<<: *b}\n", "refused"),
     ("bool-as-count", E + "hardware: {count: yes}\n", "refused"),
     ("null-sections", E + "serving: null\nmemory: ~\n", "any"),
