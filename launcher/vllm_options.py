@@ -255,8 +255,8 @@ def _abbreviated(
         if len(found) == 1:
             return table.by_option[found[0]], found[0], explicit if eq else None, ""
         if found:
-            return None, None, None, _ambiguous(name, found)
-        return None, None, None, f"{name.partition('=')[0]!r} is not an option of {table.source}"
+            return None, None, None, _ambiguous(prefix, found)
+        return None, None, None, f"{prefix!r} is not an option of {table.source}"
     # one dash: `-qfp8` is `-q fp8`; `-t` abbreviates `-tp`
     found = []
     for option in table.by_option:
@@ -267,9 +267,10 @@ def _abbreviated(
     if len(found) == 1:
         option, explicit = found[0]
         return table.by_option[option], option, explicit, ""
+    shown = name.partition("=")[0]
     if found:
-        return None, None, None, _ambiguous(name, sorted(o for o, _ in found))
-    return None, None, None, f"{name!r} is not an option of {table.source}"
+        return None, None, None, _ambiguous(shown, sorted(o for o, _ in found))
+    return None, None, None, f"{shown!r} is not an option of {table.source}"
 
 
 def _ambiguous(name: str, found: list[str]) -> str:
@@ -298,7 +299,7 @@ def _values(
     item = Item(i, i, arg, action.dest, option)
     if explicit is not None:
         if action.takes == "0":
-            return _with(item, problem=f"{arg!r}: {option} takes no value (vLLM refuses it)")
+            return _with(item, problem=f"{item.name!r}: {option} takes no value (vLLM refuses it)")
         return _with(item, values=(explicit,), value_at=(-1,))
     following: list[int] = []
     j = i + 1
@@ -308,7 +309,7 @@ def _values(
         if action.takes in ("1", "?"):
             break
     if action.takes in ("1", "+") and not following:
-        return _with(item, problem=f"{arg!r} needs a value (vLLM's parser stops on it)")
+        return _with(item, problem=f"{item.name!r} needs a value (vLLM's parser stops on it)")
     last = following[-1] if following else i
     return _with(
         item, last=last, values=tuple(args[k] for k in following), value_at=tuple(following)

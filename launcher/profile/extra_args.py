@@ -85,6 +85,7 @@ CONFIG = "config"
 """``--config FILE``: vLLM reads more options from the file, which the plan never sees."""
 
 
+@lru_cache(maxsize=4)
 def planned_dests(table: OptionTable) -> dict[str, str]:
     """vLLM's ``dest`` of every flag the launcher writes -> the profile key it comes from."""
     out: dict[str, str] = {"model": "model.path"}
@@ -123,6 +124,8 @@ def findings(
     extra_args: list[str] | tuple[str, ...], table: OptionTable | None = None
 ) -> list[Finding]:
     """Every refused item of ``extra_args`` read against ``table`` (default: the shipped one)."""
+    if not extra_args:
+        return []
     table = table or load_table()
     resolution = _resolved(tuple(str(a) for a in extra_args), table)
     planned = planned_dests(table)

@@ -213,6 +213,8 @@ EXTRA_ARGS: list[list[str]] = [
     ["--tool-call-parser", "hermes", "--enable-auto-tool-choice"],
     ["--frobnicate", "1"],
     ["-"],
+    ["--api=" + S],  # ambiguous, with a secret after the =
+    ["--enable-expert-parallel=" + S],  # a switch given a value
 ]
 """``vllm.extra_args`` of profiles/glm52.yaml (each with and without ``--force``)."""
 
