@@ -34,6 +34,7 @@ _NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
 """argparse reads these as values, not options, when no option looks like a number."""
 _O_LEVELS = frozenset("0123")
 OPT = "--optimization-level"
+NOT_AN_OPTION = " is not one of vLLM's options"
 """What ``-O N`` (with a space) takes as a level; vLLM leaves any other ``-O`` to argparse."""
 
 
@@ -85,6 +86,9 @@ class Item:
     value_at: tuple[int, ...] = ()
     """Where each value is: an index of the list, or -1 for a value after ``=`` in the item."""
     problem: str = ""
+    unknown: bool = False
+    """No option of the table matches it (vLLM of another line may have one: the launch reads
+    it again with the installed parser's table)."""
 
     @property
     def name(self) -> str:
@@ -212,7 +216,14 @@ def _dotted(args: list[str], i: int, table: OptionTable) -> Item | None:
     action, problem = _match(head, table)
     if action is None:
         return Item(
-            i, last, arg, subkeys=tuple(subkeys), values=values, value_at=at, problem=problem
+            i,
+            last,
+            arg,
+            subkeys=tuple(subkeys),
+            values=values,
+            value_at=at,
+            problem=problem,
+            unknown=problem.endswith(NOT_AN_OPTION),
         )
     return Item(i, last, arg, action.dest, action.options[0], tuple(subkeys), values, at)
 
@@ -240,7 +251,13 @@ def _plain(args: list[str], i: int, table: OptionTable) -> Item:
         )
         values = (args[last],) if last > i else ()
         return Item(
-            i, last, arg, values=values, value_at=(last,) if last > i else (), problem=problem
+            i,
+            last,
+            arg,
+            values=values,
+            value_at=(last,) if last > i else (),
+            problem=problem,
+            unknown=problem.endswith(NOT_AN_OPTION),
         )
     return _values(args, i, arg, action, option, explicit, table)
 
@@ -256,7 +273,7 @@ def _abbreviated(
             return table.by_option[found[0]], found[0], explicit if eq else None, ""
         if found:
             return None, None, None, _ambiguous(prefix, found)
-        return None, None, None, f"{prefix!r} is not an option of {table.source}"
+        return None, None, None, f"{prefix!r}{NOT_AN_OPTION}"
     # one dash: `-qfp8` is `-q fp8`; `-t` abbreviates `-tp`
     found = []
     for option in table.by_option:
@@ -270,7 +287,7 @@ def _abbreviated(
     shown = name.partition("=")[0]
     if found:
         return None, None, None, _ambiguous(shown, sorted(o for o, _ in found))
-    return None, None, None, f"{shown!r} is not an option of {table.source}"
+    return None, None, None, f"{shown!r}{NOT_AN_OPTION}"
 
 
 def _ambiguous(name: str, found: list[str]) -> str:

@@ -164,10 +164,10 @@ def _finding(item: Item, planned: dict[str, str], table: OptionTable) -> Finding
             "and emitted manifest would show it)",
             f"remove it and pass {where} instead (a Kubernetes Secret, an env_file for compose)",
         )
-    if item.problem and (item.dest is not None or "not an option" not in item.problem):
-        return Finding(item.first, "parser", item.problem, "")
-    if item.dest is None:
+    if item.unknown:
         return None  # an option only the installed vLLM may have: the launch checks it
+    if item.problem:
+        return Finding(item.first, "parser", item.problem, "")
     if item.dest == "help":
         what = f"{shown} prints vLLM's help and exits: the server never starts"
         return Finding(item.first, "parser", what, "remove it")
