@@ -245,7 +245,11 @@ def _first_line_not_a_section(text: str, sections: Collection[str]) -> tuple[int
     (None, False) when it does, for a file with no content, or one in YAML's flow style."""
     for number, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
         stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "%")) or stripped in ("---", "..."):
+        if stripped.startswith("---") and stripped[3:4] in ("", " ", "\t"):
+            rest = stripped[3:].strip()
+            if not rest or rest.startswith("#"):  # `--- # the profile`
+                continue
+        if not stripped or stripped.startswith(("#", "%")) or stripped == "...":
             continue
         if stripped.startswith(("{", "--- {")):
             return None, False

@@ -89,3 +89,11 @@ def test_the_container_finds_no_profile_outside_its_profile_directories(tmp_path
     # ../secret.yaml from the profile directory lies outside it: left for b12x-launch to report
     assert entrypoint.resolve_profile("../secret.yaml", [profiles], cwd) == "../secret.yaml"
     assert entrypoint.resolve_profile("../../etc/shadow", [profiles], cwd) == "../../etc/shadow"
+
+
+@pytest.mark.parametrize(
+    "head", ["", "# a comment\n", "---\n", "--- # the profile\n", "%YAML 1.1\n---\n", "\ufeff"]
+)
+def test_a_profile_with_a_header_before_its_first_section_is_read(write, head):
+    code, out = validate(write("p.yaml", f"{head}extends: {PROFILES}/tiny-cpu.yaml\n"))
+    assert code == 0, out
