@@ -131,6 +131,25 @@ def _set_option(f):
     )(f)
 
 
+def _finite(value: float | None, param: click.Parameter) -> float | None:
+    """A float option that is a number: ``nan`` passes every range check."""
+    if value is not None and value != value:
+        raise click.BadParameter("must be a number of seconds (got nan)", param=param)
+    return value
+
+
+def _checked(value: str | None, param: click.Parameter, check: str) -> str | None:
+    """An emit option checked by ``launcher.emit``'s ``check`` (a usage error when wrong)."""
+    if value is None:
+        return None
+    from launcher import emit
+
+    problem = getattr(emit, check)(value)
+    if problem:
+        raise click.BadParameter(problem, param=param)
+    return value
+
+
 def _plot_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
@@ -175,8 +194,8 @@ def _plot_option(what: str):
 @click.option(
     "--force",
     is_flag=True,
-    help="Launch even if the GPUs do not match the profile, or vllm.extra_args repeats a "
-    "flag the planner writes (the plan is then not what runs).",
+    help="Launch even if the GPUs do not match the profile, or vllm.extra_args sets what the "
+    "plan sized (the plan is then not what runs; each such item is printed).",
 )
 @click.option("--strict-jit", is_flag=True, help="A kernel compiled after sizing is fatal.")
 @click.option(
@@ -188,6 +207,7 @@ def _plot_option(what: str):
 @click.option(
     "--join-timeout",
     type=click.FloatRange(min=1),
+    callback=lambda ctx, param, v: _finite(v, param),
     default=None,
     metavar="SECONDS",
     help="Multi-node: how long a node waits for the others to join before it stops (default 600).",
@@ -305,7 +325,9 @@ def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: i
     from launcher.runtime.prewarm.command import list_specializations, run_prewarm
 
     # Calibrated: the census of earlier boots is part of what the prewarm compiles.
-    planned = pipeline.make_plan(pipeline.load(profile, overrides))
+    loaded = pipeline.load(profile, overrides)
+    pipeline.check_providers(loaded)
+    planned = pipeline.make_plan(loaded)
     if list_only:
         list_specializations(planned, click.echo)
         for line in pipeline.restored_artifacts(planned):
@@ -449,6 +471,7 @@ def qualify(
     from launcher.qualify.progress import Progress
 
     loaded = pipeline.load(profile, (*overrides, "serving.host=127.0.0.1"), force=force)
+    _warn(pipeline.warnings(loaded))
     with Progress() as progress:
         record = run_qualify(loaded, run_dir=run_dir, verify=verify, force=force, progress=progress)
     kv = record["kv"]
@@ -467,11 +490,18 @@ def qualify(
     help="What to write: k8s (a LeaderWorkerSet) or compose (one file per node). "
     "Repeatable; default both.",
 )
-@click.option("--image", default="b12x-launch:latest", show_default=True, help="Image to run.")
+@click.option(
+    "--image",
+    default="b12x-launch:latest",
+    show_default=True,
+    callback=lambda ctx, param, v: _checked(v, param, "image_problem"),
+    help="Image to run.",
+)
 @click.option(
     "--profile-ref",
     default=None,
     metavar="PATH",
+    callback=lambda ctx, param, v: _checked(v, param, "profile_ref_problem"),
     help="The profile as the container finds it in the image. Default: the profile ships with "
     "the files (a ConfigMap, a file beside the compose files), mounted at /profiles.",
 )

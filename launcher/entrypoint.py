@@ -401,7 +401,8 @@ def profile_dirs(env: Mapping[str, str]) -> list[Path]:
 def resolve_profile(name: str, dirs: Sequence[Path], cwd: Path) -> str:
     """``name`` if it is a path here; else the first match in ``dirs``; else ``name``.
 
-    ``glm52``, ``glm52.yaml`` and ``profiles/glm52.yaml`` all find ``<dir>/glm52.yaml``.
+    ``glm52``, ``glm52.yaml`` and ``profiles/glm52.yaml`` all find ``<dir>/glm52.yaml``;
+    ``../../etc/shadow`` finds nothing there (a match must lie inside its directory).
     """
     path = Path(name)
     if path.is_absolute() or (cwd / path).exists():
@@ -411,7 +412,8 @@ def resolve_profile(name: str, dirs: Sequence[Path], cwd: Path) -> str:
         for candidate in names:
             for rel in dict.fromkeys((candidate, Path(candidate).name)):
                 found = directory / rel
-                if found.is_file():
+                # A name finds a file in the directory, never one a `..` climbs out to.
+                if found.is_file() and found.resolve().is_relative_to(directory.resolve()):
                     return str(found)
     return name
 

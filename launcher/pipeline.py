@@ -43,6 +43,29 @@ def check(path: str, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     return loaded
 
 
+def check_providers(loaded: LoadedProfile) -> None:
+    """Before ``prewarm`` loads them: every ``prewarm.providers`` entry names a class it can
+    import (a built-in name, an entry point, or ``package.module:Class``).
+
+    Raises:
+        ProfileError: each that cannot be loaded, at its key.
+    """
+    from launcher.errors import ProfileError
+    from launcher.profile import prewarm_providers
+
+    known = prewarm_providers.BUILTIN
+    issues = []
+    for i, name in enumerate(loaded.profile.prewarm.providers):
+        target = known.get(name) or (
+            name if ":" in name else prewarm_providers.available().get(name)
+        )
+        why = prewarm_providers.load_problem(target) if target else f"unknown provider {name!r}"
+        if why:
+            issues.append(loaded.issue(f"prewarm.providers.{i}", f"{why}; fix or remove it"))
+    if issues:
+        raise ProfileError(issues)
+
+
 def make_plan(
     loaded: LoadedProfile,
     *,
@@ -162,7 +185,7 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
         DoesNotFit: the plan does not fit (nothing is written).
     """
     from launcher.launch.start import require_fit, write_run
-    from launcher.report.render import shell_line
+    from launcher.report.render import secret_names, shell_line
 
     require_fit(planned)
     run, command = write_run(planned, run_dir)
@@ -173,6 +196,12 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
         "does not fit); the line sets BLAUNCH_REQUIRE_PLAN=1, so a worker that cannot read "
         "that plan refuses to start"
     )
+    secrets = secret_names(command)
+    if secrets:
+        note += (
+            f"; {', '.join(secrets)} (secret) is not in the line, where a process list would "
+            "show it: export it in the shell that runs the line"
+        )
     return shell_line(command), note
 
 
@@ -219,6 +248,7 @@ def prepare(
         driver=driver,
         gpu_kind=kind,
         artifact=artifact,
+        force=force,
     )
 
 

@@ -10,12 +10,11 @@ records always had: records written before these types existed read back unchang
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import atomic
+from launcher import atomic, bounded
 from launcher.units import format_size
 
 RUN_FILE_VERSION = 2
@@ -182,9 +181,15 @@ def artifact_record(path: str | Path, value: Any) -> ArtifactRecord | None:
         raise RunFileError(f"{path}: malformed {ARTIFACT_KEY!r} record ({exc})") from None
 
 
+JSON_MAX = 64 << 20
+"""The largest run file or record read (a record with a long census is a few MiB)."""
+FIGURE_MAX = 1 << 50
+"""1 PiB: more bytes than any figure of one GPU; a record with more was not a worker's."""
+
+
 def read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = bounded.read_json(path, JSON_MAX, what)
     except (OSError, ValueError) as exc:
         raise RunFileError(f"unreadable {what} {path}: {exc}") from None
     if not isinstance(data, dict):
@@ -329,13 +334,34 @@ def check_record(path: Path, data: Any) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
         raise RunFileError(f"{path}: not a b12x-launch measurement record")
     measured = data.get("measured")
-    if (
-        not isinstance(measured, dict)
-        or not all(isinstance(v, int) and v >= 0 for v in measured.values())
-        or not isinstance(data.get("rank"), int)
-    ):
+    if not isinstance(measured, dict) or not all(_figure(v) for v in measured.values()):
         raise RunFileError(f"{path}: malformed measured figures")
+    rank = data.get("rank")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 1 << 16:
+        raise RunFileError(f"{path}: malformed rank")
+    shapes = {
+        "environment": dict,
+        "plan": dict,
+        "budget": dict,
+        "when": str,
+        "fingerprint": str,
+        "prewarm": list,
+        "late_compiles": list,
+        "learned": list,
+        "kv": dict,
+        "activation": dict,
+    }
+    wrong = [k for k, kind in shapes.items() if k in data and not isinstance(data[k], kind)]
+    for part in ("kv", "activation"):
+        if part in data and not all(_figure(v) for v in data[part].values()):
+            wrong.append(part)
+    if wrong:
+        raise RunFileError(f"{path}: malformed {', '.join(wrong)}")
     return data
+
+
+def _figure(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= FIGURE_MAX
 
 
 def read_record(path: Path) -> RankRecord:

@@ -1,43 +1,133 @@
-"""Keep secrets out of everything the launcher prints or writes."""
+"""Keep secrets out of everything the launcher prints or writes: one redaction for all of it.
+
+A value is secret when its name says so: an environment variable (``HF_TOKEN``,
+``WANDB_KEY``), a vLLM option as vLLM's parser reads it (``--api-ke`` is ``--api-key``), a
+dotted sub-key or a key inside a JSON value (``--kv-transfer-config '{"api_key": ...}'``), or a
+key anywhere in a ``--set``/``--vary`` value (``env={HF_TOKEN: ...}``). Names are matched on
+their parts, so ``HF_HUB_TOKEN``, ``VLLM_API_KEY`` and ``WANDB_KEY`` are secret and
+``SSL_KEYFILE`` (a path) is not. Where a secret would sit in a process's argv (every user of the
+machine reads it in ``ps``), the profile's checks refuse it; what reaches a file, an argv or a
+printed line anyway goes through ``redact_argv``, ``redact_env`` or ``redact_data``.
+"""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
+from typing import Any
 
-_SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE|AUTH)", re.I)
-SECRET_FLAGS: dict[str, str | None] = {
-    "--api-key": "VLLM_API_KEY",
-    "--hf-token": "HF_TOKEN",
-    "--ssl-keyfile-password": None,
-}
-"""vLLM flags that carry a secret on the command line (masked wherever argv is shown), and
-the variable that carries it instead where there is one (a process's argv is readable by
-every user of the machine)."""
+from launcher.vllm_options import Item, OptionTable, load_table, resolve
+
+_PARTS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_SECRET_INSIDE = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PRIVATE")
+_SECRET_PARTS = frozenset(
+    {"AUTH", "OAUTH", "AUTHORIZATION", "BEARER", "CREDENTIAL", "CREDENTIALS", "COOKIE", "DSN"}
+)
+_SECRET_ENDINGS = ("TOKEN", "KEY", "KEYS")
+SECRET_VARIABLES: dict[str, str] = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
+"""vLLM options (by ``dest``) that carry a secret, and the variable that carries it instead
+(a process's argv is readable by every user of the machine; its environment is not)."""
 MASK = "***"
 
 
 def is_secret(name: str) -> bool:
-    return bool(_SECRET_KEY.search(name))
+    """Whether a variable, option or key named ``name`` holds a secret, by the parts of its
+    name (split at ``_ - .`` and camel case): one holds SECRET, PASSWORD, PASSWD, PASSPHRASE
+    or PRIVATE, or is AUTH, AUTHORIZATION, BEARER, CREDENTIAL(S), COOKIE or DSN, or the last
+    ends in TOKEN, KEY or KEYS, or is PASS. So ``HF_TOKEN``, ``HF_HUB_TOKEN``, ``VLLM_API_KEY``,
+    ``WANDB_KEY`` and ``hfToken`` are secret; ``max_num_batched_tokens``,
+    ``long_prefill_token_threshold``, ``tokenizer`` and ``SSL_KEYFILE`` (a path) are not."""
+    parts = [p.upper() for p in _PARTS.split(str(name)) if p]
+    if not parts:
+        return False
+    if any(s in p for p in parts for s in _SECRET_INSIDE) or _SECRET_PARTS & set(parts):
+        return True
+    return parts[-1].endswith(_SECRET_ENDINGS) or parts[-1] == "PASS"
+
+
+def secret_paths(data: Any, prefix: str = "") -> Iterator[str]:
+    """Dotted paths of every mapping key in ``data`` whose name is secret (``env.HF_TOKEN``)."""
+    stack = [(data, prefix)]
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            for key, value in node.items():
+                sub = f"{path}.{key}" if path else str(key)
+                if is_secret(str(key)):
+                    yield sub
+                else:
+                    stack.append((value, sub))
+        elif isinstance(node, list | tuple):
+            stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node))
+
+
+def names_a_secret(data: Any, key: str = "") -> bool:
+    """Whether ``data`` set at the dotted ``key`` holds a secret: the key's own parts, or a
+    key anywhere inside the value."""
+    if any(is_secret(part) for part in key.split(".") if part):
+        return True
+    return next(secret_paths(data), None) is not None
+
+
+def redact_data(data: Any) -> Any:
+    """``data`` with the value of every secret key masked (a copy; lists and maps walked)."""
+    if isinstance(data, dict):
+        return {
+            k: (MASK if is_secret(str(k)) and v not in (None, "") else redact_data(v))
+            for k, v in data.items()
+        }
+    if isinstance(data, list | tuple):
+        return [redact_data(v) for v in data]
+    return data
+
+
+def drop_secrets(data: Any) -> Any:
+    """``data`` without any secret key (a copy): for a file shipped to another machine."""
+    if isinstance(data, dict):
+        return {k: drop_secrets(v) for k, v in data.items() if not is_secret(str(k))}
+    if isinstance(data, list | tuple):
+        return [drop_secrets(v) for v in data]
+    return data
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     return {k: (MASK if is_secret(k) and v else v) for k, v in env.items()}
 
 
-def redact_argv(argv: list[str]) -> list[str]:
-    out, hide = [], False
-    for arg in argv:
-        if hide:
-            out.append(MASK)
-            hide = False
+def secret_item(item: Item) -> bool:
+    """Whether an option of an argument list (as vLLM's parser reads it) carries a secret in
+    its value: a secret option, a secret dotted sub-key, or a secret key in a JSON value."""
+    if not item.values:
+        return False
+    name = item.dest or item.typed.lstrip("-").partition("=")[0].split(".")[0]
+    if is_secret(name) or any(is_secret(k) for k in item.subkeys):
+        return True
+    for value in item.values:
+        if value.lstrip()[:1] in ("{", "["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                continue
+            if next(secret_paths(parsed), None) is not None:
+                return True
+    return False
+
+
+def redact_argv(argv: list[str], table: OptionTable | None = None) -> list[str]:
+    """``argv`` with the value of every option that carries a secret masked; options are read
+    as vLLM reads them (abbreviations, ``=``, dotted sub-keys, JSON values)."""
+    out = [str(a) for a in argv]
+    for item in resolve(out, table or load_table()).items:
+        if not secret_item(item):
             continue
-        flag, eq, _ = arg.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                out.append(f"{flag}={MASK}")
+        for at in item.value_at:
+            if at < 0:
+                out[item.first] = out[item.first].partition("=")[0] + "=" + MASK
             else:
-                out.append(arg)
-                hide = True
-            continue
-        out.append(arg)
+                out[at] = MASK
     return out

@@ -18,7 +18,7 @@ import yaml
 
 from launcher import atomic
 from launcher.errors import ProfileError
-from launcher.secrets import is_secret
+from launcher.secrets import drop_secrets, is_secret
 
 if TYPE_CHECKING:
     from launcher.emit.artifact import ArtifactSource
@@ -41,11 +41,6 @@ EXAMPLE_ADDRESSES = re.compile(
 )
 """Addresses that cannot be node 0 of a real cluster: the profiles' example, the
 documentation ranges (RFC 5737), loopback, and example domains."""
-EMITTED = re.compile(
-    r"^(leaderworkerset|service|profile-configmap)\.yaml$|^compose\.node\d+\.yaml$"
-    r"|^profile\..+\.yaml$"
-)
-"""The names ``emit`` writes: what an output directory may hold from an earlier plan."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +94,28 @@ class Target:
         return args
 
 
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$")
+"""An image reference as the container engines take it (``registry:port/name:tag@digest``):
+no space, no newline, no shell or YAML syntax, 255 characters at most."""
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` is not an image reference (None: it is one)."""
+    if not _IMAGE.match(image) or "//" in image:
+        return f"{image[:60]!r} is not an image reference (registry/name:tag, e.g. b12x-launch:gg)"
+    return None
+
+
+def profile_ref_problem(ref: str) -> str | None:
+    """Why ``ref`` cannot name the profile in the image (None: it can)."""
+    if not ref.strip() or not ref.isprintable() or ref.startswith("-") or len(ref) > 4096:
+        return (
+            f"{ref[:60]!r} is not a profile path or name (printable, not an option, at most "
+            "4096 characters), e.g. glm52 or /profiles/glm52.yaml"
+        )
+    return None
+
+
 def literal(value: object) -> str:
     """``value`` as written, for both targets: compose interpolates ``$VAR`` and ``${VAR}`` in
     every value at ``up``, the kubelet ``$(VAR)`` in ``args`` and env values; ``$$`` is a
@@ -107,9 +124,11 @@ def literal(value: object) -> str:
 
 
 def secret_override(override: str) -> bool:
-    """``env.HF_TOKEN=...``: a ``--set`` whose value is a secret (never written in args)."""
-    key = override.lstrip("~").partition("=")[0].strip()
-    return key.startswith("env.") and is_secret(key[len("env.") :])
+    """``env.HF_TOKEN=...`` or ``env={HF_TOKEN: ...}``: a ``--set`` whose value is a secret,
+    by its key or by a key inside its value (never written in args)."""
+    from launcher.profile.load import names_a_secret
+
+    return names_a_secret(override)
 
 
 def shipped_profile(loaded: LoadedProfile, overrides: tuple[str, ...], fingerprint: str) -> str:
@@ -117,11 +136,8 @@ def shipped_profile(loaded: LoadedProfile, overrides: tuple[str, ...], fingerpri
     secret variable left out (the container gets it from a Secret or the host's shell)."""
     from launcher.profile.load import read_profile
 
-    data = read_profile(loaded.path).merged(overrides)
+    data = drop_secrets(read_profile(loaded.path).merged(overrides))
     data["name"] = loaded.profile.name
-    env = data.get("env")
-    if isinstance(env, dict):
-        data["env"] = {k: v for k, v in env.items() if not is_secret(str(k))}
     (data.get("runtime") or {}).pop("node_rank", None)  # set per node by each target
     head = (
         f"# {loaded.profile.name}: plan {fingerprint}, written by b12x-launch emit from "
@@ -143,27 +159,6 @@ def address_warnings(loaded: LoadedProfile) -> list[str]:
         )
         return [str(loaded.issue("runtime.master_addr", message))]
     return []
-
-
-def stale_files(out_dir: Path, files: dict[str, str], fingerprint: str) -> list[Path]:
-    """Files of an earlier ``emit`` in ``out_dir`` that this one would not replace with its
-    own plan: a name it does not write, or one written for another plan."""
-    if not out_dir.is_dir():
-        return []
-    stale = []
-    for path in sorted(out_dir.iterdir()):
-        if not path.is_file() or not EMITTED.match(path.name):
-            continue
-        if path.name not in files:
-            stale.append(path)
-            continue
-        try:
-            head = path.read_text(errors="replace")[:2048]
-        except OSError:
-            head = ""
-        if f"plan {fingerprint}" not in head:
-            stale.append(path)
-    return stale
 
 
 def plan_env(loaded: LoadedProfile) -> dict[str, str]:

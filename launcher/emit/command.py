@@ -10,10 +10,10 @@ from launcher.emit import (
     Target,
     address_warnings,
     check_target,
+    manifest,
     plan_env,
     secret_override,
     shipped_profile,
-    stale_files,
     write_all,
 )
 from launcher.errors import EnvironmentProblem
@@ -84,17 +84,58 @@ def emit(
     renderers = {"k8s": k8s.render, "compose": compose.render}
     for name in dict.fromkeys(targets):
         files.update(renderers[name](target))
-    stale = stale_files(out_dir, files, planned.fingerprint)
-    if stale and not replace:
-        names = ", ".join(p.name for p in stale)
-        raise EnvironmentProblem(
-            f"{out_dir} holds files of another emit ({names}); emit into an empty directory, "
-            "or pass --replace to remove them and write this plan's"
+    return write_files(out_dir, files, planned.fingerprint, replace=replace, warn=warn)
+
+
+def write_files(
+    out_dir: Path, files: dict[str, str], fingerprint: str, *, replace: bool, warn=lambda line: None
+) -> list[Path]:
+    """Write ``files`` into ``out_dir`` touching only what emit made there (``manifest``).
+
+    Raises:
+        EnvironmentProblem: a file emit would write is not its own (an operator's, or one
+            edited since), or emit's own files of another plan are there without ``replace``,
+            or the directory cannot be written. Nothing is written then.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise EnvironmentProblem(f"{out_dir} is not a directory; emit into a directory")
+    old = manifest.read(out_dir)
+    own, edited = manifest.own_files(out_dir, old)
+    theirs = [
+        name
+        for name in files
+        if name not in own and ((out_dir / name).exists() or (out_dir / name).is_symlink())
+    ]
+    if theirs:
+        why = ", ".join(
+            f"{n} ({'edited since emit wrote it' if n in edited else 'not written by emit'})"
+            for n in theirs
         )
+        raise EnvironmentProblem(
+            f"{out_dir} holds files emit would write but did not make: {why}. emit writes and "
+            f"deletes only its own files (listed in {out_dir / manifest.MANIFEST}), --replace "
+            "or not: move them away, or emit into another directory"
+        )
+    same_plan = old.fingerprint == fingerprint
+    stale = [] if same_plan else sorted(own)  # emit's own files of another plan
+    if stale and not replace:
+        raise EnvironmentProblem(
+            f"{out_dir} holds files of another emit ({', '.join(stale)}; plan "
+            f"{old.fingerprint or '?'}, this is plan {fingerprint}); emit into an empty "
+            "directory, or pass --replace to remove them and write this plan's"
+        )
+    for name in edited:
+        if name not in files:
+            warn(f"{out_dir / name}: left as it is (edited since an earlier emit wrote it)")
+    kept = {n: h for n, h in own.items() if same_plan and n not in files}
     try:
-        for path in stale:
-            if path.name not in files:
-                path.unlink()
-        return write_all(files, out_dir)
+        for name in stale:
+            if name not in files:
+                (out_dir / name).unlink()
+        paths = write_all(files, out_dir)
+        manifest.write(
+            out_dir, fingerprint, {**kept, **{n: manifest.digest(t) for n, t in files.items()}}
+        )
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {out_dir}: {exc.strerror or exc}") from None
+    return paths

@@ -6,6 +6,7 @@ Pure where it can be: ``check_gpus`` takes the GPU list, so tests pass their own
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import io
@@ -146,8 +147,9 @@ def require_vllm() -> None:
         )
 
 
+@functools.cache
 def vllm_parser():
-    """vLLM's own server argument parser (its module moves between releases)."""
+    """vLLM's own server argument parser (its module moves between releases); built once."""
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     for name in _PARSER_MODULES:

@@ -141,7 +141,7 @@ def _read_line(conn: socket.socket, deadline: float, buf: bytearray | None = Non
     buf[:] = rest
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a peer's line is input: nested too deep is not JSON
         return None
     return data if isinstance(data, dict) else None
 

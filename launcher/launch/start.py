@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import atomic, runfile
-from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
+from launcher import atomic, bounded, runfile
+from launcher.errors import DoesNotFit, EnvironmentProblem, Issue, ProfileError
 from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
 from launcher.launch.planned import Planned
@@ -26,6 +26,7 @@ from launcher.launch.preflight import (
     require_vllm,
     runtime_issues,
     visible,
+    vllm_parser,
 )
 from launcher.launch.vllm_args import (
     CACHE_DIRS,
@@ -33,10 +34,12 @@ from launcher.launch.vllm_args import (
     build_command,
     entry_command,
 )
+from launcher.profile import extra_args
 from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
 from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
+from launcher.vllm_options import OptionTable, table_from_parser
 
 
 @dataclass(frozen=True)
@@ -50,18 +53,22 @@ class Prepared:
 def read_cards(planned: Planned, *, force: bool, gpus=None) -> GpuFacts | None:
     """What the visible GPUs hold (``gpus``: the list, default read from the driver); None
     for a CPU profile. Wrong or missing cards end here, before anything else is checked."""
-    if planned.loaded.profile.hardware.gpu == "cpu":
+    loaded = planned.loaded
+    if loaded.profile.hardware.gpu == "cpu":
         return None
     if gpus is None:
         try:
             gpus = visible(query_gpus())
         except NoGpuInfo as exc:
-            hw = planned.loaded.profile.hardware
+            hw = loaded.profile.hardware
             raise EnvironmentProblem(
-                f"{exc}; the profile needs {hw.count}x {hw.gpu}. "
+                f"{exc}; the profile {loaded.path} needs {hw.count}x {hw.gpu}. "
                 "Use --dry-run to plan without GPUs."
             ) from None
-    return check_gpus(planned.loaded.profile, gpus, force=force)
+    try:
+        return check_gpus(loaded.profile, gpus, force=force)
+    except EnvironmentProblem as exc:  # which profile asked for them, on every line
+        raise EnvironmentProblem(f"{loaded.path}: {exc}") from None
 
 
 def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:
@@ -102,6 +109,7 @@ def finish(
     driver: str | None = None,
     gpu_kind: str | None = None,
     artifact: runfile.ArtifactRecord | None = None,
+    force: bool = False,
 ) -> Prepared:
     """The final plan's checks and files: refuse what does not fit or what vLLM's parser
     rejects, make the cache directories, write the run (``driver``: the cards' driver, for
@@ -110,9 +118,9 @@ def finish(
     loaded = planned.loaded
     require_fit(planned)
     if check_vllm:
-        flags = parser_flags(planned)
         try:
-            check_argv(flags, FLAG_KEYS)
+            check_argv(parser_flags(planned), FLAG_KEYS)
+            installed_extra_args(loaded.profile, force=force)
         except ProfileError as exc:
             raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
     ensure_cache_dirs(planned.command.env)
@@ -123,6 +131,27 @@ def finish(
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
+
+
+def installed_extra_args(profile, table: OptionTable | None = None, *, force: bool) -> None:
+    """``vllm.extra_args`` read again by the installed vLLM's own option table (``table``,
+    default read from its parser; the dry run read the shipped one, and a fork line may have
+    options it lacks): what it finds is refused as the load refuses it, ``--force`` letting
+    through what changes the plan. Nothing is read when there are no extra arguments.
+
+    Raises:
+        ProfileError: each item refused, on its key.
+    """
+    if not profile.vllm.extra_args:
+        return
+    table = table or table_from_parser(vllm_parser(), "the installed vLLM")
+    refused = [
+        Issue(f"{f.message} (read by {table.source})", key=f.key)
+        for f in extra_args.findings(profile.vllm.extra_args, table)
+        if not (force and f.kind == "plan")
+    ]
+    if refused:
+        raise ProfileError(refused)
 
 
 def require_fit(planned: Planned) -> None:
@@ -150,6 +179,13 @@ def write_run(
     the workers at them."""
     loaded = planned.loaded
     run = _make_run_dir(planned, run_dir)
+    replaced = _plan_in(run)
+    if replaced not in (None, planned.fingerprint):
+        print(
+            f"b12x-launch: note: {run} held plan {replaced}; plan {planned.fingerprint} replaces "
+            f"it there, and a command printed for plan {replaced} now refuses to start",
+            file=sys.stderr,
+        )
     command = build_command(
         loaded.profile,
         planned.plan,
@@ -259,16 +295,76 @@ def ensure_cache_dirs(env: dict[str, str]) -> None:
         )
 
 
+def _only_our_files(run: Path, records: list[Path]) -> None:
+    """Refuse a run directory whose ``plan.json``, ``command.txt`` or this node's rank records
+    are there but were not written by b12x-launch: a launch writes over or deletes only files
+    a launch or its workers made (``--run-dir ~`` must not cost anyone a file of that name).
+
+    Raises:
+        EnvironmentProblem: naming each file that is not a launch's.
+    """
+    theirs = []
+    plan = run / runfile.PLAN_FILE
+    if plan.exists() and not _ours(plan, lambda d: "fingerprint" in d and "ranks" in d):
+        theirs.append(plan)
+    command = run / runfile.COMMAND_FILE
+    if command.exists() and not _command_ours(command):
+        theirs.append(command)
+    for record in records:
+        if record.exists() and not _ours(
+            record, lambda d: d.get("schema") == runfile.RECORD_SCHEMA
+        ):
+            theirs.append(record)
+    if theirs:
+        raise EnvironmentProblem(
+            f"the run directory {run} holds {', '.join(p.name for p in theirs)} not written by "
+            "b12x-launch; a launch writes over or deletes only its own files there: pass "
+            "another --run-dir (or move them away)"
+        )
+
+
+def _plan_in(run: Path) -> str | None:
+    """The fingerprint of the plan a run directory holds (None: none there)."""
+    path = run / runfile.PLAN_FILE
+    if not path.exists():
+        return None
+    try:
+        return str(runfile.read_json(path, "run file").get("fingerprint") or "?")
+    except runfile.RunFileError:
+        return None
+
+
+def _ours(path: Path, looks_ours) -> bool:
+    try:
+        data = runfile.read_json(path, path.name)
+    except runfile.RunFileError:
+        return False
+    return bool(looks_ours(data))
+
+
+def _command_ours(path: Path) -> bool:
+    """``command.txt`` as ``write_run`` writes it: one ``env ... BLAUNCH_PLAN=...`` line."""
+    try:
+        text = bounded.read_text(path, 1 << 20, "command file")
+    except (OSError, ValueError):
+        return False
+    return text.startswith("env ") and f"{runfile.PLAN_ENV}=" in text
+
+
 def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
     fix = "pass --run-dir or set runtime.run_dir"
     if run_dir is not None:
         run = _writable_dir(Path(run_dir), "run directory", fix)
+        hw, node = planned.loaded.profile.hardware, planned.loaded.profile.runtime.node_rank
+        records = [
+            run / runfile.record_name(r) for r in range(node * hw.count, (node + 1) * hw.count)
+        ]
+        _only_our_files(run, records)
         # Records of an earlier launch into this directory belong to the plan this one
         # replaces: left there, report and qualify would read them as this boot's ranks.
         # Only this node's ranks: another node of a run may share the directory.
-        hw, node = planned.loaded.profile.hardware, planned.loaded.profile.runtime.node_rank
-        for rank in range(node * hw.count, (node + 1) * hw.count):
-            (run / runfile.record_name(rank)).unlink(missing_ok=True)
+        for record in records:
+            record.unlink(missing_ok=True)
         return run
     root = _writable_dir(Path(planned.loaded.profile.runtime.run_dir), "run directory", fix)
     label = planned.loaded.profile.name.replace("/", "_").replace(os.sep, "_")  # one component

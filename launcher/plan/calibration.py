@@ -76,11 +76,45 @@ def _warn(message: str) -> None:
 
 def read_record(path: Path, warn: Callable[[str], None] = _warn) -> RankRecord | None:
     """The record at ``path``, typed, or None (with a warning) if it is corrupt or foreign."""
+    if path.is_symlink():
+        warn(f"ignoring {path}: a symbolic link, which a worker never writes")
+        return None
     try:
         return runfile.read_record(path)
     except RunFileError as exc:
         warn(f"ignoring {exc}")
         return None
+
+
+def card_ceiling(profile: Profile) -> int | None:
+    """The most memory one of the profile's cards has (its ``hardware.memory``, else the
+    catalog's figure); None for a kind the catalog does not know."""
+    from launcher.plan.catalog import CatalogMiss, gpu
+
+    if profile.hardware.memory:
+        return profile.hardware.memory
+    try:
+        return gpu(profile.hardware.gpu).memory
+    except CatalogMiss:
+        return None
+
+
+def _not_this_plans(
+    record: RankRecord, path: Path, fingerprint: str, profile: Profile, ceiling: int | None
+) -> str:
+    """Why a record in this fingerprint's folder is not a measurement of this plan by one of
+    its workers (empty: it is). The store is shared (a ``/cache`` volume every replica
+    mounts): a record is used only if it could be what a worker of this plan wrote."""
+    if record.fingerprint != fingerprint:
+        return f"a record of plan {record.fingerprint[:16]!r}, not of plan {fingerprint}"
+    ranks = profile.hardware.count * profile.hardware.nodes
+    if not 0 <= record.rank < ranks or path.name != f"rank{record.rank}.json":
+        return f"rank {record.rank} is not one of this plan's {ranks} ranks as {path.name}"
+    if ceiling is not None:
+        over = [k for k, v in record.measured.items() if k in MEASURABLE and v > ceiling]
+        if over:
+            return f"{', '.join(over)} measured above the card's {ceiling:,} bytes"
+    return ""
 
 
 def load_measured(
@@ -100,10 +134,15 @@ def load_measured(
     if not folder.is_dir():
         return {}
     stack = machine_stack(versions, driver)
+    ceiling = card_ceiling(profile)
     out: dict[int, Measured] = {}
     for path in sorted(folder.glob("rank*.json")):
         record = read_record(path, warn)
         if record is None:
+            continue
+        problem = _not_this_plans(record, path, fingerprint, profile, ceiling)
+        if problem:
+            warn(f"ignoring {path}: {problem}")
             continue
         env = record.environment
         if env.get("gpu_kind") not in (None, profile.hardware.gpu):

@@ -44,12 +44,32 @@ def replayable(e: dict[str, Any]) -> bool:
     return e.get("kind") == "triton" and bool(e.get("specialization"))
 
 
+COST_MAX = 1 << 40
+"""More memory than one compile can cost; a larger figure is not a worker's measurement."""
+TEXT_MAX = 4096
+"""The longest kind, kernel, detail or specialization text an entry may carry."""
+
+
+def well_formed(e: Any) -> bool:
+    """Whether ``e`` is an entry as a worker writes it: text fields as text of a bounded
+    length, the cost a whole number of bytes a compile can take. Records come from the
+    calibration store, which replicas share: anything else is not used."""
+    if not isinstance(e, dict) or not isinstance(e.get("kernel"), str):
+        return False
+    texts = [e.get(k, "") for k in ("kind", "kernel", "detail", "specialization")]
+    if not all(isinstance(t, str | None) and len(t or "") <= TEXT_MAX for t in texts):
+        return False
+    cost = e.get("cost_bytes", 0)
+    return isinstance(cost, int) and not isinstance(cost, bool) and 0 <= cost <= COST_MAX
+
+
 def merge(*lists: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Entries of several boots, one per identity, keeping the largest measured cost."""
+    """Entries of several boots, one per identity, keeping the largest measured cost; an
+    entry that is not ``well_formed`` is dropped."""
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for items in lists:
-        for e in items:
-            if not isinstance(e, dict) or "kernel" not in e:
+        for e in items if isinstance(items, list | tuple) else ():
+            if not well_formed(e):
                 continue
             k = key(e)
             if k not in out or e.get("cost_bytes", 0) > out[k].get("cost_bytes", 0):

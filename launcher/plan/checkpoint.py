@@ -8,13 +8,13 @@ alone. Anything not recognised is counted as replicated (the safe side).
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher import bounded
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape
 
@@ -44,7 +44,11 @@ class TensorInfo:
 
 def read_header(path: Path) -> list[TensorInfo]:
     """The tensors of one ``.safetensors`` file, from its header."""
-    with path.open("rb") as fh:
+    try:
+        fh = bounded.open_regular(path, "safetensors file")
+    except bounded.TooLarge as exc:
+        raise CheckpointError(str(exc)) from None
+    with fh:
         raw = fh.read(8)
         if len(raw) != 8:
             raise CheckpointError(f"{path}: too short to be safetensors")
@@ -52,19 +56,47 @@ def read_header(path: Path) -> list[TensorInfo]:
         if size > MAX_HEADER:
             raise CheckpointError(f"{path}: header of {size} bytes is not plausible")
         try:
-            header = json.loads(fh.read(size))
+            header = bounded.parse_json(fh.read(size))
         except ValueError as exc:
             raise CheckpointError(f"{path}: header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: header is not a JSON object")
     out = []
     for name, meta in header.items():
         if name == "__metadata__":
             continue
         try:
             start, end = meta["data_offsets"]
-            out.append(TensorInfo(name, meta["dtype"], tuple(meta["shape"]), end - start))
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{path}: malformed entry for {name!r}") from None
+            out.append(tensor_info(name, meta["dtype"], meta["shape"], start, end))
+        except (KeyError, TypeError, ValueError) as exc:
+            shown = name if len(name) <= 200 else name[:200] + "..."
+            raise CheckpointError(f"{path}: malformed entry for {shown!r} ({exc})") from None
     return out
+
+
+TENSOR_MAX = 1 << 46
+"""64 TiB: more bytes, or elements along one dimension, than any tensor of a checkpoint has."""
+
+
+def _whole(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= TENSOR_MAX:
+        raise ValueError(f"{what} must be a whole number from 0 to {TENSOR_MAX} (got {value!r})")
+    return value
+
+
+def tensor_info(name: str, dtype: object, shape: object, start: object, end: object) -> TensorInfo:
+    """One header entry, typed and bounded (a header is a file like any other input).
+
+    Raises:
+        ValueError: a field of the wrong type or out of range.
+    """
+    if not isinstance(dtype, str) or not isinstance(shape, list) or len(shape) > 16:
+        raise ValueError("dtype must be a string and shape a list of at most 16 dimensions")
+    dims = tuple(_whole(d, "a dimension") for d in shape)
+    first, last = _whole(start, "data_offsets"), _whole(end, "data_offsets")
+    if last < first:
+        raise ValueError(f"data_offsets end before they start ({first}, {last})")
+    return TensorInfo(name, dtype, dims, last - first)
 
 
 def checkpoint_files(model_dir: Path) -> list[Path]:

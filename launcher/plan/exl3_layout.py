@@ -18,11 +18,14 @@ checkpoints when it is not.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher import bounded
+
+BITMAP_MAX = 64 << 20
+"""The largest tier bitmap read (one K per expert and layer: a few MiB at most)."""
 LAYOUTS = ("per_expert_v1", "shared_h_v1")
 BF16 = 16
 """K of an expert stored unquantized (BF16): 16 bits per weight, no trellis overhead."""
@@ -146,10 +149,12 @@ def from_config(
         if not file or (model_dir is None and file not in (files or {})):
             raise LayoutError("bits 'mixed' needs bits_per_expert '<file>:<key>' in the checkpoint")
         try:
-            data = (files or {}).get(file) or json.loads((model_dir / file).read_text())
+            data = (files or {}).get(file) or _bitmap(model_dir, file)
             per_expert = data[key or "k"]
+            if not isinstance(per_expert, dict):
+                raise TypeError(f"{key or 'k'} is not a mapping of layers")
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise LayoutError(f"cannot read {model_dir / file}: {exc}") from None
+            raise LayoutError(f"cannot read {file} in the checkpoint: {exc}") from None
     tiers: dict[int, dict[int, int]] = {}
     for layer in layers:
         if layer not in quantized:
@@ -158,9 +163,11 @@ def from_config(
             ks = per_expert.get(str(layer))
             if not isinstance(ks, list) or len(ks) != experts:
                 raise LayoutError(f"tier bitmap has no {experts} K values for layer {layer}")
+            if not all(isinstance(k, int) and not isinstance(k, bool) and 0 < k <= 16 for k in ks):
+                raise LayoutError(f"tier bitmap's K values for layer {layer} are not 1 to 16")
             counts: dict[int, int] = {}
             for k in ks:
-                counts[int(k)] = counts.get(int(k), 0) + 1
+                counts[k] = counts.get(k, 0) + 1
             tiers[layer] = counts
         else:
             try:
@@ -186,19 +193,30 @@ def _tier_map(raw: Any, experts: int, where: str) -> dict[int, int]:
     try:
         out = {BF16 if str(k).lower() == "bf16" else int(k): int(n) for k, n in raw.items()}
     except (AttributeError, TypeError, ValueError):
-        raise LayoutError(f"{where}: tiers must map K to a count, got {raw!r}") from None
+        raise LayoutError(f"{where}: tiers must map K to a count, got {repr(raw)[:80]}") from None
     if sum(out.values()) != experts:
         raise LayoutError(f"{where}: tiers count {sum(out.values())} experts, not {experts}")
     return out
 
 
 def _layers(value: Any, layers: list[int]) -> set[int]:
+    """The quantized layers, among the model's own (a range is clipped to them: ``0-1e9``
+    names no more layers than the model has)."""
     if value is None:
         return set(layers)
-    if isinstance(value, str) and "-" in value:
-        first, last = (int(x) for x in value.split("-", 1))
-        return set(range(first, last + 1))
+    known = set(layers)
     try:
-        return {int(i) for i in value}
+        if isinstance(value, str) and "-" in value:
+            first, last = (int(x) for x in value.split("-", 1))
+            return {i for i in known if first <= i <= last}
+        return {int(i) for i in value} & known
     except (TypeError, ValueError):
-        raise LayoutError(f"moe_layers {value!r} is neither a list nor 'first-last'") from None
+        shown = repr(value)[:80]
+        raise LayoutError(f"moe_layers {shown} is neither a list nor 'first-last'") from None
+
+
+def _bitmap(model_dir: Path | None, name: str) -> Any:
+    """The tier bitmap file ``name`` of a checkpoint: a file directly in it, read bounded."""
+    if model_dir is None or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"{name!r} is not a file of the checkpoint's directory")
+    return bounded.read_json(model_dir / name, BITMAP_MAX, "tier bitmap")

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher import bounded
 from launcher.atomic import write_text
-from launcher.plan.checkpoint import TensorInfo
+from launcher.plan.checkpoint import TensorInfo, tensor_info
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 CACHE_VERSION = 1
+CACHE_MAX = 256 << 20
+"""The largest cached header file read (a checkpoint of 100,000 tensors is tens of MiB)."""
 
 
 class HubUnavailable(RuntimeError):
@@ -111,14 +114,14 @@ def _first_line(exc: Exception) -> str:
 
 def _from_cache(path: Path, repo_id: str) -> HubCheckpoint | None:
     try:
-        data = json.loads(path.read_text())
+        data = bounded.read_json(path, CACHE_MAX, "cached Hub header file")
         if data.get("version") != CACHE_VERSION or data.get("repo_id") != repo_id:
             return None
-        tensors = [TensorInfo(n, d, tuple(s), b) for n, d, s, b in data["tensors"]]
+        tensors = [tensor_info(n, d, s, 0, b) for n, d, s, b in data["tensors"]]
         return HubCheckpoint(
             repo_id, data["config"], tensors, int(data["files"]), data.get("aux", {}), True
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -23,7 +23,7 @@ from launcher.plan.checkpoint import (
     rank_weights,
 )
 from launcher.plan.exl3_layout import Exl3Layout, LayoutError
-from launcher.plan.model import ModelFacts, from_config, load_facts
+from launcher.plan.model import ConfigError, ModelFacts, from_config, load_facts
 from launcher.plan.planner import Measured, PlanInputs
 from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import Recipe, estimate_rank_weights, load_buffers
@@ -130,6 +130,9 @@ def _model_source(loaded: LoadedProfile) -> ModelSource:
     """Facts from the local checkpoint, else the Hub (a repo id), else the catalog."""
     m = loaded.profile.model
     model_dir = Path(m.path).expanduser()
+    if model_dir.exists() and not (model_dir.is_dir() or model_dir.is_file()):
+        message = f"{model_dir} is a device, FIFO or socket, not a checkpoint directory"
+        raise ProfileError([loaded.issue("model.path", message)])
     if model_dir.is_dir():
         facts = _facts(loaded)
         tensors, files = _local_tensors(loaded, model_dir)
@@ -150,7 +153,11 @@ def _model_source(loaded: LoadedProfile) -> ModelSource:
         except HubUnavailable as exc:
             notes = (f"{repo}: Hub headers not read ({exc}); sized from the catalog",)
         else:
-            facts = from_config(hub.config, name=repo, source="config.json")
+            try:
+                facts = from_config(hub.config, name=repo, source="config.json")
+            except ConfigError as exc:
+                message = f"{repo}'s config.json: {exc}; is it a model's checkpoint?"
+                raise ProfileError([loaded.issue("model.path", message)]) from None
             layout = _layout(loaded, facts, None, hub.aux) if facts.exl3 else None
             return ModelSource(facts, "headers", hub.tensors, hub.files, layout)
     entry = checkpoint(repo or m.checkpoint or "")

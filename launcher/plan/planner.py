@@ -168,6 +168,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
     layout = layouts[bounding.rank]
     blocks = bounding.kv_blocks
     pinned = None
+    over: str | None = None
     if profile.memory.kv_tokens is not None:
         pinned = "kv_tokens"
         blocks = layout.blocks_for_tokens(profile.memory.kv_tokens)
@@ -175,8 +176,10 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         pinned = "kv_cache_bytes"
         blocks = layout.blocks_for(profile.memory.kv_cache_bytes)
     elif inputs.qualified is not None:
-        pinned = "qualified"
-        blocks = inputs.qualified.blocks
+        over = _over_the_card(inputs.qualified, ranks, layouts)
+        if over is None:
+            pinned = "qualified"
+            blocks = inputs.qualified.blocks
     reasons = _reasons(profile, ranks, layouts, blocks, pinned)
     if pinned:
         ranks = [
@@ -214,6 +217,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
             *inputs.notes,
             *_notes(d),
             *_qualified_note(pinned, bounding, blocks),
+            *([over] if over else []),
             *_field_note(f, bounding, pinned),
         ),
     )
@@ -446,6 +450,21 @@ def _field_note(f: ModelFacts, bounding: RankPlan, pinned: str | None) -> list[s
         "`b12x-launch qualify PROFILE` before serving: it measures the worst case and pins "
         "the KV cache so that it survives it"
     ]
+
+
+def _over_the_card(q: Qualified, ranks: list[RankPlan], layouts: list[KvLayout]) -> str | None:
+    """Why a qualified record cannot be this deployment's (its KV cache alone is more than a
+    card), or None. The record comes from the calibration store, which replicas share: it is
+    checked against the card like any other input before it pins anything."""
+    for r in ranks:
+        kv = q.blocks * layouts[r.rank].page_bytes
+        if kv > r.total_bytes:
+            return (
+                f"ignored the qualified record of {q.when}: its {q.blocks:,} KV blocks take "
+                f"{_g(kv)} per GPU, more than the card's {_g(r.total_bytes)}; it was not "
+                "measured on this deployment. Run `b12x-launch qualify PROFILE` again"
+            )
+    return None
 
 
 def _qualified_note(pinned: str | None, bounding: RankPlan, blocks: int) -> list[str]:

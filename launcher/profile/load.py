@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,21 @@ from pydantic import BaseModel, ValidationError
 from launcher.errors import Issue, ProfileError
 from launcher.profile.rules import check_rules
 from launcher.profile.schema import Profile
-from launcher.profile.yamlsource import KeyPath, Location, SourceMap, dotted, read_yaml
+from launcher.profile.yamlsource import (
+    KeyPath,
+    Location,
+    SourceMap,
+    ValueIssues,
+    dotted,
+    read_value,
+    read_yaml,
+)
 from launcher.secrets import is_secret
+from launcher.secrets import names_a_secret as secret_in
 
 MAX_EXTENDS_DEPTH = 16
+SECTIONS = ("extends", *Profile.model_fields)
+"""A profile's top-level keys: a file whose first line is none of them is not read as one."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +156,14 @@ def _resolve(
         raise ProfileError(
             [Issue(f"extends chain deeper than {MAX_EXTENDS_DEPTH}", "extends", display)]
         )
-    data, lines = read_yaml(path, display)
+    try:
+        data, lines = read_yaml(path, display, SECTIONS)
+    except ProfileError as exc:
+        if via is None:
+            raise
+        # A parent that cannot be read: say which extends: line led there.
+        named = f" (named by {via.file}:{via.line} extends)" if via.line else ""
+        raise ProfileError([replace(i, message=i.message + named) for i in exc.issues]) from None
     if not isinstance(data, dict):
         raise ProfileError(
             [
@@ -229,9 +247,13 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
             _relocate(source, path, flag)
             continue
         try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
+            parsed = read_value(value) if value.strip() else ""
+        except ValueIssues as exc:
+            raise ProfileError(
+                [Issue(i.message, dotted((*path, *_split(i.key))), flag) for i in exc.issues]
+            ) from None
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
-            raise ProfileError([Issue(_not_yaml(exc, key, flag), key, flag)]) from None
+            raise ProfileError([Issue(_not_yaml(exc, key, flag, value), key, flag)]) from None
         # A key the files do not have (`--set servng.x=1`) is the flag's: errors about it
         # name the flag, not the profile.
         created = _absent_prefix(data, path)
@@ -244,21 +266,47 @@ def _apply_overrides(data: dict, overrides, source: SourceMap) -> dict:
 
 
 def _shown(raw: str) -> str:
-    """``raw`` for an error, less what follows a secret's name (``HF_TOKEN:hf_...``)."""
+    """``raw`` for an error, less what follows its first word when any word of it names a
+    secret (``HF_TOKEN:hf_...``, ``env={HF_TOKEN hf_...}``)."""
     head = re.match(r"[^=:\s]*", raw).group(0)
-    if head != raw and is_secret(head):
+    if head != raw and any(is_secret(w) for w in re.split(r"[^A-Za-z0-9_.-]+", raw) if w):
         return f"{head!r} and a value not shown (it names a secret)"
     return repr(raw)
 
 
-def _not_yaml(exc: Exception, key: str, flag: str) -> str:
-    """The YAML error of a ``--set`` value; PyYAML quotes the value, so a secret's is left out."""
-    if key.startswith("env.") and is_secret(key[len("env.") :]):
-        return (
-            "value is not YAML (the value is a secret and is not shown); quote it, "
-            f"{flag} '{key}=\"...\"', or pass the variable from the environment"
-        )
-    return f"value is not YAML: {exc}"
+def names_a_secret(override: str) -> bool:
+    """Whether a ``--set``/``--vary`` item sets a secret: its key names one (``env.HF_TOKEN``)
+    or its value holds a key that does (``env={HF_TOKEN: ...}``); a value that cannot be read
+    counts as secret when any word of it names one. Such an item is never printed or written
+    in an argument list."""
+    raw = override.lstrip("~")
+    key, _, value = raw.partition("=")
+    try:
+        data = read_value(value) if value.strip() else None
+    except (yaml.YAMLError, ValueError, RecursionError):
+        data = None
+        if any(is_secret(w) for w in re.split(r"[^A-Za-z0-9_.-]+", value) if w):
+            return True
+    return secret_in(data, key.strip())
+
+
+def _not_yaml(exc: Exception, key: str, flag: str, value: str = "") -> str:
+    """The YAML error of a ``--set`` value: PyYAML's problem and where, never its snippet of the
+    value (which may be a secret: ``env={HF_TOKEN: "hf_...``)."""
+    problem, where = "not YAML", ""
+    if isinstance(exc, yaml.reader.ReaderError):  # a control character, by its code only
+        problem = f"character #x{exc.character:04x} is not allowed ({exc.reason})"
+        where = f" at position {exc.position + 1}"
+    elif isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at column {mark.column + 1}" if mark else ""
+        problem = exc.problem or exc.context or problem
+    elif isinstance(exc, RecursionError):
+        problem = "nested too deeply"
+    secret = names_a_secret(f"{key}={value}")
+    hidden = " (the value names a secret and is not shown)" if secret else ""
+    fix = "pass the variable from the environment" if secret else "quote the value"
+    return f"value is not YAML: {problem}{where}{hidden}; {fix}, or {flag} '{key}=\"...\"'"
 
 
 def _absent_prefix(data: Any, path: KeyPath) -> KeyPath:
@@ -344,5 +392,7 @@ def _message(err: dict, path: KeyPath) -> str:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
+    if any(is_secret(str(part)) for part in path):
+        return f"{msg} (the value is a secret and is not shown)"
     shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
     return f"{msg} (got {shown})"

@@ -28,3 +28,21 @@ def available() -> dict[str, str]:
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         out.setdefault(ep.name, ep.value)
     return out
+
+
+def load_problem(target: str) -> str | None:
+    """Why ``module:Class`` cannot be loaded as a provider (None: it can). Imports the module,
+    as loading the provider does: for ``prewarm``, which runs the providers, not for a dry run.
+    A profile names code to import here, as ``vllm.command`` names a program to run."""
+    import importlib
+
+    module, _, attr = target.partition(":")
+    if not module or not attr or not all(p.isidentifier() for p in (*module.split("."), attr)):
+        return f"{target!r} is not package.module:Class"
+    try:
+        found = getattr(importlib.import_module(module), attr, None)
+    except Exception as exc:  # any import failure of a third party's module is the profile's
+        return f"cannot import {module}: {type(exc).__name__}: {str(exc)[:200]}"
+    if not isinstance(found, type):
+        return f"{module}.{attr} is not a class (a provider is a class the workers instantiate)"
+    return None

@@ -11,54 +11,16 @@ prewarm providers' names come from ``prewarm_providers``, in this room.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
-from launcher.profile import prewarm_providers
+from launcher.profile import extra_args, prewarm_providers
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_flags import PLANNED_FLAGS, PLANNED_WORKERS
-from launcher.secrets import SECRET_FLAGS
+from launcher.profile.vllm_flags import PLANNED_WORKERS
 from launcher.units import GiB
 
 DCP_COMM_BACKENDS = ("ag_rs", "a2a")
 """vLLM's ``--dcp-comm-backend`` choices: all-gather + reduce-scatter, or all-to-all."""
-
-
-def _flag_name(arg: str) -> str:
-    """``--max_model_len=4096`` -> ``--max-model-len`` (vLLM takes both spellings)."""
-    name = arg.partition("=")[0]
-    if name.startswith("--"):
-        return "--" + name[2:].replace("_", "-")
-    return name
-
-
-def planned_flags_in_extra_args(p: Profile) -> Iterator[tuple[str, str]]:
-    """Refused unless ``--force``: an extra argument that repeats a planned flag."""
-    for i, arg in enumerate(p.vllm.extra_args):
-        flag = _flag_name(arg)
-        if flag in PLANNED_FLAGS:
-            yield (
-                f"vllm.extra_args.{i}",
-                f"{arg!r} repeats a flag the planner writes (vLLM keeps the last one, so the "
-                "printed plan would not be what runs); set the profile key the flag comes "
-                "from instead (see `b12x-launch PROFILE --dry-run`), or pass --force to run it",
-            )
-
-
-FORCEABLE = (planned_flags_in_extra_args,)
-"""Rules that ``--force`` lets through (the user has said the plan is theirs to break)."""
-
-
-def secrets_in_extra_args(p: Profile) -> Iterator[tuple[str, str]]:
-    for i, arg in enumerate(p.vllm.extra_args):
-        flag = _flag_name(arg)
-        var = SECRET_FLAGS.get(flag)
-        if var:
-            yield (
-                f"vllm.extra_args.{i}",
-                f"{flag} puts a secret on the command line (every process list, emitted "
-                f"manifest and run record shows it); remove it and pass the variable {var} "
-                "from the environment (a Kubernetes Secret or an env_file for compose)",
-            )
 
 
 def command_names_a_program(p: Profile) -> Iterator[tuple[str, str]]:
@@ -98,6 +60,23 @@ def ports_distinct(p: Profile) -> Iterator[tuple[str, str]]:
             f"is serving.port ({p.serving.port}) as well: node 0 cannot listen for the API and "
             "the nodes' rendezvous on one port; set runtime.master_port to another port "
             "(default 29500)",
+        )
+
+
+_ADDRESS = re.compile(
+    r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]+:[0-9A-Fa-f:.]*|[A-Za-z0-9]([A-Za-z0-9.-]{0,252}))$"
+)
+
+
+def master_addr_an_address(p: Profile) -> Iterator[tuple[str, str]]:
+    """Every node passes ``runtime.master_addr`` on its command line and vLLM connects to it:
+    a host name or an IP address, nothing a shell or a manifest would read otherwise."""
+    addr = p.runtime.master_addr
+    if addr is not None and not _ADDRESS.match(addr):
+        yield (
+            "runtime.master_addr",
+            f"{addr[:60]!r} is not a host name or an IP address; set node 0's address "
+            "(192.168.1.10, node0.example.net, fd00::10)",
         )
 
 
@@ -149,16 +128,23 @@ def decimal_memory(p: Profile) -> Iterator[tuple[str, str]]:
             )
 
 
+FORCEABLE = (extra_args.changes_the_plan,)
+"""Rules that ``--force`` lets through (the user has said the plan is theirs to break); each
+item it lets through is printed as a warning (``extra_args.forced``)."""
+
 REFUSALS = (
-    planned_flags_in_extra_args,
-    secrets_in_extra_args,
+    extra_args.changes_the_plan,
+    extra_args.secrets_on_the_command_line,
+    extra_args.secrets_in_the_command,
+    extra_args.vllm_would_refuse,
     command_names_a_program,
     block_size_vllm_takes,
     dcp_comm_backend_known,
     ports_distinct,
+    master_addr_an_address,
     prewarm_providers_known,
 )
-WARNINGS = (worker_is_planned, decimal_memory)
+WARNINGS = (worker_is_planned, decimal_memory, extra_args.forced)
 
 
 def quantization_matches_checkpoint(

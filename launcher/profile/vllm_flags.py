@@ -2,8 +2,9 @@
 
 Each row names the flag, the profile key a rejection of it is reported on, how its value is
 rendered and where the value comes from. ``launch/vllm_args.build_command`` emits the rows;
-``FLAG_KEYS`` (flag -> key, for vLLM's refusals) and ``PLANNED_FLAGS`` (what
-``vllm.extra_args`` must not repeat) are derived from them, so the directions cannot drift.
+``FLAG_KEYS`` (flag -> key, for vLLM's refusals) and what ``vllm.extra_args`` must not set
+(``extra_args.planned_dests``: each row's option as vLLM's parser names it) are derived from
+them, so the directions cannot drift.
 The table lives in the profile room because the profile checks read it; the figures the
 deployment and the plan add reach it as plain values in ``FlagValues``.
 """
@@ -285,6 +286,3 @@ def render(v: FlagValues) -> list[str]:
 
 FLAG_KEYS: dict[str, str] = {s: row.key for row in FLAGS for s in row.spellings}
 """Flag (any spelling) -> the profile key it comes from, so a flag vLLM rejects names its key."""
-
-PLANNED_FLAGS = frozenset(FLAG_KEYS)
-"""Repeated in ``vllm.extra_args`` the later one wins and the plan is not what runs."""

@@ -135,16 +135,20 @@ def shell_line(command: VllmCommand) -> str:
     """What runs, as one line ``sh`` reads: ``env K=V ... vllm serve ...``.
 
     The environment is part of the command: without the launcher's ``BLAUNCH_*`` variables
-    the planned worker cannot find its plan. A secret variable is not printed: it reads
-    ``NAME="$NAME"``, taken from the shell the line is pasted into.
+    the planned worker cannot find its plan. A secret variable is not in the line at all (not
+    even as ``NAME="$NAME"``: the shell would expand it into ``env``'s argv, which a process
+    list shows): vLLM inherits it from the shell that runs the line (``secret_names``).
     """
     parts = ["env"]
     for key, value in command.env.items():
-        if is_secret(key) and value:
-            parts.append(f'{key}="${key}"')
-        else:
+        if not is_secret(key):
             parts.append(shlex.quote(f"{key}={value}"))
     return " ".join([*parts, command_line(command)])
+
+
+def secret_names(command: VllmCommand) -> list[str]:
+    """The secret variables ``shell_line`` leaves out (the shell that runs it must export them)."""
+    return [k for k, v in command.env.items() if is_secret(k) and v]
 
 
 def _part(comp: Component, j: int, fmt) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import math
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
+from launcher import bounded
 from launcher.errors import EnvironmentProblem
 from launcher.plan import census
 from launcher.plan.calibration import read_record
@@ -14,6 +15,7 @@ from launcher.plan.planner import ORDER
 from launcher.report.vllm_log import parse_kv_lines
 from launcher.runfile import (
     ARTIFACT_KEY,
+    JSON_MAX,
     ArtifactRecord,
     RankRecord,
     RunFileError,
@@ -21,17 +23,24 @@ from launcher.runfile import (
 )
 from launcher.units import format_size, in_unit, table_unit
 
+LOG_MAX = 64 << 20
+"""How much of a vLLM log is read: its last 64 MiB."""
+
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]]:
     """The run's plan, its ranks' records (sorted by rank) and warnings (one per record that
     cannot be read, naming it: the report shows the others)."""
     plan_file = run_dir / "plan.json"
     try:
-        plan = json.loads(plan_file.read_text())
+        plan = bounded.read_json(plan_file, JSON_MAX, "plan")
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"{plan_file} not found: is {run_dir} a b12x-launch run?"
         ) from None
+    except bounded.TooLarge as exc:
+        raise EnvironmentProblem(f"{exc}: is {run_dir} a b12x-launch run?") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot read {plan_file}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise EnvironmentProblem(f"{plan_file} is not valid JSON: {exc}") from None
     missing = _not_a_plan(plan)
@@ -60,18 +69,25 @@ def _not_a_plan(plan: Any) -> str:
     for r in ranks:
         components = r.get("components") if isinstance(r, dict) else None
         if not isinstance(components, dict) or not all(
-            isinstance(r.get(k), int | float) for k in ("rank", "total_bytes")
+            _number(r.get(k)) for k in ("rank", "total_bytes")
         ):
             return "a rank without its number, total_bytes and components"
         if not all(
-            isinstance(c, dict) and isinstance(c.get("bytes"), int | float) and "source" in c
+            isinstance(c, dict) and _number(c.get("bytes")) and "source" in c
             for c in components.values()
         ):
             return "a component without its bytes and source"
     kv = plan.get("kv")
-    if not isinstance(kv, dict) or not {"tokens", "max_concurrency"} <= kv.keys():
+    if not isinstance(kv, dict) or not all(
+        _number(kv.get(k)) for k in ("tokens", "max_concurrency")
+    ):
         return "no kv tokens"
     return ""
+
+
+def _number(value: Any) -> bool:
+    """A figure a plan holds: a finite number (JSON's 1e400 reads as infinity, NaN as NaN)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def render_run(run_dir: Path, log_file: Path | None = None) -> str:
@@ -115,7 +131,12 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
         line += f"; {len(r.late_compiles)} late compile(s)"
         console.print(line)
         for entry in r.late_compiles:  # each late kernel, and what the next boot does about it
-            text = census.describe(entry) if isinstance(entry, dict) else f"{entry} (recorded)"
+            if census.well_formed(entry):
+                text = census.describe(entry)
+            elif isinstance(entry, str):  # an older worker's entry: its text
+                text = f"{entry[: census.TEXT_MAX]} (recorded)"
+            else:
+                text = "an entry no worker wrote (malformed; the next plan ignores it)"
             console.print(f"  late: {text}")
     if not records:
         console.print(
@@ -124,7 +145,12 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
         )
     log_file = log_file or (run_dir / "vllm.log")
     if log_file.exists():
-        logged = parse_kv_lines(log_file.read_text(errors="replace"))
+        try:
+            # the end of a long log holds the KV lines of its last start
+            text = bounded.read_tail(log_file, LOG_MAX, "vLLM log").decode(errors="replace")
+        except (OSError, bounded.TooLarge) as exc:
+            raise EnvironmentProblem(f"cannot read the vLLM log {log_file}: {exc}") from None
+        logged = parse_kv_lines(text)
         if logged.tokens is not None:
             console.print(
                 f"vLLM logged {logged.tokens:,} KV tokens, concurrency "

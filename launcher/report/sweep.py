@@ -18,8 +18,7 @@ from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import check_against_facts, gather
 from launcher.plan.planner import Measured, MemoryPlan, PlanInputs, plan, plan_without_suggestions
 from launcher.profile import LoadedProfile, Profile
-from launcher.profile.load import read_profile
-from launcher.secrets import is_secret
+from launcher.profile.load import names_a_secret, read_profile
 
 MAX_COMBINATIONS = 10_000
 # Keys gather() does not read (only the planner does), so varying them re-uses the facts.
@@ -84,12 +83,6 @@ def parse_vary(spec: str) -> tuple[str, tuple[str, ...]]:
     key = key.strip()
     if not sep or not key or key.startswith("~"):
         raise ValueError(f"expected KEY=V1,V2,... (got {spec!r})")
-    if key.startswith("env.") and is_secret(key[len("env.") :]):
-        # each row prints its settings: a secret's values would be on screen and in the JSON
-        raise ValueError(
-            f"{key} is a secret: no plan depends on it, and every row would print its value; "
-            "pass it in the environment"
-        )
     values, depth, start = [], 0, 0
     for i, ch in enumerate(rest):
         depth += (ch in "[{") - (ch in "]}")
@@ -97,6 +90,12 @@ def parse_vary(spec: str) -> tuple[str, tuple[str, ...]]:
             values.append(rest[start:i].strip())
             start = i + 1
     values.append(rest[start:].strip())
+    if any(names_a_secret(f"{key}={v}") for v in values):
+        # each row prints its settings: a secret's values would be on screen and in the JSON
+        raise ValueError(
+            f"{key}: a value names a secret (its key, or a key inside it): no plan depends on "
+            "it, and every row would print it; pass it in the environment"
+        )
     if any(not v for v in values):
         raise ValueError(f"{key}: an empty value in {rest!r}")
     return key, tuple(values)

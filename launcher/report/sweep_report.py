@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from launcher.profile.yamlsource import read_value
 from launcher.report.render import fix_hint, kv_source, text_console
 from launcher.report.sweep import Row, Sweep
 
@@ -16,8 +17,8 @@ SCHEMA_VERSION = 1
 def _value(raw: str) -> Any:
     """The value as ``--set`` reads it (YAML), for the JSON."""
     try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:
+        return read_value(raw)
+    except (yaml.YAMLError, ValueError, RecursionError):
         return raw
 
 

@@ -239,7 +239,12 @@ def cluster(image, tiny_model, shared_tmp, engine) -> Cluster:
 
 def test_emit_writes_one_file_per_node_and_warns_of_the_loopback_master(cluster):
     names = sorted(p.name for p in cluster.out.iterdir() if ".run." not in p.name)
-    assert names == ["compose.node0.yaml", "compose.node1.yaml", "profile.tiny-cpu.yaml"]
+    assert names == [
+        "b12x-launch-emit.manifest",  # emit's record of its own files
+        "compose.node0.yaml",
+        "compose.node1.yaml",
+        "profile.tiny-cpu.yaml",
+    ]
     assert "127.0.0.1, an example address" in cluster.emit.stderr, cluster.emit.stderr
 
 

@@ -35,6 +35,8 @@ ROOM_OF_TOP_MODULE = {
     "atomic": "base",
     "secrets": "base",
     "buildid": "base",  # the image build id every compile cache and artifact is keyed by
+    "bounded": "base",  # reading input files: regular files of a bounded size
+    "vllm_options": "base",  # vLLM's option table and how its parser reads an argument list
     "runfile": "base",  # the run directory's files: the launcher writes, the worker reads
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)

@@ -181,12 +181,16 @@ def test_print_command_of_a_plan_that_does_not_fit_writes_nothing(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_print_command_keeps_secrets_in_the_shell(tmp_path):
+def test_print_command_keeps_secrets_out_of_the_line(tmp_path):
+    """Not even ``HF_TOKEN="$HF_TOKEN"``: the shell would expand it into the argv of ``env``,
+    which every user's process list shows; vLLM inherits it from the shell instead."""
     path = tmp_path / "p.yaml"
     path.write_text(MINIMAL + "env:\n  HF_TOKEN: hf_supersecret\n")
     result = run(str(path), "--print-command", "--run-dir", str(tmp_path / "r"))
     assert "hf_supersecret" not in result.output
-    assert 'HF_TOKEN="$HF_TOKEN"' in result.stdout
+    assert "HF_TOKEN" not in result.stdout
+    assert "HF_TOKEN (secret) is not in the line" in result.stderr
+    assert "export it" in result.stderr
 
 
 def test_dry_run_imports_no_heavy_module():

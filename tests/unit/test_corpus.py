@@ -34,6 +34,7 @@ FILE_LEVEL = (
     "malformed YAML",
     "file not found",
     "cannot read",
+    "not a b12x-launch profile",
     "a profile is a mapping",
     "--set takes KEY=VALUE",
 )

@@ -52,6 +52,7 @@ def _needs(m: dict) -> list[str]:
 def test_writes_the_manifest_and_one_compose_file_per_node(emitted):
     names = sorted(p.name for p in emitted.iterdir())
     assert names == [
+        "b12x-launch-emit.manifest",  # emit's record of its own files
         "compose.node0.yaml",
         "compose.node1.yaml",
         "leaderworkerset.yaml",

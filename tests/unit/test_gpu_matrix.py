@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import random
 
-from tests.gpu import matrix
+from tests.conftest import need_serving
+
+# The generator writes each model's tokenizer with `tokenizers`, which vLLM brings (the
+# integration tier's packages): TEST_TIER=unit does not install it.
+need_serving("tokenizers")
+
+from tests.gpu import matrix  # noqa: E402  (after the tier check: it imports tokenizers' users)
 
 
 def test_the_same_seed_gives_the_same_deployments_and_another_seed_others():

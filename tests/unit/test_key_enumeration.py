@@ -317,6 +317,7 @@ def test_one_kernel_that_cannot_be_enumerated_or_compiled_stops_no_other(monkeyp
     backend, binder)``, no key cache) and a compile whose options Triton rejects are each
     reported with the kernel and why; the provider returns (it raised before, and the boot
     with it)."""
+    need_serving("triton")  # the code under test imports Triton
     from launcher.runtime import jit_watch
 
     old = FakeKernel("old_layout_kernel", {0: ({"k": object()}, object(), None, None)})
@@ -416,6 +417,7 @@ def test_an_autotuned_kernel_is_reported_with_what_serving_still_times(monkeypat
 def test_past_the_passs_deadline_no_further_kernel_is_compiled(monkeypatch):
     """One deadline for the whole enumeration: a ptxas that hangs on every kernel costs the
     boot one deadline, not one per kernel."""
+    need_serving("triton")  # the code under test imports Triton
     from launcher.runtime import jit_watch
     from launcher.runtime.prewarm import parallel_compile
 

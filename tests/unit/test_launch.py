@@ -13,6 +13,7 @@ from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch import preflight
 from launcher.launch import start as launch_mod
 from launcher.launch.hardware import Gpu, parse_smi
+from launcher.runfile import RECORD_SCHEMA
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, PROFILES
 
@@ -187,12 +188,27 @@ def test_a_reused_run_directory_loses_the_earlier_launchs_records(write, tmp_pat
     record standing in for it (report and qualify read every measure-rank*.json)."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / "measure-rank3.json").write_text("{}")
+    record = json.dumps({"schema": RECORD_SCHEMA, "rank": 3, "measured": {}})
+    (run / "measure-rank3.json").write_text(record)
     (run / "vllm.log").write_text("kept")
-    (run / "measure-rank4.json").write_text("{}")  # another node's rank, same directory
+    (run / "measure-rank4.json").write_text(record)  # another node's rank, same directory
     prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
     assert not (run / "measure-rank3.json").exists() and (run / "vllm.log").exists()
     assert (run / "measure-rank4.json").exists()
+
+
+@pytest.mark.parametrize("name", ["plan.json", "command.txt", "measure-rank2.json"])
+def test_a_run_directory_file_no_launch_wrote_is_neither_written_over_nor_deleted(
+    write, tmp_path, name
+):
+    """Issue 41: the run directory writes and deletes only files a launch made; --run-dir
+    pointed at a directory that has its own plan.json (or notes) costs nobody a file."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / name).write_text("my own notes\n")
+    with pytest.raises(EnvironmentProblem, match=f"holds {name} not written by b12x-launch"):
+        prepare(planned(write, tmp_path), tmp_path, [rtx(i) for i in range(4)])
+    assert (run / name).read_text() == "my own notes\n"
 
 
 def test_a_profile_name_with_a_slash_makes_one_run_directory(write, tmp_path):

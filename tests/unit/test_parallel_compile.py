@@ -13,6 +13,7 @@ from launcher.runtime.prewarm.parallel_compile import (
     parallel_compiles,
     settle,
 )
+from tests.conftest import need_serving
 
 
 class Compiled:
@@ -74,6 +75,7 @@ def _stuck_block(release, cache, monkeypatch, threads=2):
 
 
 def test_a_stuck_compile_is_dropped_at_the_deadline_instead_of_hanging_the_block(monkeypatch):
+    need_serving("triton")  # the code under test imports Triton
     release, cache = threading.Event(), {}
     try:
         after = _stuck_block(release, cache, monkeypatch)
@@ -88,6 +90,7 @@ def test_a_stuck_compile_is_dropped_at_the_deadline_instead_of_hanging_the_block
 
 
 def test_a_compile_that_never_started_is_reported_as_such(monkeypatch):
+    need_serving("triton")  # the code under test imports Triton
     release, cache = threading.Event(), {}
     try:
         _stuck_block(release, cache, monkeypatch, threads=1)
@@ -103,6 +106,7 @@ def test_a_compile_that_never_started_is_reported_as_such(monkeypatch):
 
 def test_compile_only_settles_its_kernels_when_the_block_raises(monkeypatch):
     """Unsettled, a failed compile's future stays in the cache and trips serving's launch."""
+    need_serving("triton")  # the code under test imports Triton
     cache = {"bad": Failed(), "good": Compiled()}
     fn = SimpleNamespace(__name__="fused_moe_kernel", device_caches={0: (cache, {})})
     fn.run = lambda *a, **k: None

@@ -25,7 +25,7 @@ from launcher.runtime.prewarm import PrewarmContext
 from launcher.runtime.prewarm.census import CensusProvider
 from launcher.runtime.prewarm.moe_buckets import moe_token_counts
 from launcher.runtime.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params
-from tests.conftest import PROFILES
+from tests.conftest import PROFILES, need_serving
 
 CURRENT: list[object] = []
 """The stand-in of vLLM's current config (set_current_vllm_config pushes onto it)."""
@@ -182,6 +182,7 @@ def run_in_config(ctx):
 def test_the_runtime_entry_points_run_with_the_runtime_values(
     fork_modules, runtime, dcp, interleave
 ):
+    need_serving("torch")  # the code under test imports torch
     ctx = ctx_for(runtime, dcp, interleave, rank=3)
     result = run_in_config(ctx)
     status = {e["name"].split("(")[0]: e["status"] for e in result.entry_points}
@@ -214,6 +215,7 @@ def test_the_runtime_entry_points_run_with_the_runtime_values(
 def test_an_entry_point_is_called_only_with_the_kernels_it_brought_in(fork_modules, monkeypatch):
     """The count comes from Triton's caches (jit_watch.loaded): a warmup that brought in
     two specializations is ``called`` with 2, one that brought in none is ``no-op``."""
+    need_serving("torch")  # the code under test imports torch
     from launcher.runtime import jit_watch
 
     held = {"vllm.k.slot_mapping": 1}
@@ -323,6 +325,7 @@ def test_the_moe_blocks_run_at_every_bucket_and_config_change_on_either_runner(
 
 
 def test_a_warmup_outside_the_config_context_fails_and_is_reported(fork_modules):
+    need_serving("torch")  # the code under test imports torch
     ctx = ctx_for("gilded-gnosis", 4, 1)
     result = VllmWarmupProvider().run(ctx)  # no config pushed
     failed = [e for e in result.entry_points if e["status"] == "failed"]

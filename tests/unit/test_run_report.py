@@ -1,6 +1,7 @@
 """``b12x-launch report RUN_DIR`` on a run directory laid out as the launcher writes it."""
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -140,3 +141,32 @@ def test_the_census_reaches_the_report_the_next_dry_run_and_the_prewarm_list(tmp
     assert "learned (rank 0): triton vllm.ops.fused_moe_kernel" in table
     listing = CliRunner().invoke(cli, ["prewarm", str(path), "--list", *sets]).output
     assert "census: 2 specialization(s)" in listing and "learned: b12x sparse_mla.extend" in listing
+
+
+@pytest.mark.parametrize("log", ["/dev/zero", "fifo"])
+def test_report_reads_no_log_that_is_not_a_file(tmp_path, write, log):
+    """A run's log is input: a device or FIFO given as --log is refused by name, not read
+    until memory runs out (in a subprocess, under a time and memory limit)."""
+    from tests.conftest import run_cli
+
+    run, _ = make_run(tmp_path, write)
+    if log == "fifo":
+        log = str(tmp_path / "fifo")
+        os.mkfifo(log)
+    result = run_cli(["report", str(run), "--log", log], timeout=30)
+    assert result.returncode == 1, result.stderr
+    assert f"cannot read the vLLM log {log}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_report_on_records_with_parts_no_worker_writes(tmp_path, write):
+    run, _ = make_run(tmp_path, write)
+    record = json.loads((run / "measure-rank1.json").read_text())
+    record["late_compiles"] = [{"kind": "triton", "kernel": "k", "cost_bytes": "lots"}]
+    (run / "measure-rank1.json").write_text(json.dumps(record))
+    record["kv"] = {"blocks": 1, "tokens": "many", "planned_tokens": 1}
+    (run / "measure-rank2.json").write_text(json.dumps(record))
+    out = CliRunner().invoke(cli, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    assert "an entry no worker wrote" in out.output
+    assert "measure-rank2.json: malformed kv" in out.output

@@ -108,11 +108,11 @@ def test_calibration_reads_the_workers_typed_record_as_before(path, tmp_path, wr
     profile = load_profile(write("p.yaml", MINIMAL), sets).profile
     versions = {k: env.get(k) for k in ("torch", "vllm", "b12x", "triton")}
 
-    # the file as an earlier worker left it in the store ...
-    store = store_dir(profile, "old")
+    # the file as an earlier worker left it in the store (under its plan's fingerprint) ...
+    store = store_dir(profile, raw["fingerprint"])
     store.mkdir(parents=True)
     (store / "rank0.json").write_text(path.read_text())
-    old = load_measured(profile, "old", versions=versions, driver=env.get("driver"))
+    old = load_measured(profile, raw["fingerprint"], versions=versions, driver=env.get("driver"))
     # ... and the same record saved by today's worker (typed, through save_record)
     written = save_record(RankRecord.from_dict(raw), tmp_path / "run", profile)
     assert [json.loads(p.read_text()) for p in written] == [raw, raw]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from launcher.runtime.prewarm import scratch_kv as sk
+from tests.conftest import need_serving
 
 
 def owned(obj) -> bool:
@@ -223,7 +224,6 @@ def test_the_layers_bindings_to_the_scratch_cache_are_put_back_and_the_rest_kept
     """The V2 runner binds each attention layer to its cache (``layer.kv_cache``) and has no
     release of its own: what points into the scratch cache's memory goes back (a placeholder)
     or away; a workspace the layer's implementation made elsewhere stays (it was measured)."""
-    from tests.conftest import need_serving
 
     torch = need_serving("torch")
     from launcher.runtime.prewarm import runner_state

@@ -86,7 +86,7 @@ def test_print_command_and_its_run_directory_hold_no_secret(planted, tmp_path):
     result = run(str(profile("tiny-cpu.yaml")), "--print-command", "--run-dir", str(runs))
     assert result.exit_code == 0, result.output
     assert not _leaks(result.output)
-    assert 'HF_TOKEN="$HF_TOKEN"' in result.stdout
+    assert "HF_TOKEN" not in result.stdout  # not even "$HF_TOKEN": the shell exports it
     files = _files(runs)
     assert files
     for f in files:
@@ -99,3 +99,52 @@ def test_the_plan_shows_no_secret(planted, flag):
     result = run(str(profile("glm52.yaml")), flag)
     assert result.exit_code == 0, result.output
     assert not _leaks(result.output)
+
+
+# -- issue 41 (6, 7): secrets named inside a value, and names outside the old pattern --------
+
+PLANTED = "hf_planted_in_a_mapping_0123456789"
+
+
+@pytest.mark.parametrize("ref", [[], ["--profile-ref", "glm52"]], ids=["shipped", "profile-ref"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        f"env={{HF_TOKEN: {PLANTED}}}",
+        f"env={{WANDB_KEY: {PLANTED}, A: b}}",
+        f"env.WANDB_KEY={PLANTED}",
+    ],
+)
+def test_emit_writes_no_secret_given_inside_a_mapping(tmp_path, ref, setting):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["emit", str(PROFILES / "glm52.yaml"), str(out), "--set", setting, *ref]
+    )
+    assert result.exit_code == 0, result.output
+    assert PLANTED not in result.output
+    files = _files(out)
+    assert files
+    for f in files:
+        assert PLANTED not in f.read_text(), f.name
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        f'env={{HF_TOKEN: "{PLANTED}}}',
+        f"env={{A: [{PLANTED}, HF_TOKEN]",
+        f"env.HF_TOKEN=[{PLANTED}",
+    ],
+)
+def test_a_yaml_error_in_a_secret_value_does_not_quote_it(setting):
+    result = CliRunner().invoke(cli, [str(PROFILES / "glm52.yaml"), "--dry-run", "--set", setting])
+    assert result.exit_code == 1 and "value is not YAML" in result.stderr, result.output
+    assert PLANTED not in result.output
+
+
+def test_a_secret_keys_value_is_not_shown_in_a_schema_error():
+    result = CliRunner().invoke(
+        cli, ["validate", str(PROFILES / "glm52.yaml"), "--set", "env.HF_TOKEN=2031-12-24"]
+    )
+    assert result.exit_code == 1 and "env.HF_TOKEN" in result.stderr, result.output
+    assert "2031" not in result.output and "is not shown" in result.stderr

@@ -7,8 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from launcher.profile import settings_checks
+from launcher.profile import extra_args
 from launcher.profile.vllm_flags import FLAG_KEYS
+from launcher.vllm_options import load_table
 from tests.conftest import PROFILES
 
 GLM = str(PROFILES / "glm52.yaml")
@@ -18,9 +19,12 @@ def run(*args):
     return CliRunner().invoke(cli, list(args))
 
 
-def test_every_flag_the_planner_writes_is_protected():
-    assert set(FLAG_KEYS) <= settings_checks.PLANNED_FLAGS
-    assert "--gpu-memory-utilization" in settings_checks.PLANNED_FLAGS
+@pytest.mark.parametrize("spelling", sorted(FLAG_KEYS))
+def test_every_flag_the_planner_writes_is_protected(spelling):
+    takes = load_table().by_option[spelling].takes
+    found = extra_args.findings([spelling] if takes == "0" else [spelling, "1"])
+    assert [(f.index, f.kind) for f in found] == [(0, "plan")], found
+    assert FLAG_KEYS[spelling] in found[0].message
 
 
 def test_force_lets_a_planned_flag_through_and_it_runs_last():

@@ -203,10 +203,19 @@ def test_bad_vary_is_a_usage_error(vary):
     assert out.exit_code == 2 and "--vary" in out.output
 
 
-def test_varying_a_secret_is_refused_without_printing_its_values():
-    out = invoke("sweep", GLM, "--vary", "env.HF_TOKEN=hf_row_one,hf_row_two")
-    assert out.exit_code == 2 and "env.HF_TOKEN is a secret" in out.output
-    assert "hf_row_one" not in out.output
+@pytest.mark.parametrize(
+    "vary",
+    [
+        "env.HF_TOKEN=hf_row_one,hf_row_two",
+        # issue 41 (6): a secret inside a mapping value printed both rows' tokens
+        "env={HF_TOKEN: hf_row_one},{HF_TOKEN: hf_row_two}",
+        "env={WANDB_KEY: hf_row_one},{A: b}",
+    ],
+)
+def test_varying_a_secret_is_refused_without_printing_its_values(vary):
+    out = invoke("sweep", GLM, "--vary", vary)
+    assert out.exit_code == 2 and "a value names a secret" in out.output
+    assert "hf_row_one" not in out.output and "hf_row_two" not in out.output
 
 
 def test_vary_values_keep_commas_inside_brackets():

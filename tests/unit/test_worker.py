@@ -156,6 +156,7 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
     """vLLM 0.26 reports peak_activation_memory without its CUDA-graph estimate and 0.33
     with it; the worker measures torch's peak across the runner's profile_run itself and
     puts the runner's method back afterwards."""
+    need_serving("torch")  # the code under test imports torch
     import torch
 
     state = {"allocated": 1000, "peak": 1000}
@@ -194,6 +195,7 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
     """When the warmup ran the largest batch again, its activations stay in torch's default
     pool, inside the measured cudagraph_pool: the record then counts no activation peak, and
     a calibrated boot reserves the recorded figure, not this boot's raw peak."""
+    need_serving("torch")  # the code under test imports torch
     from launcher.runtime.worker import planned as planned_mod
 
     segments = [
@@ -277,6 +279,7 @@ def test_what_the_plan_had_learned_stays_in_the_record(run, tmp_path, monkeypatc
 def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
     """The launcher read the driver on the cards; the run file carries it to the worker,
     which records it without querying the GPUs itself."""
+    need_serving("torch")  # the code under test imports torch
     import torch
 
     from launcher.launch.start import write_run
@@ -373,3 +376,33 @@ def test_what_vllm_allocates_beside_the_kv_cache_is_counted():
     assert beside_kv(1024 + 78, config) == 78
     assert beside_kv(1000, config) == 0  # a reading under the KV's own size is no allocation
     assert beside_kv(5000, SimpleNamespace()) == 0  # no tensors named: nothing to tell
+
+
+def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch, capsys):
+    """Issue 41 (3): two ``--print-command --run-dir D`` lines of different plans. The second
+    writes its plan over the first's; the first line's workers read the second plan. A worker
+    whose BLAUNCH_FINGERPRINT is not the file's refuses instead of sizing by another plan."""
+    import shlex
+
+    from launcher.runtime.worker.runplan import RunPlan
+
+    def line(*sets: str) -> dict[str, str]:
+        base = (f"runtime.cache_root={tmp_path / 'cache'}", *sets)
+        planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), base))
+        text, _ = pipeline.write_command(planned, run_dir=str(tmp_path / "D"))
+        words = shlex.split(text)
+        return dict(w.split("=", 1) for w in words[1:] if "=" in w and w[0].isupper())
+
+    first = line("serving.max_num_seqs=4")
+    second = line("serving.max_num_seqs=2")
+    replaced = f"held plan {first['BLAUNCH_FINGERPRINT']}; plan {second['BLAUNCH_FINGERPRINT']}"
+    assert replaced in capsys.readouterr().err  # the second says so
+    assert first["BLAUNCH_PLAN"] == second["BLAUNCH_PLAN"]
+    assert first["BLAUNCH_FINGERPRINT"] != second["BLAUNCH_FINGERPRINT"]
+    assert RunPlan.from_env(second).fingerprint == second["BLAUNCH_FINGERPRINT"]
+    with pytest.raises(PlanMissing, match="not this worker's BLAUNCH_FINGERPRINT"):
+        RunPlan.from_env(first)
+    for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
+        monkeypatch.setenv(key, first[key])
+    with pytest.raises(PlanMissing, match="another plan"):
+        Worker(available=10**9).determine_available_memory()

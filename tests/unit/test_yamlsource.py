@@ -27,6 +27,9 @@ TRICKY = {
     "comment-only": "# nothing\n",
     "two-documents": TINY + "---\n" + TINY,
     "bare-scalar": "just text\n",
+    "yaml11-octal": TINY + "hardware: {count: 010}\n",
+    "yaml11-base-60": TINY + "env: {T: 1:30, U: 1:30.5}\n",
+    "yaml12-numbers": TINY + "env: {A: 0x1F, B: 0o17, C: 0b11, D: 1_000, E: 0, F: -1.5e+3}\n",
 }
 
 
@@ -72,4 +75,4 @@ def test_shipped_profiles_take_the_libyaml_path(monkeypatch):
     )
     for path in sorted((ROOT / "profiles").glob("*.yaml")):
         yamlsource.read_yaml(path, path.name)
-    assert set(used) == {yamlsource.FAST_SAFE_LOADER}
+    assert set(used) == {yamlsource.FAST_PROFILE_LOADER}

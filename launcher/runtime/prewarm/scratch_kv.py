@@ -167,8 +167,10 @@ def _end_stray_work(threads_before: set[int], graphs_before: int, join_s: float 
 
 
 def _allocated(device: Any) -> int:
-    import torch
-
+    try:
+        import torch
+    except ImportError:  # no torch, no device memory to count (the unit tier's stand-ins)
+        return 0
     return int(torch.cuda.memory_allocated(device)) if torch.cuda.is_available() else 0
 
 

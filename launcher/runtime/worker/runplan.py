@@ -68,8 +68,19 @@ class RunPlan:
                 "size the KV cache without it. Write it again with `b12x-launch PROFILE "
                 "--print-command` (or start with `b12x-launch PROFILE`)"
             ) from None
+        own = env.get(FINGERPRINT_ENV, "").strip()
+        if own and own != file.fingerprint:
+            # A run directory used again: the file now holds another launch's plan, and this
+            # worker's argv (sized by its own plan) would run under that plan's budget.
+            raise PlanMissing(
+                f"b12x-launch: the plan {PLAN_ENV}={path} is plan {file.fingerprint or '?'}, "
+                f"not this worker's {FINGERPRINT_ENV}={own}: the run directory was written "
+                "again for another plan after this command was printed; refusing to size the "
+                "KV cache by another plan. Print the command again (`b12x-launch PROFILE "
+                "--print-command`), or give each plan its own --run-dir"
+            )
         run_dir = Path(env[RUN_DIR_ENV]) if env.get(RUN_DIR_ENV) else None
-        return cls(file, profile, run_dir, env.get(FINGERPRINT_ENV, file.fingerprint))
+        return cls(file, profile, run_dir, file.fingerprint)
 
     def rank(self, rank: int) -> dict[str, Any]:
         return self.file.ranks[rank]
