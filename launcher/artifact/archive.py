@@ -22,6 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO
 
+from launcher import bounded
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError, is_tar
 from launcher.artifact.manifest import FileEntry, Manifest, ManifestError, parse
 
@@ -44,7 +45,7 @@ class Mismatch(Exception):
 def hash_file(path: Path) -> tuple[str, int]:
     """(sha256, size) of the file at ``path``."""
     h, n = hashlib.sha256(), 0
-    with open(path, "rb") as f:
+    with bounded.open_regular(path, "cache file") as f:  # a FIFO in a cache would never end
         while chunk := f.read(CHUNK):
             h.update(chunk)
             n += len(chunk)
@@ -133,8 +134,9 @@ class DirReader(Reader):
     def _open(self) -> None:
         where = self.path / MANIFEST_NAME
         try:
-            with open(where, "rb") as f:
-                data = f.read(MANIFEST_MAX + 1)
+            data = bounded.read_bytes(where, MANIFEST_MAX, MANIFEST_NAME)
+        except bounded.TooLarge as exc:
+            raise ArtifactError(f"{exc}; an artifact's manifest is a plain file") from None
         except OSError as exc:
             raise ArtifactError(
                 f"{self.path}: no readable {MANIFEST_NAME} ({exc.strerror or exc}); an artifact "
@@ -170,7 +172,9 @@ class DirReader(Reader):
         for entry in self.manifest.files:
             src = self.path / FILES_DIR / entry.path
             try:
-                f = open(src, "rb")  # noqa: SIM115  (closed below, after the caller read it)
+                f = bounded.open_regular(src, "artifact file")  # a FIFO would never end
+            except bounded.TooLarge as exc:
+                raise ArtifactError(f"{exc}; an artifact holds plain files only") from None
             except FileNotFoundError:
                 raise ArtifactError(
                     f"{self.path}: {FILES_DIR}/{entry.path} is missing (the manifest lists it): "
@@ -183,9 +187,12 @@ class DirReader(Reader):
 class TarReader(Reader):
     def _open(self) -> None:
         try:
-            tar = tarfile.open(self.path, mode="r|*")  # noqa: SIM115  (closed by the stack)
+            raw = self._stack.enter_context(bounded.open_regular(self.path, "tar artifact"))
+            tar = tarfile.open(fileobj=raw, mode="r|*")  # noqa: SIM115  (closed by the stack)
             self._tar = self._stack.enter_context(tar)
             first = self._tar.next()
+        except bounded.TooLarge as exc:
+            raise ArtifactError(f"{exc}; a tar artifact is a plain file") from None
         except (OSError, tarfile.TarError) as exc:
             raise ArtifactError(f"{self.path}: not a readable tar ({exc})") from None
         if first is None or _name(first) != MANIFEST_NAME or not first.isfile():

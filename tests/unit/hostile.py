@@ -51,7 +51,9 @@ class Case:
         return "launch"
 
 
-COMMANDS = ("validate", "schema", "prewarm", "report", "sweep", "qualify", "emit", "launch")
+COMMANDS = (
+    "validate", "schema", "prewarm", "report", "sweep", "qualify", "emit", "bake", "launch"
+)  # fmt: skip
 FINGERPRINT = "{fp}"
 """Stands for the plan fingerprint of profiles/glm52.yaml (the calibration store's folder)."""
 S = "{secret}"
@@ -645,6 +647,120 @@ def build() -> list[Case]:
     ]
     for name, args, files, expect in emits:
         add(Case(f"emit/{name}", ("emit", *args), files, expect))
+
+    # -- the cache artifact: bake, --cache-from ------------------------------------------------
+    def artifact(files: list[dict[str, object]], **keys: object) -> str:
+        return json.dumps(
+            {
+                "format": "b12x-launch/cache-artifact",
+                "version": 1,
+                "keys": {"fingerprint": "0" * 12, "gpu_kind": "cpu", "build_id": "x", **keys},
+                "files": files,
+            }
+        )
+
+    traversal = artifact([{"path": "../../etc/cron.d/x", "size": 1, "sha256": "0" * 64}])
+    absolute = artifact([{"path": "/etc/passwd", "size": 1, "sha256": "0" * 64}])
+    cache = "--set", "runtime.cache_root={d}/cache"
+    artifacts: list[tuple[str, tuple[str, ...], dict[str, object], str]] = [
+        ("bake/empty-caches", ("bake", "{tiny}", "{d}/art", *cache), {}, "refused"),
+        ("bake/out-inside-cache", ("bake", "{tiny}", "{d}/cache/art", *cache), {}, "refused"),
+        ("bake/out-a-fifo", ("bake", "{tiny}", "{d}/art", *cache), {"art": FIFO}, "refused"),
+        ("bake/out-is-a-file", ("bake", "{tiny}", "{d}/art", *cache), {"art": "x"}, "refused"),
+        (
+            "bake/replace-operator-dir",
+            ("bake", "{tiny}", "{d}/art", "--replace", *cache),
+            {"art/mine.txt": "keep\n"},
+            "refused",
+        ),
+        (
+            "bake/secret-set",
+            ("bake", "{tiny}", "{d}/art", *cache, "--set", f"env={{HF_TOKEN: {S}}}"),
+            {},
+            "refused",
+        ),
+        ("bake/missing-out", ("bake", "{tiny}"), {}, "refused"),
+        (
+            "bake/fifo-in-a-cache",
+            ("bake", "{tiny}", "{d}/art", *cache),
+            {"cache/triton/ab/kernel.cubin": FIFO},
+            "any",
+        ),
+        (
+            "launch/cache-from-missing",
+            ("{tiny}", "--cache-from", "{d}/nope", *cache),
+            {},
+            "refused",
+        ),
+        (
+            "launch/cache-from-traversal",
+            ("{tiny}", "--cache-from", "{d}/art", *cache),
+            {"art/manifest.json": traversal},
+            "refused",
+        ),
+        (
+            "launch/cache-from-absolute",
+            ("{tiny}", "--cache-from", "{d}/art", *cache),
+            {"art/manifest.json": absolute},
+            "refused",
+        ),
+        (
+            "launch/cache-from-fifo-manifest",
+            ("{tiny}", "--cache-from", "{d}/art", *cache),
+            {"art/manifest.json": FIFO},
+            "refused",
+        ),
+        (
+            "launch/cache-from-not-json",
+            ("{tiny}", "--cache-from", "{d}/art", *cache),
+            {"art/manifest.json": f"password: {S}\n"},
+            "refused",
+        ),
+        (
+            "launch/cache-from-tar-garbage",
+            ("{tiny}", "--cache-from", "{d}/art.tar", *cache),
+            {"art.tar": b"\x00" * 1024},
+            "refused",
+        ),
+        (
+            "launch/cache-from-dry-run",
+            ("{tiny}", "--cache-from", "{d}/art", "--dry-run"),
+            {},
+            "refused",
+        ),
+        (
+            "emit/cache-from-oci",
+            ("emit", "{glm}", "{d}/out", "--cache-from", "oci:reg/art:1"),
+            {},
+            "ok",
+        ),
+        (
+            "emit/cache-from-substitution",
+            ("emit", "{glm}", "{d}/out", "--cache-from", "oci:$(touch PWNED)"),
+            {},
+            "refused",
+        ),
+        (
+            "emit/cache-from-pvc-compose",
+            ("emit", "{glm}", "{d}/out", "--target", "compose", "--cache-from", "pvc:claim"),
+            {},
+            "refused",
+        ),
+        (
+            "emit/cache-from-scheme",
+            ("emit", "{glm}", "{d}/out", "--cache-from", "ftp://x/y"),
+            {},
+            "refused",
+        ),
+        (
+            "emit/cache-from-relative",
+            ("emit", "{glm}", "{d}/out", "--cache-from", "../art"),
+            {},
+            "refused",
+        ),
+    ]
+    for name, args, files, expect in artifacts:
+        add(Case(f"artifact/{name}", args, files, expect))
 
     # -- the calibration store (runtime.cache_root={d}/cache) ----------------------------------
     fp = FINGERPRINT
