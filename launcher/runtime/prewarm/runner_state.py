@@ -332,9 +332,8 @@ def bindings(layers: dict[str, Any]) -> Bindings:
     return out
 
 
-def storages(values: Any) -> list[tuple[int, int]]:
-    """The address ranges of the tensors in ``values`` (a tensor, or lists, tuples and dicts
-    of them): the scratch cache's memory."""
+def tensors_in(values: Any) -> list[Any]:
+    """The non-empty tensors in ``values`` (a tensor, or lists, tuples and dicts of them)."""
     out = []
     stack = [values]
     while stack:
@@ -343,10 +342,18 @@ def storages(values: Any) -> list[tuple[int, int]]:
             stack += list(v)
         elif isinstance(v, dict):
             stack += list(v.values())
-        elif hasattr(v, "untyped_storage") and hasattr(v, "is_cuda"):
-            store = v.untyped_storage()
-            if store.nbytes():
-                out.append((store.data_ptr(), store.data_ptr() + store.nbytes()))
+        elif hasattr(v, "untyped_storage") and hasattr(v, "is_cuda") and v.numel():
+            out.append(v)
+    return out
+
+
+def storages(values: Any) -> list[tuple[int, int]]:
+    """The address ranges of the tensors in ``values``: the scratch cache's memory."""
+    out = []
+    for t in tensors_in(values):
+        store = t.untyped_storage()
+        if store.nbytes():
+            out.append((store.data_ptr(), store.data_ptr() + store.nbytes()))
     return out
 
 

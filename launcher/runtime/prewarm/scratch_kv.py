@@ -282,20 +282,10 @@ def scratch_kv(
 
 def _kv_tensors(runner: Any, layers: dict[str, Any]) -> list[Any]:
     """The scratch cache's tensors: the runner's and each attention layer's binding."""
-    found = [
-        getattr(runner, "kv_caches", None),
-        [getattr(x, "kv_cache", None) for x in layers.values()],
-    ]
-    out, stack = [], found
-    while stack:
-        v = stack.pop()
-        if isinstance(v, list | tuple):
-            stack += list(v)
-        elif isinstance(v, dict):
-            stack += list(v.values())
-        elif hasattr(v, "untyped_storage") and getattr(v, "numel", lambda: 0)():
-            out.append(v)
-    return out
+    from launcher.runtime.prewarm import runner_state
+
+    bound = [getattr(x, "kv_cache", None) for x in layers.values()]
+    return runner_state.tensors_in([getattr(runner, "kv_caches", None), bound])
 
 
 def _weak(tensors: list[Any]) -> list[Any]:
