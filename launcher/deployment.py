@@ -18,7 +18,7 @@ from launcher.profile.rules import (
     default_block_size,
     runtime_of,
 )
-from launcher.profile.schema import Profile
+from launcher.profile.schema import Profile, Reader, unread_paths
 from launcher.profile.vllm_runtime import VllmLine, b12x_sparse_mla_backends, stored_kv_dtype
 
 if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
@@ -29,10 +29,11 @@ PREWARM_ALWAYS = ("census", "keys")
 what earlier boots of this deployment compiled late, then the key enumeration compiles every
 key the launches before it can reach in this deployment."""
 
-UNREAD = (("hardware", "reserved_by_others"), ("serving", "max_model_len"))
-"""Profile keys no derived value reads: a profile that differs from another only in these
-has the other's deployment (the cards' other processes at launch, a sweep's trial context
-length); ``tests/unit/test_resolved_once.py`` changes each and resolves again to check."""
+UNREAD = unread_paths(Reader.DEPLOYMENT)
+"""Profile keys no derived value reads, marked on the schema's fields (``Unread``): a profile
+that differs from another only in these has the other's deployment (the cards' other processes
+at launch, a sweep's trial context length); ``tests/unit/test_resolved_once.py`` changes each
+and resolves again to check."""
 
 BackendFamily = Literal["sparse-mla-b12x", "sparse-mla-flashmla", "dense"]
 
