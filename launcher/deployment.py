@@ -16,6 +16,7 @@ from launcher.profile.rules import (
     auto_capture_sizes,
     capture_sizes,
     default_block_size,
+    draft_rows,
     runtime_of,
 )
 from launcher.profile.schema import Profile, Reader, unread_paths
@@ -94,6 +95,18 @@ class Deployment:
     def sparse_mla(self) -> bool:
         """The attention backend is the runtime's sparse-MLA backend."""
         return self.backend_family != "dense"
+
+    @property
+    def b12x_sparse_mla(self) -> bool:
+        """The attention backend is a fork line's b12x sparse MLA (``B12X_MLA_SPARSE`` or
+        ``B12X``), which b12x's kernels and workspaces serve (on an MLA model)."""
+        return self.backend_family == "sparse-mla-b12x"
+
+    @property
+    def draft_rows(self) -> int:
+        """Token rows of one decode step of every sequence with its drafts: max_num_seqs x
+        (1 + MTP) (``rules.draft_rows``)."""
+        return draft_rows(self.profile.serving.max_num_seqs, self.profile.mtp_tokens)
 
     def fp8_rope(self, facts: ModelFacts) -> bool:
         """Whether the nvfp4 KV record keeps its RoPE part in fp8 (runtime and env decide)."""
@@ -185,7 +198,7 @@ def _decode_rows(p: Profile, captures: tuple[int, ...]) -> tuple[int, ...]:
     """1, each capture size and the MTP draft's count (one token per sequence, padded to a
     capture size as vLLM pads a batch); without CUDA graphs every count up to
     max_num_seqs x (1 + MTP) can occur."""
-    top = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    top = draft_rows(p.serving.max_num_seqs, p.mtp_tokens)
     fitting = [s for s in captures if s <= top]
     if not fitting:
         return tuple(range(1, top + 1))
