@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from launcher.profile import settings_checks, vllm_runtime
+from launcher.profile import can_serve, settings_checks, vllm_runtime
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VllmLine, lines_with, sparse_mla_backends
+from launcher.profile.vllm_runtime import VllmLine, sparse_mla_backends
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 
@@ -186,21 +186,7 @@ def _runtime_offers(p: Profile):
     """A profile that names its line may only ask for what that line has."""
     if p.vllm.runtime == "auto":
         return
-    runtime, _ = runtime_of(p)
-    backend = p.vllm.attention_backend
-    if runtime not in lines_with("vllm.attention_backend", backend):
-        yield (
-            "vllm.attention_backend",
-            f"{backend} is not a backend of vllm.runtime {runtime.name} ({runtime.title}); "
-            f"use {' or '.join(runtime.sparse_mla_backends)}, or another vllm.runtime",
-        )
-    having = lines_with("model.quantization", p.model.quantization)
-    if runtime not in having:
-        yield (
-            "model.quantization",
-            f"exl3 is not loaded by vllm.runtime {runtime.name} ({runtime.title}); "
-            f"set vllm.runtime to {' or '.join(line.name for line in having)}",
-        )
+    yield from can_serve.on_named_line(p, runtime_of(p)[0])
 
 
 def _launcher_env_prefix(p: Profile):

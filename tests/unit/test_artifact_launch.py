@@ -16,7 +16,7 @@ from launcher.buildid import BUILD_ID_ENV, BUILD_INFO_ENV
 from launcher.cli import cli
 from launcher.launch import start as launch_mod
 from launcher.launch.hardware import NoGpuInfo
-from launcher.profile import vllm_runtime
+from launcher.profile import can_serve, vllm_runtime
 from launcher.units import MiB
 from tests.conftest import MINIMAL, PROFILES
 from tests.unit.artifact_caches import fill
@@ -32,7 +32,7 @@ def node(monkeypatch, tmp_path):
     CUDA target read from no nvidia-smi."""
     monkeypatch.setenv(BUILD_ID_ENV, "build-a")
     monkeypatch.setenv(BUILD_INFO_ENV, str(tmp_path / "no-build.json"))
-    monkeypatch.setattr(vllm_runtime, "probe_installed", lambda: None)
+    monkeypatch.setattr(can_serve, "probe_installed", lambda: None)
     monkeypatch.setattr(keys_mod, "read_cuda_target", lambda: CUDA)
 
 

@@ -429,7 +429,7 @@ def test_cli_launch_on_the_wrong_vllm_exits_1_naming_the_key(
 def fake_vllm(tmp_path, monkeypatch, *files):
     from importlib.machinery import ModuleSpec
 
-    from launcher.profile import vllm_runtime
+    from launcher.profile import can_serve
 
     root = tmp_path / "vllm"
     for f in files:
@@ -437,8 +437,8 @@ def fake_vllm(tmp_path, monkeypatch, *files):
         (root / f).write_text("")
     spec = ModuleSpec("vllm", None, is_package=True)
     spec.submodule_search_locations = [str(root)]
-    monkeypatch.setattr(vllm_runtime.importlib.util, "find_spec", lambda name: spec)
-    return vllm_runtime.probe_installed()
+    monkeypatch.setattr(can_serve.importlib.util, "find_spec", lambda name: spec)
+    return can_serve.probe_installed()
 
 
 def test_the_probe_tells_the_lines_apart(tmp_path, monkeypatch):
