@@ -286,7 +286,7 @@ def prepare(
     """Everything up to the exec: the cards, the installed vLLM's line, the plan again on
     both, the cache artifact (``cache_from``) restored and the plan made again on its
     records, its checks, the run directory. No process started (``cuda``: the cards'
-    ``CudaTarget``, default read from nvidia-smi when an artifact is given)."""
+    ``CudaTarget``, default read from NVML when an artifact is given)."""
     from launcher.artifact.restore import recover_interrupted
     from launcher.launch import start
 
@@ -421,8 +421,8 @@ def as_installed(planned: Planned) -> Planned:
 def bake(planned: Planned, out: str, *, replace: bool, gpus=None, cuda=None) -> Baked:
     """Write the deployment's cache artifact from its cache root to ``out``, keyed as a launch
     on this machine keys it: the fingerprint on the installed vLLM's line, the cards' kind
-    (``gpus``: the list, default read from nvidia-smi), their compute capability and the
-    driver's CUDA version (``cuda``, default from nvidia-smi), the image's build id.
+    (``gpus``: the list, default read from NVML), their compute capability and the driver's
+    CUDA version (``cuda``, default from NVML), the image's build id.
 
     Raises:
         ArtifactError: nothing to bake, ``out`` is taken, or the cards cannot be read.

@@ -12,7 +12,7 @@ from launcher.cli import cli
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch import preflight
 from launcher.launch import start as launch_mod
-from launcher.launch.hardware import Gpu, parse_smi
+from launcher.launch.hardware import Gpu, query_gpus
 from launcher.runfile import RECORD_SCHEMA
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, PROFILES
@@ -39,8 +39,12 @@ def prepare(p, tmp_path, gpus, **kw):
     )
 
 
-def test_parse_nvidia_smi():
-    gpus = parse_smi("0, NVIDIA H200, 143771, 0, 143771\n1, NVIDIA H200, 143771, 512, 143259\n")
+def test_the_cards_are_read_through_nvml(monkeypatch):
+    from tests.unit import fake_pynvml
+
+    h200 = [fake_pynvml.Card("NVIDIA H200", 143771 * MiB, used) for used in (0, 512 * MiB)]
+    fake_pynvml.install(monkeypatch, fake_pynvml.module(h200))
+    gpus = query_gpus()
     assert [g.kind for g in gpus] == ["h200", "h200"]
     assert gpus[1].used == 512 * MiB
 
