@@ -128,7 +128,7 @@ class Deployment:
 
 def resolve(p: Profile) -> Deployment:
     """Decide every derived value of ``p`` (pure). Called only where a deployment is made:
-    ``pipeline`` (the plan, another vLLM line), each sweep combination and each suggestion
+    ``pipeline`` (the plan, each sweep combination's, another vLLM line) and each suggestion
     trial; everything else is handed the Deployment (``tests/unit/test_resolved_once.py``)."""
     runtime, runtime_how = runtime_of(p)
     captures = tuple(capture_sizes(p))
