@@ -60,7 +60,9 @@ COPY launcher /tmp/b12x-launch-src/launcher
 
 # Pin what the base image installed (vLLM, torch, Triton, cutlass-dsl, FlashInfer) so that
 # adding b12x moves none of them: a conflict fails the build instead of swapping vLLM's
-# toolchain. Then record the build id the caches are keyed by.
+# toolchain. Then record the build id the caches are keyed by, and what the image's vLLM
+# registers (attention backends, quantization methods, plugins loaded): the entry point's
+# check reads that record instead of importing vLLM at every start.
 RUN set -eux; \
     cd /tmp/b12x-launch-src; \
     python3 -c "from launcher.entrypoint import write_constraints; write_constraints('/tmp/pins.txt')"; \
@@ -73,6 +75,8 @@ RUN set -eux; \
     cd /; \
     BLAUNCH_CACHE_EPOCH="${BLAUNCH_CACHE_EPOCH}" python3 -c \
         "from launcher.entrypoint import write_build_info; write_build_info('/opt/b12x-launch/build.json')"; \
+    python3 -c \
+        "from launcher.profile.can_serve import record_registry; record_registry('/opt/b12x-launch/vllm-registry.json')"; \
     rm -rf /tmp/b12x-launch-src /tmp/pins.txt; \
     b12x-launch --version; \
     command -v dumb-init
@@ -95,6 +99,7 @@ RUN set -eux; \
 
 ENV BLAUNCH_CACHE_MOUNT=/cache \
     BLAUNCH_BUILD_INFO=/opt/b12x-launch/build.json \
+    BLAUNCH_VLLM_REGISTRY=/opt/b12x-launch/vllm-registry.json \
     BLAUNCH_PROFILE_DIRS=/profiles:/opt/b12x-launch/profiles \
     HOME=/home/blaunch \
     PYTHONUNBUFFERED=1

@@ -51,7 +51,8 @@ def main() -> None:
 
     from launcher import pipeline
     from launcher.errors import ProfileError
-    from launcher.report.sweep import combinations, parse_vary, run_sweep
+    from launcher.pipeline import run_sweep
+    from launcher.report.sweep import combinations, parse_vary
     from launcher.report.sweep_report import render_table
 
     vary = [parse_vary(v) for v in vary_args]

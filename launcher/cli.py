@@ -427,10 +427,11 @@ def sweep(
     """Plan every combination of the --vary settings (no GPU): one row each, with whether it
     fits, its KV tokens, concurrency, bounding rank, the longest max_model_len that fits and,
     for a row that does not fit, why. Exit 3 when no combination fits."""
+    from launcher import pipeline
     from launcher.report import sweep_report
-    from launcher.report.sweep import fitting, run_sweep
+    from launcher.report.sweep import fitting
 
-    result = run_sweep(profile, overrides, vary, calibrate=not no_calibration)
+    result = pipeline.run_sweep(profile, overrides, vary, calibrate=not no_calibration)
     if as_json:
         click.echo(sweep_report.to_json(result), nl=False)
     else:

@@ -16,9 +16,10 @@ from launcher.profile.rules import (
     auto_capture_sizes,
     capture_sizes,
     default_block_size,
+    draft_rows,
     runtime_of,
 )
-from launcher.profile.schema import Profile
+from launcher.profile.schema import Profile, Reader, unread_paths
 from launcher.profile.vllm_runtime import VllmLine, b12x_sparse_mla_backends, stored_kv_dtype
 
 if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
@@ -29,10 +30,11 @@ PREWARM_ALWAYS = ("census", "keys")
 what earlier boots of this deployment compiled late, then the key enumeration compiles every
 key the launches before it can reach in this deployment."""
 
-UNREAD = (("hardware", "reserved_by_others"), ("serving", "max_model_len"))
-"""Profile keys no derived value reads: a profile that differs from another only in these
-has the other's deployment (the cards' other processes at launch, a sweep's trial context
-length); ``tests/unit/test_resolved_once.py`` changes each and resolves again to check."""
+UNREAD = unread_paths(Reader.DEPLOYMENT)
+"""Profile keys no derived value reads, marked on the schema's fields (``Unread``): a profile
+that differs from another only in these has the other's deployment (the cards' other processes
+at launch, a sweep's trial context length); ``tests/unit/test_resolved_once.py`` changes each
+and resolves again to check."""
 
 BackendFamily = Literal["sparse-mla-b12x", "sparse-mla-flashmla", "dense"]
 
@@ -94,6 +96,18 @@ class Deployment:
         """The attention backend is the runtime's sparse-MLA backend."""
         return self.backend_family != "dense"
 
+    @property
+    def b12x_sparse_mla(self) -> bool:
+        """The attention backend is a fork line's b12x sparse MLA (``B12X_MLA_SPARSE`` or
+        ``B12X``), which b12x's kernels and workspaces serve (on an MLA model)."""
+        return self.backend_family == "sparse-mla-b12x"
+
+    @property
+    def draft_rows(self) -> int:
+        """Token rows of one decode step of every sequence with its drafts: max_num_seqs x
+        (1 + MTP) (``rules.draft_rows``)."""
+        return draft_rows(self.profile.serving.max_num_seqs, self.profile.mtp_tokens)
+
     def fp8_rope(self, facts: ModelFacts) -> bool:
         """Whether the nvfp4 KV record keeps its RoPE part in fp8 (runtime and env decide)."""
         return self.runtime.fp8_rope(facts, self.profile.env)
@@ -114,7 +128,7 @@ class Deployment:
 
 def resolve(p: Profile) -> Deployment:
     """Decide every derived value of ``p`` (pure). Called only where a deployment is made:
-    ``pipeline`` (the plan, another vLLM line), each sweep combination and each suggestion
+    ``pipeline`` (the plan, each sweep combination's, another vLLM line) and each suggestion
     trial; everything else is handed the Deployment (``tests/unit/test_resolved_once.py``)."""
     runtime, runtime_how = runtime_of(p)
     captures = tuple(capture_sizes(p))
@@ -184,7 +198,7 @@ def _decode_rows(p: Profile, captures: tuple[int, ...]) -> tuple[int, ...]:
     """1, each capture size and the MTP draft's count (one token per sequence, padded to a
     capture size as vLLM pads a batch); without CUDA graphs every count up to
     max_num_seqs x (1 + MTP) can occur."""
-    top = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    top = draft_rows(p.serving.max_num_seqs, p.mtp_tokens)
     fitting = [s for s in captures if s <= top]
     if not fitting:
         return tuple(range(1, top + 1))

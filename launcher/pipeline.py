@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from launcher.artifact.bake import Baked
     from launcher.launch.preflight import GpuFacts
     from launcher.launch.start import Prepared
+    from launcher.plan.shared import SharedInputs
+    from launcher.report.sweep import Sweep
     from launcher.runfile import ArtifactRecord
 
 
@@ -72,15 +74,57 @@ def make_plan(
     b12x_sizing: bool = False,
     calibrate: bool = True,
     use_qualified: bool = True,
+    shared: SharedInputs | None = None,
 ) -> Planned:
+    """The dry run's plan of ``loaded``: its deployment, facts, calibration and qualified
+    records, the plan and the vLLM command. ``shared``: facts already gathered for other
+    profiles of this process (a sweep), re-used where their keys agree."""
     fingerprint = profile_fingerprint(loaded.profile)
-    measured = _measured(loaded, fingerprint, calibrate, driver=None)
+    measured = _measured(loaded, fingerprint, calibrate, driver=None, shared=shared)
     deployment = resolve(loaded.profile)  # the one resolve of a dry run or a launch
-    inputs = gather(loaded, deployment, b12x_sizing=b12x_sizing, measured=measured)
-    inputs = replace(
-        inputs, qualified=_qualified(loaded, fingerprint, calibrate and use_qualified, None)
-    )
+    collect = shared.inputs if shared is not None else gather
+    inputs = collect(loaded, deployment, b12x_sizing=b12x_sizing, measured=measured)
+    use = calibrate and use_qualified
+    inputs = replace(inputs, qualified=_qualified(loaded, fingerprint, use, None, shared=shared))
     return _planned(loaded, inputs, fingerprint, calibrate, use_qualified)
+
+
+def run_sweep(
+    path: str,
+    overrides: tuple[str, ...],
+    vary: list[tuple[str, tuple[str, ...]]],
+    *,
+    calibrate: bool = True,
+) -> Sweep:
+    """Plan every combination of ``vary`` on top of ``path`` and ``overrides``: each row is
+    ``make_plan`` of its settings, so it is the dry run of them (calibration and qualified
+    records included). The YAML is read once, the facts gathered once per distinct value of
+    the keys they depend on (``SharedInputs``).
+
+    Raises:
+        ProfileError: the file cannot be read, or every combination is invalid.
+    """
+    from launcher.errors import ProfileError
+    from launcher.plan.shared import SharedInputs
+    from launcher.profile.load import read_profile
+    from launcher.report.sweep import Row, Sweep, combinations, longest_model_len
+
+    document = read_profile(path)  # read once, validated per combination
+    shared = SharedInputs()
+    rows = []
+    for combo in combinations(vary):
+        sets = (*overrides, *((f"{k}={v}", "--vary") for k, v in combo))
+        try:
+            planned = make_plan(document.load(sets), calibrate=calibrate, shared=shared)
+        except ProfileError as exc:
+            rows.append(Row(combo, errors=tuple(exc.issues)))
+            continue
+        p, memory_plan = planned.loaded.profile, planned.plan
+        longest = longest_model_len(p, planned.inputs, memory_plan)
+        rows.append(Row(combo, memory_plan, planned.fingerprint, longest))
+    if rows and all(r.plan is None for r in rows):
+        raise ProfileError(list(rows[0].errors))
+    return Sweep(path, tuple(k for k, _ in vary), tuple(rows), shared.gathered)
 
 
 def replan(
@@ -128,20 +172,44 @@ def pinned_at(planned: Planned, qualified: Qualified) -> Planned:
     return _planned(planned.loaded, inputs, planned.fingerprint, planned.calibrate, False)
 
 
-def _measured(loaded: LoadedProfile, fingerprint: str, calibrate: bool, driver: str | None):
+def _measured(
+    loaded: LoadedProfile,
+    fingerprint: str,
+    calibrate: bool,
+    driver: str | None,
+    shared: SharedInputs | None = None,
+):
     if not calibrate:
         return {}
     from launcher.plan.calibration import load_measured
 
-    return load_measured(loaded.profile, fingerprint, driver=driver)
+    versions = _versions(loaded, fingerprint, shared)
+    return load_measured(loaded.profile, fingerprint, driver=driver, versions=versions)
 
 
-def _qualified(loaded: LoadedProfile, fingerprint: str, use: bool, driver: str | None):
+def _qualified(
+    loaded: LoadedProfile,
+    fingerprint: str,
+    use: bool,
+    driver: str | None,
+    shared: SharedInputs | None = None,
+):
     if not use:
         return None
     from launcher.plan.qualified import load_qualified
 
-    return load_qualified(loaded.profile, fingerprint, driver=driver)
+    versions = _versions(loaded, fingerprint, shared)
+    return load_qualified(loaded.profile, fingerprint, driver=driver, versions=versions)
+
+
+def _versions(loaded: LoadedProfile, fingerprint: str, shared: SharedInputs | None):
+    """The stack versions ``shared`` read once, where records exist to check against them
+    (None: the loaders read them, and only when they find a record)."""
+    if shared is None:
+        return None
+    from launcher.plan.calibration import store_dir
+
+    return shared.versions() if store_dir(loaded.profile, fingerprint).is_dir() else None
 
 
 def _planned(
@@ -218,7 +286,7 @@ def prepare(
     """Everything up to the exec: the cards, the installed vLLM's line, the plan again on
     both, the cache artifact (``cache_from``) restored and the plan made again on its
     records, its checks, the run directory. No process started (``cuda``: the cards'
-    ``CudaTarget``, default read from nvidia-smi when an artifact is given)."""
+    ``CudaTarget``, default read from NVML when an artifact is given)."""
     from launcher.artifact.restore import recover_interrupted
     from launcher.launch import start
 
@@ -340,7 +408,7 @@ def as_installed(planned: Planned) -> Planned:
     """The plan a launch here would make (and key its records by): planned for the installed
     vLLM's line when the profile leaves ``vllm.runtime`` at auto and the dry run inferred
     another (``launch.start.installed_line``, without its refusals)."""
-    from launcher.profile.vllm_runtime import probe_installed
+    from launcher.profile.can_serve import probe_installed
 
     if planned.loaded.profile.vllm.runtime != "auto":
         return planned
@@ -353,8 +421,8 @@ def as_installed(planned: Planned) -> Planned:
 def bake(planned: Planned, out: str, *, replace: bool, gpus=None, cuda=None) -> Baked:
     """Write the deployment's cache artifact from its cache root to ``out``, keyed as a launch
     on this machine keys it: the fingerprint on the installed vLLM's line, the cards' kind
-    (``gpus``: the list, default read from nvidia-smi), their compute capability and the
-    driver's CUDA version (``cuda``, default from nvidia-smi), the image's build id.
+    (``gpus``: the list, default read from NVML), their compute capability and the driver's
+    CUDA version (``cuda``, default from NVML), the image's build id.
 
     Raises:
         ArtifactError: nothing to bake, ``out`` is taken, or the cards cannot be read.

@@ -1,26 +1,22 @@
 """This node's keys: what an artifact must have been baked under to be restored here.
 
 The GPU kind comes from the cards a launch reads anyway (``launch.preflight.GpuFacts``); the
-compute capability and the driver's CUDA version from ``nvidia-smi`` (no NVML, torch or CUDA
-import); the build id from ``launcher.buildid``, as the container's entry point keys its cache
-directory. A CPU profile has no GPU keys (None on both sides).
+compute capability and the driver's CUDA version from NVML (``launcher.gpu.nvml``; no torch or
+CUDA context); the build id from ``launcher.buildid``, as the container's entry point keys its
+cache directory. A CPU profile has no GPU keys (None on both sides).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from launcher.artifact import ArtifactError
 from launcher.artifact.manifest import ArtifactKeys
 from launcher.buildid import BuildIdError, build_info, resolve_build
+from launcher.gpu import nvml
 from launcher.launch.hardware import NoGpuInfo
-
-_CUDA_VERSION = re.compile(r"CUDA Version:\s*([0-9]+(?:\.[0-9]+)*)")
 
 
 @dataclass(frozen=True)
@@ -33,43 +29,25 @@ class CudaTarget:
     """The highest CUDA version the driver supports."""
 
 
-def read_cuda_target(
-    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 20.0,
-) -> CudaTarget:
-    """The visible cards' compute capability and the driver's CUDA version, from nvidia-smi.
+def read_cuda_target(env: Mapping[str, str] | None = None) -> CudaTarget:
+    """The visible cards' compute capability (``CUDA_VISIBLE_DEVICES``: indices or UUIDs; all
+    cards without it) and the driver's CUDA version, from NVML.
 
     Raises:
-        NoGpuInfo: nvidia-smi is missing, fails, or says neither.
+        NoGpuInfo: NVML cannot answer (no binding or no driver: the message names the fix).
     """
     env = os.environ if env is None else env
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        raise NoGpuInfo("nvidia-smi not found: no NVIDIA driver on this machine")
-    query = [exe, "--query-gpu=index,compute_cap", "--format=csv,noheader"]
     try:
-        caps = run(query, capture_output=True, text=True, timeout=timeout, check=True).stdout
-        header = run([exe], capture_output=True, text=True, timeout=timeout, check=True).stdout
-    except (subprocess.SubprocessError, OSError) as exc:
-        raise NoGpuInfo(f"nvidia-smi failed: {exc}") from None
-    return parse_cuda_target(caps, header, env.get("CUDA_VISIBLE_DEVICES"))
-
-
-def parse_cuda_target(caps: str, header: str, visible: str | None = None) -> CudaTarget:
-    """``caps``: ``nvidia-smi --query-gpu=index,compute_cap --format=csv,noheader``;
-    ``header``: plain ``nvidia-smi`` (its ``CUDA Version``); ``visible``: CUDA_VISIBLE_DEVICES
-    (indices) or None for every card."""
-    wanted = None if visible is None else {v.strip() for v in visible.split(",") if v.strip()}
-    found = set()
-    for line in caps.strip().splitlines():
-        index, _, cap = (p.strip() for p in line.partition(","))
-        if cap and (wanted is None or index in wanted):
-            found.add(cap)
-    cuda = _CUDA_VERSION.search(header)
-    if not found and cuda is None:
-        raise NoGpuInfo("nvidia-smi reported neither a compute capability nor a CUDA version")
-    return CudaTarget(", ".join(sorted(found)) or None, cuda.group(1) if cuda else None)
+        spec = env.get("CUDA_VISIBLE_DEVICES")
+        if spec is None:
+            indices = list(range(nvml.device_count()))
+        else:
+            indices = [nvml.index_of(s.strip()) for s in spec.split(",") if s.strip()]
+        caps = {nvml.compute_capability(i) for i in indices}
+        cuda = nvml.cuda_driver_version()
+    except nvml.NvmlError as exc:
+        raise NoGpuInfo(str(exc)) from None
+    return CudaTarget(", ".join(sorted(caps)) or None, cuda)
 
 
 def node_keys(
@@ -107,10 +85,10 @@ def cuda_target_or_error(
     gpu: bool, read: Callable[[], CudaTarget] | None = None
 ) -> CudaTarget | None:
     """The node's CUDA target for a GPU profile (None for a CPU one; ``read``: default
-    nvidia-smi).
+    NVML).
 
     Raises:
-        ArtifactError: a GPU profile on a machine where nvidia-smi cannot say it.
+        ArtifactError: a GPU profile on a machine where NVML cannot say it.
     """
     if not gpu:
         return None

@@ -60,11 +60,11 @@ class ArtifactKeys(_Strict):
     gpu_kind: str
     """The cards' kind as the GPU catalog names it (``cpu`` for vLLM's CPU backend)."""
     compute_capability: str | None = None
-    """The cards' compute capability (``nvidia-smi --query-gpu=compute_cap``), e.g. ``9.0``;
-    None on CPU."""
+    """The cards' compute capability (NVML's, as ``nvidia-smi --query-gpu=compute_cap`` shows
+    it), e.g. ``9.0``; None on CPU."""
     cuda_driver: str | None = None
-    """The highest CUDA version the driver supports (``nvidia-smi``'s ``CUDA Version``);
-    None on CPU."""
+    """The highest CUDA version the driver supports (NVML's, ``nvidia-smi``'s ``CUDA
+    Version``); None on CPU."""
     build_id: str
     """The image's build id (``launcher.buildid``): the versions below, Python, the machine
     and the image's cache epoch."""

@@ -9,6 +9,7 @@ and meets the other nodes before vLLM starts. Nothing here imports torch, vLLM o
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,25 @@ class Target:
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$")
 """An image reference as the container engines take it (``registry:port/name:tag@digest``):
 no space, no newline, no shell or YAML syntax, 255 characters at most."""
+
+
+NAME_MAX = 45
+"""The longest LeaderWorkerSet name: LWS names the workers' StatefulSet ``<name>-<group>`` and
+their pods ``<name>-<group>-<index>``, and the StatefulSet controller labels each pod with
+``<statefulset>-<revision hash>`` (up to 10 characters); a label value is 63 at most."""
+
+
+def dns_name(name: str) -> str:
+    """``name`` as a LeaderWorkerSet name: an RFC 1035 label (LWS makes a Service of it, which
+    must start with a letter) of ``NAME_MAX`` characters at most; a longer one keeps a hash of
+    the whole name, so two long names that share a beginning stay apart."""
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    if not label[:1].isalpha():
+        label = f"b12x-{label}" if label else "b12x-launch"
+    if len(label) > NAME_MAX:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+        label = f"{label[: NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
+    return label
 
 
 def image_problem(image: str) -> str | None:

@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from launcher.artifact import CACHE_FROM_ENV, SEED_DIR, SOURCE_MOUNT
-from launcher.emit import CACHE_MOUNT
+from launcher.emit import CACHE_MOUNT, dns_name
 
 if TYPE_CHECKING:
     from launcher.emit import Target
@@ -88,8 +88,6 @@ def _relative(sub: str, text: str) -> str:
 
 def seeded_path(t: Target) -> str:
     """Where the seeding step puts the artifact on the cache volume, per deployment."""
-    from launcher.emit.k8s import dns_name
-
     return f"{CACHE_MOUNT}/{SEED_DIR}/{dns_name(t.profile.name)}"
 
 

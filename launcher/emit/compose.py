@@ -13,8 +13,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from launcher.emit import CACHE_MOUNT, Target, artifact, literal
-from launcher.emit.k8s import dns_name
+from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal
 from launcher.secrets import is_secret
 
 HEALTHCHECK = (

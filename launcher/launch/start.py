@@ -24,7 +24,6 @@ from launcher.launch.preflight import (
     check_gpus,
     installed_line_issues,
     require_vllm,
-    runtime_issues,
     visible,
     vllm_parser,
 )
@@ -35,8 +34,8 @@ from launcher.launch.vllm_args import (
     entry_command,
 )
 from launcher.profile import extra_args
+from launcher.profile.can_serve import probe_installed
 from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
-from launcher.profile.vllm_runtime import probe_installed
 from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
 from launcher.vllm_options import OptionTable, table_from_parser
@@ -86,8 +85,7 @@ def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:
         return None, ()
     installed, how = probed
     loaded = planned.loaded
-    issues = runtime_issues(loaded.profile, installed, how)
-    issues += installed_line_issues(planned, installed)
+    issues = installed_line_issues(planned, installed, how)
     if issues:
         raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
     inferred = planned.deployment.runtime

@@ -93,7 +93,7 @@ class Specs:
 
 def uses_b12x_attention(d: Deployment, f: ModelFacts) -> bool:
     """The fork's B12X sparse-MLA backend serves attention (either fork line)."""
-    return f.is_mla and d.backend_family == "sparse-mla-b12x"
+    return f.is_mla and d.b12x_sparse_mla
 
 
 def ckv_gather(d: Deployment) -> bool:
@@ -116,7 +116,7 @@ def specs(d: Deployment, f: ModelFacts) -> Specs:
     if p.hardware.gpu == "cpu":
         return Specs()
     tp, dcp = p.parallel.tensor, p.parallel.decode_context
-    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    rows = d.draft_rows
     t = p.serving.max_num_batched_tokens
     out = Specs()
     if uses_b12x_attention(d, f):
@@ -462,7 +462,7 @@ def size_workspaces(d: Deployment, facts: ModelFacts) -> tuple[Component, ...]:
         raise EnvironmentProblem(f"{INSTALL_HINT} (b12x needs {exc.name or exc})") from None
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise LauncherError(f"b12x refused a plan this profile implies: {exc}") from None
-    return (*parts, *_formula_rest(profile, facts, s))
+    return (*parts, *_formula_rest(d, facts, s))
 
 
 def _b12x_parts(s: Specs, device: str, note: str) -> list[Component]:
@@ -510,14 +510,16 @@ class _Scratch:
         return MemoryRequirements(scratch=tuple(self._plan.scratch_specs()))
 
 
-def _formula_rest(p: Profile, f: ModelFacts, s: Specs) -> list[Component]:
+def _formula_rest(d: Deployment, f: ModelFacts, s: Specs) -> list[Component]:
     """Formula parts for what b12x does not serve here (DCP buffers, a non-b12x indexer)."""
     from launcher.plan.catalog import gpu
 
     replaced = {g.replaces for g in groups(s)}
     return [
         Component(name, size, "estimate", detail, shared=shared)
-        for name, size, detail, shared in estimates.workspace_parts(p, f, gpu(p.hardware.gpu))
+        for name, size, detail, shared in estimates.workspace_parts(
+            d, f, gpu(d.profile.hardware.gpu)
+        )
         if name not in replaced
     ]
 

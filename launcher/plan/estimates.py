@@ -6,6 +6,7 @@ plan can check it. A measured calibration record replaces every one of these.
 
 from __future__ import annotations
 
+from launcher.deployment import Deployment
 from launcher.plan.catalog import GpuKind
 from launcher.plan.model import ModelFacts
 from launcher.profile.schema import Profile
@@ -93,9 +94,10 @@ def indexer_logits(p: Profile, f: ModelFacts) -> int:
     return int(p.env.get("VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", INDEXER_LOGITS_MB)) * MiB
 
 
-def legacy_activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
+def legacy_activation_peak(d: Deployment, f: ModelFacts) -> tuple[int, str]:
     """The earlier estimate, kept for runtimes whose stand-ins no run has measured (the
     b12x fork lines): layer intermediates and the sampler, no stand-ins."""
+    p = d.profile
     t = p.serving.max_num_batched_tokens
     tp = p.parallel.tensor
     b = 2
@@ -110,7 +112,7 @@ def legacy_activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
         mlp = t * f.experts_per_token * (3 * inter + f.hidden) * b
     else:
         mlp = t * 3 * (f.intermediate // tp) * b
-    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    rows = d.draft_rows
     sampler = 2 * rows * f.vocab * 4  # fp32 logits and probabilities
     total = hidden + max(attn, mlp) + sampler
     detail = (
@@ -121,16 +123,15 @@ def legacy_activation_peak(p: Profile, f: ModelFacts) -> tuple[int, str]:
     return total, detail
 
 
-def activation_peak(
-    p: Profile, f: ModelFacts, gpu: GpuKind, block_size: int = 16, stand_ins: bool = True
-) -> tuple[int, str]:
+def activation_peak(d: Deployment, f: ModelFacts, gpu: GpuKind) -> tuple[int, str]:
     """Peak of vLLM's profile run above the weights, at max_num_batched_tokens: the residual
     stream, the largest transient (a layer's intermediates or one of vLLM's profile
     stand-ins, which run one after another and so do not add), and the first forward's
-    fixed allocations. ``stand_ins``: the runtime is upstream vLLM, whose stand-ins these are
-    (checked on 0.26); on a fork the earlier estimate stands until a run there measures it."""
-    if not stand_ins:
-        return legacy_activation_peak(p, f)
+    fixed allocations. The stand-ins are upstream vLLM's (``profile_stand_ins``, checked on
+    0.26); on a fork the earlier estimate stands until a run there measures it."""
+    if not d.runtime.profile_stand_ins:
+        return legacy_activation_peak(d, f)
+    p, block_size = d.profile, d.block_size
     t = p.serving.max_num_batched_tokens
     tp = p.parallel.tensor
     b = f.dtype_bytes
@@ -169,7 +170,7 @@ def sparse_mla_scratch(rows: int, heads: int, v_dim: int, chunks: int, decode: b
     return _align(rows * heads * v_dim * 2) + _align(rows * heads * 4) + _align(4)
 
 
-def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, int, str, bool]]:
+def workspace_parts(d: Deployment, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, int, str, bool]]:
     """Kernel scratch and persistent buffers by formula; ``b12x_sizing`` replaces them.
 
     Returns ``(name, bytes, detail, shared)``: ``shared`` parts are b12x scratch, which
@@ -177,14 +178,14 @@ def workspace_parts(p: Profile, f: ModelFacts, gpu: GpuKind) -> list[tuple[str, 
     """
     if is_cpu(gpu):
         return []
+    p = d.profile
     parts: list[tuple[str, int, str, bool]] = []
     dcp = p.parallel.decode_context
     # Under DCP every rank attends with all heads of its DCP group over its KV shard.
     heads = max(1, f.heads // p.parallel.tensor) * dcp
-    rows = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    rows = d.draft_rows
     t = p.serving.max_num_batched_tokens
-    backend = p.vllm.attention_backend or ""
-    if f.is_mla and backend.startswith("B12X"):
+    if f.is_mla and d.b12x_sparse_mla:
         chunks = -(-(f.index_topk or 2048) // 64)
         extend = sparse_mla_scratch(t, heads, f.kv_lora_rank, chunks, decode=False)
         decode = sparse_mla_scratch(rows, heads, f.kv_lora_rank, chunks, decode=True)
@@ -282,10 +283,10 @@ def cudagraph_pool(
     return total, detail
 
 
-def jit_headroom_unmeasured(p: Profile, gpu: GpuKind, workspaces: int) -> tuple[int, str]:
+def jit_headroom_unmeasured(d: Deployment, gpu: GpuKind, workspaces: int) -> tuple[int, str]:
     if is_cpu(gpu):
         return 0, "no device JIT on the CPU backend"
-    b12x = (p.vllm.attention_backend or "").startswith("B12X")
+    b12x = d.b12x_sparse_mla
     floor = JIT_HEADROOM_FLOOR_B12X if b12x else JIT_HEADROOM_FLOOR
     size = max(floor, int(JIT_HEADROOM_FRACTION * workspaces))
     how = f"unmeasured: max({floor // MiB} MiB, 25% of workspaces) until a run measures the prewarm"

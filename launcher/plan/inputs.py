@@ -12,7 +12,7 @@ from typing import Any
 
 from launcher.deployment import Deployment
 from launcher.errors import ProfileError
-from launcher.plan import exl3_layout, runnable
+from launcher.plan import exl3_layout
 from launcher.plan.catalog import CatalogMiss, GpuKind, architecture_config, checkpoint, gpu
 from launcher.plan.checkpoint import (
     CheckpointError,
@@ -27,7 +27,7 @@ from launcher.plan.model import ConfigError, ModelFacts, from_config, load_facts
 from launcher.plan.planner import Measured, PlanInputs
 from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import Recipe, estimate_rank_weights, load_buffers
-from launcher.profile import LoadedProfile
+from launcher.profile import LoadedProfile, can_serve
 from launcher.profile.settings_checks import quantization_matches_checkpoint
 from launcher.profile.vllm_runtime import VllmLine
 
@@ -240,13 +240,21 @@ def _facts(loaded: LoadedProfile) -> ModelFacts:
         raise ProfileError([loaded.issue("model.path", str(exc))]) from None
 
 
+def serve_target(f: ModelFacts, kind: GpuKind) -> can_serve.Target:
+    """What whether a vLLM line can serve the deployment reads of the model and the card."""
+    return can_serve.Target(f.is_mla, f.has_indexer, f.heads, can_serve.arch_major(kind.arch))
+
+
 def check_against_facts(
     loaded: LoadedProfile, f: ModelFacts, kind: GpuKind, line: VllmLine
 ) -> None:
-    """Refuse settings the model cannot take, and what vLLM line ``line`` cannot run of it on
-    ``kind`` (a sweep re-checks each combination on its cached facts)."""
-    runnable.check(loaded, f, kind, line)
+    """Refuse what vLLM line ``line`` cannot run of the deployment on ``kind`` (its table at
+    the profile's release: ``can_serve.on_table``), then settings the model cannot take (a
+    sweep re-checks each combination on its shared facts)."""
     p = loaded.profile
+    found = can_serve.on_table(p, line.table(p.vllm.release), serve_target(f, kind))
+    if found:
+        raise ProfileError([loaded.issue(key, message) for key, message in found])
     issues = []
     if p.mtp_tokens and f.mtp_layers == 0:
         issues.append(

@@ -16,6 +16,7 @@ from launcher.plan.kv import KvLayout, kv_layout
 from launcher.plan.measured import MEASURABLE, Measured
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
+from launcher.profile.rules import draft_rows
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_runtime import stored_kv_dtype
 from launcher.units import GiB, MiB
@@ -272,16 +273,16 @@ def _rank_plan(
             )
         )
     stand_ins = d.runtime.profile_stand_ins
-    peak = estimates.activation_peak(p, f, gpu, d.block_size, stand_ins)
+    peak = estimates.activation_peak(d, f, gpu)
     comps.append(Component("activation_peak", *_est(peak)))
-    comps.append(_workspaces(p, inputs))
+    comps.append(_workspaces(inputs))
     graphs = estimates.cudagraph_pool(p, f, gpu, d.capture_sizes, d.block_size, stand_ins)
     comps.append(Component("cudagraph_pool", *_est(graphs)))
     headroom = p.memory.jit_headroom
     if headroom == "measure":
         workspaces = next(c.bytes for c in comps if c.name == "workspaces")
         comps.append(
-            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(p, gpu, workspaces)))
+            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(d, gpu, workspaces)))
         )
     else:
         comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))
@@ -301,13 +302,15 @@ def _est(pair: tuple[int, str]) -> tuple[int, str, str]:
     return pair[0], "estimate", pair[1]
 
 
-def _workspaces(p: Profile, inputs: PlanInputs) -> Component:
+def _workspaces(inputs: PlanInputs) -> Component:
     if inputs.workspaces is not None:
         parts = inputs.workspaces
     else:
         parts = tuple(
-            Component(n, b, "estimate", d, shared=shared)
-            for n, b, d, shared in estimates.workspace_parts(p, inputs.facts, inputs.gpu)
+            Component(n, b, "estimate", why, shared=shared)
+            for n, b, why, shared in estimates.workspace_parts(
+                inputs.deployment, inputs.facts, inputs.gpu
+            )
         )
     shared = [c for c in parts if c.shared]
     own = [c for c in parts if not c.shared]
@@ -396,7 +399,7 @@ def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
         return [f"serving.max_model_len={kv.tokens}"]
 
     def trial(seqs: int) -> Profile:
-        batched = max(seqs * (1 + p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048))
+        batched = max(draft_rows(seqs, p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048))
         return _with_serving(p, max_num_seqs=seqs, max_num_batched_tokens=batched)
 
     def fits(seqs: int) -> bool:

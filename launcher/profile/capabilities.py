@@ -4,9 +4,9 @@ One table per release of a line: an upstream release (``0.26`` ... ``0.33``) or 
 fork lines (``gilded-gnosis``, ``b12x-fork``; ../shared/FORK-AUDIT.md). The tables hang off
 the lines' registry (``launcher.profile.vllm_runtime.VLLM_LINES``, each entry's ``tables``):
 a new line is one entry there, built with :func:`upstream_tables` or :func:`fork_tables`.
-The dry run reads the table (source ``catalog``); a launch reads the installed vLLM's own
-classes where it can (:func:`read_installed`, source ``installed``) and falls back to the
-table. Pure data and lookups: nothing here imports vLLM or torch at module level.
+Pure data, and vLLM's own choice of a backend (:func:`chosen_backend`); nothing here imports
+vLLM or the registry. What a table refuses, and how a launch reads the installed vLLM's own
+classes instead (source ``installed``), is ``launcher.profile.can_serve``.
 
 How each entry was checked (be as honest as the table is used):
 - **0.26**: read from the vLLM 0.26.0 wheel's source (``vllm/v1/attention/backends``): each
@@ -24,8 +24,6 @@ How each entry was checked (be as honest as the table is used):
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -287,38 +285,6 @@ def fork_tables(name: str, b12x_name: str) -> dict[str, Line]:
     return {name: replace(line, indexer_dcp_interleave_one=False)}
 
 
-class _AllTables(Mapping[str, Line]):
-    """Every table of every registered line, by release or fork-line name, read from the
-    registry when asked (the registry imports this module, not the other way at import)."""
-
-    def _tables(self) -> dict[str, Line]:
-        from launcher.profile.vllm_runtime import VLLM_LINES
-
-        return {k: t for line in VLLM_LINES.values() for k, t in line.tables.items()}
-
-    def __getitem__(self, key: str) -> Line:
-        return self._tables()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._tables())
-
-    def __len__(self) -> int:
-        return len(self._tables())
-
-
-LINES: Mapping[str, Line] = _AllTables()
-"""Every table the launcher knows, by upstream release or fork-line name."""
-
-
-def line_for(runtime: str, release: str | None) -> Line:
-    """The table of line ``runtime`` (a ``VLLM_LINES`` key) at upstream ``release`` (``0.26``
-    ..., None or ``auto``: :data:`DRY_RUN_RELEASE`); a fork line has one table whatever its
-    base."""
-    from launcher.profile.vllm_runtime import VLLM_LINES
-
-    return VLLM_LINES[runtime].table(release)
-
-
 def major_minor(version: str) -> tuple[int, int] | None:
     """``(0, 32)`` for ``0.32``, ``0.32.1`` or ``0.32.0+cpu``; None when unreadable."""
     parts = version.split(".")
@@ -368,108 +334,3 @@ def chosen_backend(
         if caps and kv_dtype in caps.kv_dtypes and (not caps.archs or arch in caps.archs):
             return name, f"auto: vLLM's choice for this model on sm_{arch}x"
     return order[0], f"auto: vLLM's first choice for this model on sm_{arch}x"
-
-
-def what_cannot_run(
-    line: Line,
-    backend: str,
-    *,
-    dcp: int,
-    interleave: int,
-    mtp: int,
-    indexer: bool,
-    how: str,
-    arch: int = 0,
-) -> list[tuple[str, str]]:
-    """What ``line`` cannot run of a deployment on ``backend``, as ``(key, message)`` with
-    the fix: another backend (one that runs on compute capability ``arch``, 0: any), another
-    line, or DCP 1. ``how``: why this backend (named or vLLM's choice)."""
-    caps = line.backend(backend)
-    if caps is None or not caps.verified:
-        return []  # unknown or assumed: the launch reads the installed vLLM's classes
-    out = []
-    where = f"{backend} ({how}) on {line.title} [{caps.source}: {caps.checked}]"
-    if dcp > 1 and not caps.dcp:
-        others = [
-            b.name
-            for b in line.backends.values()
-            if b.dcp
-            and (b.mla, b.sparse) == (caps.mla, caps.sparse)
-            and (not b.archs or not arch or arch in b.archs)
-        ]
-        lines = [n for n, ln in LINES.items() if (b := ln.backend(backend)) and b.dcp]
-        fix = ["set parallel.decode_context: 1"]
-        if others:
-            fix.append(f"vllm.attention_backend {' or '.join(others)}")
-        if lines:
-            fix.append(f"a line whose {backend} has it ({', '.join(lines)}: vllm.release)")
-        out.append(
-            (
-                "parallel.decode_context",
-                f"{dcp} needs an attention backend that returns the softmax LSE during decode; "
-                f"{where} does not (vLLM stops with it after loading the weights); "
-                + "; or ".join(fix),
-            )
-        )
-    if dcp > 1 and interleave > 1 and indexer and line.indexer_dcp_interleave_one:
-        out.append(
-            (
-                "parallel.interleave",
-                f"{interleave} with DCP {dcp}: the DSA indexer of {line.title} takes only "
-                "interleave 1 under DCP; set parallel.interleave: 1",
-            )
-        )
-    if dcp > 1 and interleave > 1 and mtp and line.upstream_release:  # forks: not read
-        out.append(
-            (
-                "parallel.interleave",
-                f"{interleave} with DCP {dcp} and MTP: {where} does not serve MTP with a KV "
-                "interleave above 1; set parallel.interleave: 1 or speculative.method: none",
-            )
-        )
-    return out
-
-
-def kv_dtype_issue(line: Line, backend: str, kv_dtype: str, how: str) -> list[tuple[str, str]]:
-    caps = line.backend(backend)
-    if caps is None or not caps.verified or kv_dtype in caps.kv_dtypes:
-        return []
-    takers = [b.name for b in line.backends.values() if kv_dtype in b.kv_dtypes]
-    return [
-        (
-            "serving.kv_cache_dtype",
-            f"{kv_dtype} is not a KV dtype of {backend} ({how}) on {line.title} (it takes "
-            f"{', '.join(caps.kv_dtypes)}); use one of those"
-            + (f", or vllm.attention_backend {' or '.join(takers)}" if takers else ""),
-        )
-    ]
-
-
-def block_issue(line: Line, backend: str, block: int, how: str) -> list[tuple[str, str]]:
-    caps = line.backend(backend)
-    if caps is None or not caps.verified or caps.takes_block(block):
-        return []
-    return [
-        (
-            "serving.block_size",
-            f"{block} is not a KV block {backend} ({how}) takes on {line.title} "
-            f"({caps.blocks_text()}); set serving.block_size to one of them",
-        )
-    ]
-
-
-def read_installed(line: Line, backend: str) -> BackendCaps | None:
-    """``backend``'s entry with what the installed vLLM's impl class declares (imports that
-    vLLM module: the launch path only, never a dry run). None when the table does not know
-    the backend; the table's entry when the class does not import here (a CUDA-only module
-    on a CPU build)."""
-    caps = line.backend(backend)
-    if caps is None:
-        return None
-    module, _, cls = caps.impl.partition(":")
-    try:
-        impl: Any = getattr(importlib.import_module(module), cls)
-    except Exception:  # any import failure leaves the table's entry
-        return caps
-    dcp = bool(getattr(impl, "can_return_lse_for_decode", False))
-    return replace(caps, dcp=dcp, source="installed", checked=f"{module}.{cls}")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from launcher.profile import settings_checks, vllm_runtime
+from launcher.profile import can_serve, settings_checks, vllm_runtime
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VllmLine, lines_with, sparse_mla_backends
+from launcher.profile.vllm_runtime import VllmLine, sparse_mla_backends
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 
@@ -36,10 +36,18 @@ def default_block_size(p: Profile) -> int:
     return 64 if uses_sparse_mla(p) else 16
 
 
+def draft_rows(max_num_seqs: int, mtp_tokens: int) -> int:
+    """Token rows of one decode step of every sequence with its drafts: max_num_seqs x
+    (1 + MTP) (the largest decode batch, the rejection sampler's rows). The one place it is
+    computed: the coupling checks call it on the profile, ``Deployment.draft_rows`` holds it
+    for everything past them, and a worker's key ranges call it on vLLM's live counts."""
+    return max_num_seqs * (1 + mtp_tokens)
+
+
 def auto_capture_sizes(p: Profile) -> list[int]:
     """Capture sizes for ``auto``: multiples of 1+MTP up to max_num_seqs x (1+MTP)."""
     step = 1 + p.mtp_tokens
-    top = p.serving.max_num_seqs * step
+    top = draft_rows(p.serving.max_num_seqs, p.mtp_tokens)
     sizes = [step * n for n in (1, 2, 4)] + list(range(8 * step, top + 1, 8 * step))
     return sorted({s for s in sizes if s <= top} | {top})
 
@@ -125,7 +133,7 @@ def _seqs_fit_captures(p: Profile):
     sizes = capture_sizes(p)
     if not sizes:
         return
-    need = p.serving.max_num_seqs * (1 + p.mtp_tokens)
+    need = draft_rows(p.serving.max_num_seqs, p.mtp_tokens)
     if need > max(sizes):
         yield (
             "serving.max_num_seqs",
@@ -138,7 +146,7 @@ def _seqs_fit_captures(p: Profile):
 
 def _batched_tokens(p: Profile):
     s = p.serving
-    need = s.max_num_seqs * (1 + p.mtp_tokens)
+    need = draft_rows(s.max_num_seqs, p.mtp_tokens)
     if s.max_num_batched_tokens < need:
         yield (
             "serving.max_num_batched_tokens",
@@ -178,21 +186,7 @@ def _runtime_offers(p: Profile):
     """A profile that names its line may only ask for what that line has."""
     if p.vllm.runtime == "auto":
         return
-    runtime, _ = runtime_of(p)
-    backend = p.vllm.attention_backend
-    if runtime not in lines_with("vllm.attention_backend", backend):
-        yield (
-            "vllm.attention_backend",
-            f"{backend} is not a backend of vllm.runtime {runtime.name} ({runtime.title}); "
-            f"use {' or '.join(runtime.sparse_mla_backends)}, or another vllm.runtime",
-        )
-    having = lines_with("model.quantization", p.model.quantization)
-    if runtime not in having:
-        yield (
-            "model.quantization",
-            f"exl3 is not loaded by vllm.runtime {runtime.name} ({runtime.title}); "
-            f"set vllm.runtime to {' or '.join(line.name for line in having)}",
-        )
+    yield from can_serve.on_named_line(p, runtime_of(p)[0])
 
 
 def _launcher_env_prefix(p: Profile):

@@ -2,14 +2,22 @@
 
 Each field's docstring becomes its JSON Schema ``description`` when the schema is exported
 (``describe_fields``). A test fails any field without one.
+
+Which keys matter to what lives beside the fields too (as vLLM's configs keep their ignored
+factors): an :class:`Unread` marker names the readers that never read a key (or any key of a
+section) and why. The plan's fingerprint, what ``Deployment.with_profile`` keeps and what a
+sweep may vary without gathering the facts again are derived from the markers
+(:func:`unread_paths`), never kept in lists of their own.
 """
 
 from __future__ import annotations
 
 import ast
+import enum
 import functools
 import inspect
 import sys
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -89,6 +97,46 @@ def _env_value(value: Any) -> Any:
     return value
 
 
+class Reader(enum.Flag):
+    """What reads a profile's keys, beside the planner (which reads them all)."""
+
+    FINGERPRINT = enum.auto()
+    """The plan's fingerprint (``plan.fingerprint``), which keys calibration records, qualified
+    records and cache artifacts: a key that changes no byte of memory or compiled code is not
+    hashed, so changing it keeps the deployment's records."""
+    DEPLOYMENT = enum.auto()
+    """``deployment.resolve``, which derives the deployment's values: a profile differing from
+    another only in keys it does not read keeps the other's deployment (``with_profile``)."""
+    FACTS = enum.auto()
+    """``plan.inputs.gather``'s figures (the model's facts, the GPU kind, the weights per rank;
+    its checks of the settings run again at each use): a sweep varying only keys it does not
+    read gathers the facts once."""
+
+
+ANY = Reader.FINGERPRINT | Reader.DEPLOYMENT | Reader.FACTS
+"""Every reader: a label, or where the deployment listens or keeps its files."""
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Field metadata: the readers (``by``) that never read this key, or any key of this
+    section, and why. A key without one counts as read by every reader: a reader that reads
+    one more key costs a second gather or resolve or another fingerprint, never a wrong plan
+    (``tests/unit/test_key_dependence.py`` changes each marked key and checks each reader)."""
+
+    by: Reader
+    why: str
+
+
+def _label(what: str) -> Unread:
+    return Unread(ANY, what)
+
+
+def _planner_only(why: str) -> Unread:
+    """A key only the planner reads of the gathered facts' inputs (and no derived value)."""
+    return Unread(Reader.FACTS, why)
+
+
 class Section(BaseModel):
     """Base of every profile section: immutable, unknown keys refused."""
 
@@ -134,9 +182,18 @@ class Hardware(Section):
     """GPUs per node that this deployment uses."""
     nodes: Annotated[int, Field(gt=0, le=1024)] = 1
     """Nodes. More than one maps onto vLLM's own multi-node launch."""
-    memory: Size | None = None
+    memory: Annotated[
+        Size | None, _planner_only("the card's memory: the planner's total, not a fact it reads")
+    ] = None
     """Memory per GPU as CUDA reports it, overriding the catalog (for example 95.01GiB)."""
-    reserved_by_others: Size = 0
+    reserved_by_others: Annotated[
+        Size,
+        _label(
+            "what other processes hold is the machine's state, not the deployment's (a launch "
+            "raises it to what the cards show); hashing it would hide a run's measurements "
+            "from the next plan"
+        ),
+    ] = 0
     """Memory per GPU that other processes already hold (a display, a second server)."""
 
 
@@ -153,7 +210,7 @@ class Model(Section):
     """Hub repo id of a published checkpoint the catalog knows (b12x-launch catalog lists
     them), sizing the weights from its layout facts while model.path is not on this machine;
     no network. A model.path that is itself a repo id is read from the Hub's headers."""
-    served_name: str | None = None
+    served_name: Annotated[str | None, _label("what clients call the model")] = None
     """Name clients use in requests (vLLM's --served-model-name)."""
     quantization: str | None = None
     """Weight quantization passed to vLLM (exl3, fp8, ...); none means the checkpoint's dtype."""
@@ -173,61 +230,87 @@ class Parallel(Section):
     """Tensor-parallel size (ranks per model replica)."""
     pipeline: Annotated[int, Field(gt=0, le=256)] = 1
     """Pipeline-parallel size."""
-    decode_context: Annotated[int, Field(gt=0, le=1024)] = 1
+    decode_context: Annotated[
+        int, Field(gt=0, le=1024), _planner_only("how the KV cache is sharded, not the weights")
+    ] = 1
     """Decode context parallel size: KV tokens are sharded over this many of the TP ranks."""
-    interleave: Annotated[int, Field(gt=0, le=65536)] = 1
+    interleave: Annotated[
+        int, Field(gt=0, le=65536), _planner_only("how DCP lays out the KV cache")
+    ] = 1
     """Tokens per run when DCP shards a sequence round-robin (--cp-kv-cache-interleave-size);
     must divide the KV block."""
     expert: bool = False
     """Expert parallelism for the MoE layers (--enable-expert-parallel)."""
-    dcp_comm_backend: str | None = None
+    dcp_comm_backend: Annotated[str | None, _planner_only("DCP's communication")] = None
     """DCP communication backend (--dcp-comm-backend), when the vLLM build has it."""
-    replicate_indexer_cache: bool = False
+    replicate_indexer_cache: Annotated[bool, _planner_only("a KV cache's layout")] = False
     """The DSA indexer cache is replicated on every DCP rank instead of sharded (fork option)."""
     indexer_cache_shards: Annotated[int, Field(gt=0, le=1024)] | None = None
     """DCP ranks the target's DSA indexer cache is sharded over (fork option); each rank then
     stores decode_context / shards times its DCP share. Default: all decode_context ranks.
     The MTP draft's indexer follows the draft cache."""
-    replicate_draft_cache: bool = False
+    replicate_draft_cache: Annotated[bool, _planner_only("a KV cache's layout")] = False
     """The MTP draft layer's cache is replicated on every DCP rank instead of sharded."""
 
 
 class Speculative(Section):
     method: Literal["none", "mtp"] = "none"
     """Speculative decoding method; mtp uses the checkpoint's next-token-prediction layer."""
-    tokens: Annotated[int, Field(ge=0, le=16)] = 0
+    tokens: Annotated[
+        int,
+        Field(ge=0, le=16),
+        _planner_only(
+            "the weights change only with MTP on or off (method and tokens both say it; a sweep "
+            "keys its facts on Profile.mtp_tokens > 0 as well)"
+        ),
+    ] = 0
     """Speculative tokens drafted per step (0 with method none)."""
 
 
 class Serving(Section):
-    max_model_len: Annotated[int, Field(gt=0, le=1 << 26)]
+    max_model_len: Annotated[
+        int,
+        Field(gt=0, le=1 << 26),
+        Unread(
+            Reader.DEPLOYMENT | Reader.FACTS,
+            "the KV cache's requests: gather checks it against the model at each use",
+        ),
+    ]
     """Longest request (prompt plus output) in tokens."""
-    max_num_seqs: Annotated[int, Field(gt=0, le=65536)] = 8
+    max_num_seqs: Annotated[
+        int, Field(gt=0, le=65536), _planner_only("decode rows and capture sizes")
+    ] = 8
     """Most sequences decoded at once."""
     max_num_batched_tokens: Annotated[int, Field(gt=0, le=1 << 22)] = 8192
     """Most tokens one scheduler step processes (the prefill chunk)."""
-    kv_cache_dtype: KvCacheDtype = "auto"
+    kv_cache_dtype: Annotated[
+        KvCacheDtype, _planner_only("the KV record: gather checks it against the model")
+    ] = "auto"
     """KV cache dtype (vLLM's --kv-cache-dtype)."""
-    block_size: Annotated[int, Field(gt=0, le=65536)] | None = None
+    block_size: Annotated[
+        Annotated[int, Field(gt=0, le=65536)] | None, _planner_only("the KV block")
+    ] = None
     """Tokens per KV block on each rank; default: 64 for the MLA sparse backends, 16 otherwise,
     128 on CPU."""
-    cudagraph_mode: Literal[
-        "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"
+    cudagraph_mode: Annotated[
+        Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"],
+        _planner_only("the CUDA-graph pool"),
     ] = "FULL_AND_PIECEWISE"
     """CUDA-graph mode (compilation-config cudagraph_mode)."""
-    cudagraph_capture_sizes: (
+    cudagraph_capture_sizes: Annotated[
         Literal["auto"]
-        | Annotated[list[Annotated[int, Field(gt=0, le=65536)]], Field(max_length=1024)]
-    ) = "auto"
+        | Annotated[list[Annotated[int, Field(gt=0, le=65536)]], Field(max_length=1024)],
+        _planner_only("the CUDA-graph pool"),
+    ] = "auto"
     """Batch sizes captured as CUDA graphs. auto: multiples of 1+MTP tokens covering
     max_num_seqs x (1+MTP)."""
-    enable_prefix_caching: bool = True
+    enable_prefix_caching: Annotated[bool, _planner_only("vLLM's scheduling")] = True
     """Reuse KV blocks of shared prefixes."""
-    enable_chunked_prefill: bool = True
+    enable_chunked_prefill: Annotated[bool, _planner_only("vLLM's scheduling")] = True
     """Split long prompts into max_num_batched_tokens chunks."""
-    host: str = "0.0.0.0"
+    host: Annotated[str, _label("where the server listens")] = "0.0.0.0"
     """Address the OpenAI-compatible server listens on."""
-    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    port: Annotated[int, Field(ge=1, le=65535), _label("where the server listens")] = 8000
     """Port the server listens on."""
 
 
@@ -252,7 +335,9 @@ class Prewarm(Section):
     """Let b12x autotune during prewarm (its races may borrow up to half of free memory)."""
     compile_workers: PositiveInt | None = None
     """CPU processes b12x compiles in; default: b12x's own choice."""
-    strict_jit: bool = False
+    strict_jit: Annotated[
+        bool, _label("whether a late compile is fatal, not whether it happens")
+    ] = False
     """A kernel compiled after sizing is fatal instead of logged."""
 
 
@@ -345,9 +430,9 @@ class Qualify(Section):
 class Profile(Section):
     """A deployment: what to serve, on what, and how memory is spent."""
 
-    name: str | None = None
+    name: Annotated[str | None, _label("a label for humans")] = None
     """Short name of the deployment (default: the file name)."""
-    description: str = ""
+    description: Annotated[str, _label("a label for humans")] = ""
     """Free text for humans."""
     # Defaults by model_construct(): the sections' own constants, not validated, which would
     # build each section's validator at import (half the schema's import time).
@@ -361,15 +446,31 @@ class Profile(Section):
     """Speculative decoding."""
     serving: Serving
     """Request shapes the server must accept."""
-    memory: Memory = Memory.model_construct()
+    memory: Annotated[
+        Memory,
+        Unread(
+            Reader.DEPLOYMENT | Reader.FACTS,
+            "how memory is reserved around the KV cache: the planner's alone",
+        ),
+    ] = Memory.model_construct()
     """How memory is reserved around the KV cache."""
-    prewarm: Prewarm = Prewarm.model_construct()
+    prewarm: Annotated[Prewarm, _planner_only("what the workers compile")] = (
+        Prewarm.model_construct()
+    )
     """Kernel prewarm before sizing."""
     vllm: Vllm = Vllm.model_construct()
     """vLLM options not covered above."""
-    runtime: Runtime = Runtime.model_construct()
+    runtime: Annotated[
+        Runtime, _label("where caches and records live (not what is in them), how nodes join")
+    ] = Runtime.model_construct()
     """Cache and run directories."""
-    qualify: Qualify = Qualify.model_construct()
+    qualify: Annotated[
+        Qualify,
+        _label(
+            "the workload qualify drives, not the deployment it drives it through (the "
+            "qualified record keeps the workload it survived)"
+        ),
+    ] = Qualify.model_construct()
     """The workload of ``b12x-launch qualify`` (default: the worst case of ``serving``)."""
     env: dict[str, Annotated[str, BeforeValidator(_env_value)]] = {}
     """Environment for vLLM and its workers; numbers and booleans become strings
@@ -384,6 +485,33 @@ class Profile(Section):
     def world_size(self) -> int:
         """Ranks in the deployment (TP x PP)."""
         return self.parallel.tensor * self.parallel.pipeline
+
+
+@functools.cache
+def unread_paths(reader: Reader) -> tuple[tuple[str, ...], ...]:
+    """The keys ``reader`` never reads, by path (a section's own path where the section's field
+    is marked), from the :class:`Unread` markers."""
+    return tuple(_unread(Profile, reader, ()))
+
+
+def _unread(model: type[BaseModel], reader: Reader, prefix: tuple[str, ...]):
+    for name, field in model.model_fields.items():
+        path = (*prefix, name)
+        marks = [m for m in field.metadata if isinstance(m, Unread)]
+        if any(reader in m.by for m in marks):
+            yield path
+        elif isinstance(field.annotation, type) and issubclass(field.annotation, Section):
+            yield from _unread(field.annotation, reader, path)
+
+
+def without_unread(data: dict[str, Any], reader: Reader) -> dict[str, Any]:
+    """``data`` (a profile's ``model_dump``) less the keys ``reader`` never reads, in place."""
+    for path in unread_paths(reader):
+        node = data
+        for key in path[:-1]:
+            node = node.get(key, {})
+        node.pop(path[-1], None)
+    return data
 
 
 @functools.cache

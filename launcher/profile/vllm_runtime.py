@@ -5,20 +5,21 @@ The same profile can meet upstream vLLM or one of two lines of the fork that ser
 record size, the kernel package behind the backend and which warmup entry points exist.
 A :class:`VllmLine` holds those facts and the line's capability tables
 (:mod:`launcher.profile.capabilities`, one per release). :data:`VLLM_LINES` is the only list
-of lines: the schema validates ``vllm.runtime`` against it, :func:`infer` and
-:func:`probe_installed` walk it, and the rules, preflight and the container entrypoint ask
-:func:`lines_with` which lines have what a profile asks for. A new line is one entry there.
+of lines: the schema validates ``vllm.runtime`` against it, :func:`infer` and the installed
+vLLM's probe walk it, and whether a line can serve a profile (``launcher.profile.can_serve``,
+for the dry run, the launch and the container's entry point) asks :func:`lines_with` which
+lines have what a profile asks for. A new line is one entry there.
 
 The profile names a line (``vllm.runtime``, a user-facing key that keeps its name) or says
 ``auto``; the dry run then infers it from the attention backend, and a launch probes the
-installed vLLM's files (:func:`probe_installed`): never a version string, never an import.
+installed vLLM's files (``can_serve.probe_installed``): never a version string, never an
+import.
 """
 
 from __future__ import annotations
 
-import importlib.util
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from launcher.profile import capabilities
@@ -279,15 +280,29 @@ def resolve(name: str, backend: str | None) -> tuple[VllmLine, str]:
     return infer(backend), f"inferred from vllm.attention_backend {backend or '(not set)'}"
 
 
-def probe_installed() -> tuple[VllmLine, str] | None:
-    """The installed vLLM's line, read off its files without importing it; None when no
-    vLLM is installed."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    for line in reversed(VLLM_LINES.values()):  # most derived first (see VLLM_LINES)
-        found = [m for m in line.markers if (root / m).is_file()]
-        if found:
-            return line, f"installed vLLM at {root} has {found[0]}"
-    return fallback(), f"installed vLLM at {root} has no fork markers"
+class _AllTables(Mapping[str, Line]):
+    """Every table of every registered line, by release or fork-line name, read from the
+    registry when asked (a test may register a line)."""
+
+    def _tables(self) -> dict[str, Line]:
+        return {k: t for line in VLLM_LINES.values() for k, t in line.tables.items()}
+
+    def __getitem__(self, key: str) -> Line:
+        return self._tables()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables())
+
+    def __len__(self) -> int:
+        return len(self._tables())
+
+
+LINES: Mapping[str, Line] = _AllTables()
+"""Every table the launcher knows, by upstream release or fork-line name."""
+
+
+def line_for(runtime: str, release: str | None) -> Line:
+    """The table of line ``runtime`` (a ``VLLM_LINES`` key) at upstream ``release`` (``0.26``
+    ..., None or ``auto``: ``capabilities.DRY_RUN_RELEASE``); a fork line has one table
+    whatever its base."""
+    return VLLM_LINES[runtime].table(release)

@@ -91,7 +91,7 @@ def boot(
         )
     progress.phase(f"{label}: booting")
     prepared = prepare(planned, force=force, run_dir=str(run_dir))
-    # The driver nvidia-smi reported to prepare, as its run file hands it to the workers:
+    # The driver NVML reported to prepare, as its run file hands it to the workers:
     # the qualified record carries the same value, without asking the GPUs again.
     run_file = read_run_file(prepared.run_dir / PLAN_FILE)
     driver = run_file.driver
@@ -99,9 +99,9 @@ def boot(
     readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks, prepared.env)
     if profile.hardware.gpu != "cpu" and readers is None:
         raise EnvironmentProblem(
-            "qualify samples GPU memory through NVML, which is not available: the driver's "
-            "libnvidia-ml.so.1 could not read the GPUs; check that the NVIDIA driver is loaded "
-            "(nvidia-smi)"
+            "qualify samples GPU memory through NVML, which is not available: install "
+            "nvidia-ml-py (pip install '.[serve]' in the b12x-launch checkout) and check that "
+            "the NVIDIA driver is loaded (nvidia-smi)"
         )
     sampler = FreeMemorySampler(readers, profile.qualify.sample_ms / 1000)
     sampling = "NVML" if sampler.available else "no physical sampling"

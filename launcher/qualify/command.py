@@ -227,7 +227,7 @@ def _failures(result: WorkloadResult) -> str:
 
 def _environment(b: Boot) -> dict[str, Any]:
     # No fallback query for a run file without a driver: a CPU run has none, and on GPUs
-    # it is what nvidia-smi reported a moment before the boot (asking again tells no more).
+    # it is what NVML reported a moment before the boot (asking again tells no more).
     kind = b.gpu_kind or b.planned.loaded.profile.hardware.gpu
     env: dict[str, Any] = {"gpu_kind": kind, **stack_versions()}
     if b.driver:

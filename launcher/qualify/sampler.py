@@ -34,9 +34,8 @@ def _visible_devices(count: int, env: Mapping[str, str]) -> list[str]:
 
 
 def nvml_readers(count: int, env: Mapping[str, str] | None = None) -> dict[int, Reader] | None:
-    """A free-bytes reader per rank, or None when NVML is not available. The driver's own
-    libnvidia-ml through ``launcher.gpu.nvml`` (the reader the GPU tier uses), so the
-    figures do not depend on whether nvidia-ml-py is installed."""
+    """A free-bytes reader per rank, or None when NVML is not available (no nvidia-ml-py, or
+    no driver): ``launcher.gpu.nvml``, the reader the worker and the GPU tier use."""
     from launcher.gpu import nvml
 
     devices = _visible_devices(count, os.environ if env is None else env)

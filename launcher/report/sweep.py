@@ -1,45 +1,22 @@
-"""``b12x-launch sweep``: plan every combination of a few settings, without a GPU.
+"""``b12x-launch sweep``: every combination of a few settings, planned without a GPU.
 
-Each combination is the profile loaded with its ``--set`` overrides and planned by
-``plan()`` itself, so a row holds exactly what the dry run of the same settings prints.
-What makes it fast is that the facts (model, GPU kind, weights per rank) are gathered
-once per distinct value of the keys they depend on, not once per combination.
+Each row is ``pipeline.make_plan`` of the profile loaded with its ``--set`` overrides (the
+loop is ``pipeline.run_sweep``), so a row holds exactly what the dry run of the same
+settings prints, calibration and qualified records included. Here: the rows, the
+combinations, and the search for the longest ``max_model_len`` that fits.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass, replace
 
-from launcher.deployment import Deployment, resolve
-from launcher.errors import Issue, ProfileError
-from launcher.plan.fingerprint import profile_fingerprint
-from launcher.plan.inputs import check_against_facts, gather
-from launcher.plan.planner import Measured, MemoryPlan, PlanInputs, plan, plan_without_suggestions
-from launcher.profile import LoadedProfile, Profile
-from launcher.profile.load import names_a_secret, read_profile
+from launcher.errors import Issue
+from launcher.plan.planner import MemoryPlan, PlanInputs, plan_without_suggestions
+from launcher.profile import Profile
+from launcher.profile.load import names_a_secret
 
 MAX_COMBINATIONS = 10_000
-# Keys gather() does not read (only the planner does), so varying them re-uses the facts.
-# Every other key counts as one the facts depend on: a key gather() starts reading later
-# costs a second gather, never a wrong row.
-PLAN_ONLY = (
-    ("name",),
-    ("description",),
-    ("hardware", "memory"),
-    ("hardware", "reserved_by_others"),
-    ("parallel", "decode_context"),
-    ("parallel", "interleave"),
-    ("parallel", "dcp_comm_backend"),
-    ("parallel", "replicate_indexer_cache"),
-    ("parallel", "replicate_draft_cache"),
-    ("speculative", "tokens"),  # the weights change only with MTP on or off (kept as _mtp)
-    ("serving",),  # gather() checks max_model_len and the KV dtype: re-checked for each row
-    ("memory",),
-    ("prewarm",),
-    ("runtime",),
-)
 MAX_MODEL_LEN = 1 << 26
 """The schema's ceiling on serving.max_model_len."""
 
@@ -121,47 +98,6 @@ def combinations(vary: list[tuple[str, tuple[str, ...]]]) -> list[tuple[tuple[st
     ]
 
 
-def run_sweep(
-    path: str,
-    overrides: tuple[str, ...],
-    vary: list[tuple[str, tuple[str, ...]]],
-    *,
-    calibrate: bool = True,
-) -> Sweep:
-    """Plan every combination of ``vary`` on top of ``path`` and ``overrides``.
-
-    Raises:
-        ProfileError: the file cannot be read, or every combination is invalid.
-    """
-    document = read_profile(path)  # the YAML is read once, validated per combination
-    facts = _Facts(calibrate)
-    rows = []
-    for combo in combinations(vary):
-        sets = (*overrides, *((f"{k}={v}", "--vary") for k, v in combo))
-        try:
-            loaded = document.load(sets)
-            # Each combination is a deployment of its own (capture sizes, the line...).
-            inputs = facts.inputs(loaded, resolve(loaded.profile))
-        except ProfileError as exc:
-            rows.append(Row(combo, errors=tuple(exc.issues)))
-            continue
-        rows.append(_planned_row(combo, loaded, inputs, facts))
-    if rows and all(r.plan is None for r in rows):
-        raise ProfileError(list(rows[0].errors))
-    return Sweep(path, tuple(k for k, _ in vary), tuple(rows), facts.gathered)
-
-
-def _planned_row(
-    combo: tuple[tuple[str, str], ...], loaded: LoadedProfile, inputs: PlanInputs, facts: _Facts
-) -> Row:
-    # As pipeline.make_plan: the fingerprint picks this combination's calibration records.
-    fingerprint = profile_fingerprint(loaded.profile)
-    inputs = replace(inputs, measured=facts.measured(loaded.profile, fingerprint))
-    memory_plan = plan(loaded.profile, inputs)
-    longest = longest_model_len(loaded.profile, inputs, memory_plan)
-    return Row(combo, memory_plan, fingerprint, longest)
-
-
 def longest_model_len(p: Profile, inputs: PlanInputs, current: MemoryPlan) -> int:
     """The largest serving.max_model_len at which ``plan()`` fits, all else as set (0: none).
 
@@ -197,54 +133,6 @@ def longest_model_len(p: Profile, inputs: PlanInputs, current: MemoryPlan) -> in
         mid = (low + high + 1) // 2
         low, high = (mid, high) if at(mid).fits else (low, mid - 1)
     return low
-
-
-class _Facts:
-    """The gathered facts, keyed by what ``gather()`` reads to find them, and the package
-    versions that calibration records are checked against (looked up once)."""
-
-    def __init__(self, calibrate: bool) -> None:
-        self._cache: dict[str, PlanInputs] = {}
-        self._calibrate = calibrate
-        self._versions: dict[str, str | None] | None = None
-        self.gathered = 0
-
-    def inputs(self, loaded: LoadedProfile, deployment: Deployment) -> PlanInputs:
-        """The facts for ``loaded``, with its own ``deployment``."""
-        key = _fact_key(loaded.profile)
-        cached = self._cache.get(key)
-        if cached is None:
-            cached = self._cache[key] = gather(loaded, deployment)
-            self.gathered += 1
-            return cached
-        # gather() refuses settings the model cannot take; so must a re-use.
-        check_against_facts(loaded, cached.facts, cached.gpu, deployment.runtime)
-        return replace(cached, deployment=deployment)
-
-    def measured(self, p: Profile, fingerprint: str) -> dict[int, Measured]:
-        """The calibration records the dry run of this combination would read."""
-        if not self._calibrate:
-            return {}
-        from launcher.plan.calibration import load_measured, stack_versions, store_dir
-
-        if not store_dir(p, fingerprint).is_dir():
-            return {}
-        if self._versions is None:
-            self._versions = stack_versions()
-        return load_measured(p, fingerprint, versions=self._versions)
-
-
-def _fact_key(p: Profile) -> str:
-    """The profile less the keys only the planner reads: two combinations with the same key
-    have the same facts."""
-    data = p.model_dump(mode="json")
-    for path in PLAN_ONLY:
-        node = data
-        for key in path[:-1]:
-            node = node.get(key, {})
-        node.pop(path[-1], None)
-    data["_mtp"] = p.mtp_tokens > 0
-    return json.dumps(data, sort_keys=True)
 
 
 def fitting(sweep: Sweep) -> list[Row]:

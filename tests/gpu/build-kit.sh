@@ -43,7 +43,8 @@ python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$OUT/wheels" \
   "model-hosting-container-standards>=0.1.14,<1" supervisor jmespath blake3 setproctitle \
   "prometheus-fastapi-instrumentator>=8" python-json-logger ijson "depyf==0.20.0" astor dill \
   "lark==1.2.2" diskcache python-multipart \
-  "lm-format-enforcer==0.11.3" interegular "outlines_core==0.2.14"
+  "lm-format-enforcer==0.11.3" interegular "outlines_core==0.2.14" \
+  "nvidia-ml-py>=12"  # launcher.gpu.nvml (the tier's sampler and the launch's card check)
 # pip keeps every version it met: keep the newest of each name
 ls "$OUT/wheels" | sed -E 's/-[0-9][^-]*-.*//' | sort | uniq -d | while read -r dup; do
   ls -v "$OUT/wheels/$dup"-* | head -n -1 | xargs -r rm -f

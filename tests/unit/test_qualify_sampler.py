@@ -117,8 +117,10 @@ def test_a_reader_that_fails_mid_run_is_reported_not_hidden():
     assert s.low_water == {0: GiB}
 
 
-def test_without_nvidia_ml_py_the_drivers_library_is_read(monkeypatch):
-    """Machines without nvidia-ml-py (the H200 test machine, slim images) still sample."""
+def test_readers_follow_visible_devices_and_are_none_when_nvml_cannot_name_them(monkeypatch):
+    """A reader per rank of CUDA_VISIBLE_DEVICES (indices or UUIDs), through
+    ``launcher.gpu.nvml``'s own functions (replaced here, so no binding is needed); none when
+    NVML cannot resolve a device (nvidia-ml-py or the driver missing)."""
     import sys
 
     from launcher.gpu import nvml

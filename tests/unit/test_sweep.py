@@ -8,9 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import cli
+from launcher.pipeline import run_sweep
 from launcher.plan.calibration import save_record
 from launcher.profile import load_profile
-from launcher.report.sweep import parse_vary, run_sweep
+from launcher.report.sweep import parse_vary
 from tests.conftest import MINIMAL, PROFILES, ROOT
 from tests.unit.test_checkpoint import write_checkpoint
 
@@ -253,3 +254,37 @@ def test_plan_only_keys_reuse_the_facts_and_others_gather_again():
         parse_vary("vllm.attention_backend=B12X_MLA_SPARSE,FLASHMLA_SPARSE"),
     ]
     assert run_sweep(GLM, (), facts, calibrate=False).gathered == 4
+
+
+def test_a_qualified_record_pins_each_row_as_it_pins_the_dry_run(tmp_path):
+    """Issue 42: with a qualified record for glm52's fingerprint the dry run printed
+    `blocks_per_rank 2000, pinned qualified` and the sweep of the same settings the estimate
+    (721,920 tokens): each row is now the dry run's own plan."""
+    from launcher.plan.qualified import save_qualified
+
+    cache = f"runtime.cache_root={tmp_path / 'cache'}"
+    loaded = load_profile(GLM, [cache])
+    record = {
+        "when": "2026-11-30T18:00:00",
+        "environment": {"gpu_kind": "rtx-pro-6000"},
+        "kv": {"blocks": 2000, "tokens": 2000 * 256},
+    }
+    save_qualified(record, None, loaded.profile, json.loads(dry_run(GLM, {}).stdout)["fingerprint"])
+    single = json.loads(invoke(GLM, "--json", "--set", cache).stdout)
+    assert single["kv"]["blocks_per_rank"] == 2000
+    code, rows = sweep_rows(GLM, "--set", cache, "--vary", "serving.max_num_seqs=8,4")
+    assert code == 0
+    assert rows[0]["kv_tokens"] == single["kv"]["tokens"] == 2000 * 256
+    assert rows[0]["kv_source"] == "qualified 2026-11-30"
+    assert rows[1]["kv_source"] == "estimate"  # another fingerprint: no record of its own
+    assert_rows_are_dry_runs(GLM, rows, "--set", cache)
+
+
+def test_rows_varying_the_batched_tokens_are_dry_runs():
+    """The weights' load buffers follow max_num_batched_tokens: a sweep that re-used the first
+    row's facts for it printed other KV tokens than the dry run (784,896 for 791,296)."""
+    code, rows = sweep_rows(
+        GLM, "--no-calibration", "--vary", "serving.max_num_batched_tokens=8192,2048"
+    )
+    assert code == 0 and rows[0]["kv_tokens"] != rows[1]["kv_tokens"]
+    assert_rows_are_dry_runs(GLM, rows, "--no-calibration")

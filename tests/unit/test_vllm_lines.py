@@ -10,11 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher import entrypoint
 from launcher.deployment import resolve
 from launcher.errors import ProfileError
 from launcher.plan.b12x_sizing import ckv_gather
-from launcher.profile import capabilities, load_profile, vllm_runtime
+from launcher.profile import can_serve, capabilities, load_profile, vllm_runtime
 from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine
 from tests.conftest import PROFILES, ROOT
 
@@ -49,8 +48,8 @@ def test_the_schema_and_the_rules_take_the_new_line(registered):
     assert d.runtime is registered
     assert d.backend_family == "sparse-mla-b12x" and d.block_size == 64
     assert ckv_gather(d) == (p.parallel.decode_context > 1)
-    assert capabilities.line_for("test-fork", "auto") is registered.tables["test-fork"]
-    assert "test-fork" in capabilities.LINES
+    assert vllm_runtime.line_for("test-fork", "auto") is registered.tables["test-fork"]
+    assert "test-fork" in vllm_runtime.LINES
 
 
 def test_without_the_entry_the_same_profile_is_refused_naming_the_lines():
@@ -80,16 +79,16 @@ def test_inference_and_the_probe_see_the_new_line(registered, monkeypatch, tmp_p
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: fake if name == "vllm" else real(name, *a)
     )
-    line, how = vllm_runtime.probe_installed()
+    line, how = can_serve.probe_installed()
     assert line is registered and "test_fork_marker.py" in how
 
 
 def test_the_entrypoint_names_the_new_lines_image(registered):
     loaded = load_profile(PROFILES / "glm52.yaml", ON_NEW)
-    caps = entrypoint.VllmCapabilities(frozenset({"FLASH_ATTN"}), frozenset({"fp8"}), "vLLM x")
-    issues, line, unknown = entrypoint.runtime_issues(loaded, caps)
+    caps = can_serve.Registry(frozenset({"FLASH_ATTN"}), frozenset({"fp8"}), "vLLM x")
+    issues, line, unknown = can_serve.on_registry(loaded.profile, caps)
     assert len(issues) == 2 and line is registered and not unknown
-    assert "VLLM_IMAGE=example/test-fork:1 -t b12x-launch:test-fork" in entrypoint.runtime_fix(line)
+    assert "VLLM_IMAGE=example/test-fork:1 -t b12x-launch:test-fork" in can_serve.registry_fix(line)
 
 
 def test_no_module_names_a_line_but_the_registry():

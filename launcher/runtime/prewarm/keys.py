@@ -91,16 +91,20 @@ class Ranges:
         max_logprobs: int = 20,
         sampler_flags: tuple[tuple[bool, bool], ...] | None = None,
     ) -> Ranges:
-        from launcher.profile import request_features
+        from launcher.profile import request_features, rules
 
-        tokens = max(max_num_batched_tokens, max_num_seqs * (1 + spec_tokens))
+        tokens = max(max_num_batched_tokens, rules.draft_rows(max_num_seqs, spec_tokens))
         flags = sampler_flags or request_features.sampler_flags(spec_tokens, max_logprobs)
         return cls(max_num_seqs, tokens, max(1, top_k), max(0, spec_tokens), max_logprobs, flags)
 
     @property
     def draft_rows(self) -> int:
-        """Rows of a full decode batch with its drafts: the rejection sampler's logits."""
-        return self.max_num_seqs * (1 + self.spec_tokens)
+        """Rows of a full decode batch with its drafts: the rejection sampler's logits (of
+        vLLM's live counts, which a forced ``--speculative-config`` may set apart from the
+        deployment's)."""
+        from launcher.profile import rules
+
+        return rules.draft_rows(self.max_num_seqs, self.spec_tokens)
 
 
 def _next_power_of_2(n: int) -> int:

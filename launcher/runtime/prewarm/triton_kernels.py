@@ -121,12 +121,7 @@ def _runtime(ctx: PrewarmContext) -> VllmLine:
 
 def _b12x_sparse_mla(ctx: PrewarmContext) -> bool:
     """The fork's B12X sparse-MLA backend (either line) serves attention."""
-    backend = ctx.profile.vllm.attention_backend or ""
-    return (
-        ctx.facts.is_mla
-        and backend.startswith("B12X")
-        and backend in _runtime(ctx).sparse_mla_backends
-    )
+    return ctx.facts.is_mla and ctx.deployment.b12x_sparse_mla
 
 
 def _package_candidates(runtime: VllmLine, function: str) -> tuple[str, ...]:
