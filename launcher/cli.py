@@ -474,8 +474,8 @@ def qualify(
     _warn(pipeline.warnings(loaded))
     with Progress() as progress:
         record = run_qualify(loaded, run_dir=run_dir, verify=verify, force=force, progress=progress)
-    kv = record["kv"]
-    click.echo(f"qualified: {kv['blocks']} blocks, {kv['tokens']} tokens, {kv['bytes']} bytes")
+    kv = record.kv
+    click.echo(f"qualified: {kv.blocks} blocks, {kv.tokens} tokens, {kv.bytes} bytes")
 
 
 @cli.command(context_settings=CONTEXT)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class Component(StrEnum):
+class ComponentName(StrEnum):
     """One slice of a GPU's memory in the plan, bottom to top."""
 
     OTHER_PROCESSES = "other_processes"
@@ -24,16 +24,16 @@ class Component(StrEnum):
 
 
 MEASURABLE = (
-    Component.CUDA_CONTEXT,
-    Component.WEIGHTS,
-    Component.ACTIVATION_PEAK,
-    Component.WORKSPACES,
-    Component.CUDAGRAPH_POOL,
-    Component.JIT_HEADROOM,
+    ComponentName.CUDA_CONTEXT,
+    ComponentName.WEIGHTS,
+    ComponentName.ACTIVATION_PEAK,
+    ComponentName.WORKSPACES,
+    ComponentName.CUDAGRAPH_POOL,
+    ComponentName.JIT_HEADROOM,
 )
 """Components a worker measures; a plan whose every one of these is measured is calibrated."""
 
-ORDER = (Component.OTHER_PROCESSES, *MEASURABLE, Component.SAFETY_MARGIN)
+ORDER = (ComponentName.OTHER_PROCESSES, *MEASURABLE, ComponentName.SAFETY_MARGIN)
 """The fixed components in the order the plan lists them; the KV cache is what is left."""
 
 

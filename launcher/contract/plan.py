@@ -15,7 +15,7 @@ from pydantic import Field, Strict, model_serializer
 
 from launcher.contract import census
 from launcher.contract.base import Bytes, Count, Frozen, SignedBytes
-from launcher.contract.names import Component, HeadroomPart, Source
+from launcher.contract.names import ComponentName, HeadroomPart, Source
 
 PLAN_SCHEMA_VERSION = 1
 """``schema_version`` of the plan's JSON (``--json``): its keys, not the run file's."""
@@ -87,7 +87,7 @@ class RankPlan(Frozen):
     """The card's memory the plan divides."""
     total_source: Source = Source.CATALOG
     """Where the card's total came from."""
-    components: dict[Component, ComponentRecord]
+    components: dict[ComponentName, ComponentRecord]
     """Every component in plan order, the KV cache (what is left) last."""
     kv_blocks_fit: SignedBytes = 0
     """The KV blocks this rank alone would fit (the plan gives every rank the smallest)."""
@@ -95,23 +95,23 @@ class RankPlan(Frozen):
     """Late compiles earlier boots recorded: the census provider replays what it can before
     sizing; the cost of the rest is ``jit_headroom``'s ``late_compiles`` part."""
 
-    def bytes(self, name: Component) -> int:
+    def bytes(self, name: ComponentName) -> int:
         """A component's bytes (0 where this rank has none of it)."""
         found = self.components.get(name)
         return found.bytes if found is not None else 0
 
-    def measured(self, name: Component) -> int | None:
+    def measured(self, name: ComponentName) -> int | None:
         """A component's bytes when an earlier boot measured them (a calibrated figure)."""
         found = self.components.get(name)
         return found.bytes if found is not None and found.source is Source.MEASURED else None
 
     @property
     def jit_headroom(self) -> JitHeadroom:
-        return JitHeadroom.of(self.components[Component.JIT_HEADROOM])
+        return JitHeadroom.of(self.components[ComponentName.JIT_HEADROOM])
 
     @property
     def kv_cache(self) -> ComponentRecord:
-        return self.components[Component.KV_CACHE]
+        return self.components[ComponentName.KV_CACHE]
 
     @property
     def calibrated(self) -> bool:

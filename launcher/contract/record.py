@@ -26,7 +26,7 @@ from launcher.contract.base import (
     validate,
 )
 from launcher.contract.census import CensusEntry
-from launcher.contract.names import Component
+from launcher.contract.names import ComponentName
 from launcher.units import format_size
 
 RECORD_SCHEMA = "b12x-launch/measurement/2"
@@ -97,13 +97,13 @@ class Budget(Frozen):
         return cls(bytes=size, basis=basis, measured_room=room, **reserved)
 
     @property
-    def reserved(self) -> dict[Component, int]:
+    def reserved(self) -> dict[ComponentName, int]:
         """What was kept back, by component, in the order it is reserved."""
         names = (
-            Component.ACTIVATION_PEAK,
-            Component.CUDAGRAPH_POOL,
-            Component.JIT_HEADROOM,
-            Component.SAFETY_MARGIN,
+            ComponentName.ACTIVATION_PEAK,
+            ComponentName.CUDAGRAPH_POOL,
+            ComponentName.JIT_HEADROOM,
+            ComponentName.SAFETY_MARGIN,
         )
         return {n: v for n in names if (v := getattr(self, n.value)) is not None}
 
@@ -320,12 +320,12 @@ class RankRecord(Contract):
     """ISO time the worker sized the KV cache."""
     environment: Environment = Field(default_factory=Environment)
     """What it was measured under."""
-    plan: dict[Component, SignedBytes] = Field(default_factory=dict)
+    plan: dict[ComponentName, SignedBytes] = Field(default_factory=dict)
     """The plan's figures for this rank, by component."""
-    measured: dict[Component, Bytes] = Field(default_factory=dict)
+    measured: dict[ComponentName, Bytes] = Field(default_factory=dict)
     """What the worker measured, by component (``jit_headroom``: the prewarm's figure, never
     the census's reserve, which the plan adds as its own part)."""
-    measured_why: dict[Component, str] = Field(default_factory=dict)
+    measured_why: dict[ComponentName, str] = Field(default_factory=dict)
     """How a figure that is more than one reading was made (the next plan's detail)."""
     vllm_available: Bytes = 0
     """What vLLM's own ``determine_available_memory`` returned."""

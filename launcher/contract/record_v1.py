@@ -14,7 +14,7 @@ from typing import Any
 
 from launcher.contract import census
 from launcher.contract.base import FIGURE_MAX, ContractError, validate
-from launcher.contract.names import Component
+from launcher.contract.names import ComponentName
 from launcher.contract.record import RankRecord
 
 SHAPES = {
@@ -32,7 +32,7 @@ SHAPES = {
 """What each part of a version 1 record is, when it is there."""
 ENVIRONMENT = ("gpu_kind", "host", "gpu", "cuda", "driver")
 """The environment's own keys; the others are package versions."""
-NAMES = {c.value for c in Component}
+NAMES = {c.value for c in ComponentName}
 
 
 def read(data: dict[str, Any], path: Path | str) -> RankRecord:

@@ -17,7 +17,7 @@ from typing import Any
 
 from launcher.contract import census
 from launcher.contract.base import ContractError, validate
-from launcher.contract.names import Component, HeadroomPart, Source
+from launcher.contract.names import ComponentName, HeadroomPart, Source
 from launcher.contract.plan import PlanRecord
 from launcher.contract.runfile import Cards, RunFile
 
@@ -52,7 +52,7 @@ def plan(data: Any, path: str | Path) -> PlanRecord:
     """A plan alone, as ``--json`` printed it (this version's keys, or version 2's)."""
     missing = _not_a_plan(data)
     if missing:
-        raise ContractError(path, f"not a b12x-launch plan ({missing})")
+        raise ContractError(path, missing, f"{path} is not a b12x-launch plan ({missing})")
     return validate(PlanRecord, _plan_fields(data, path), path, "plan")
 
 
@@ -79,9 +79,9 @@ def _rank(r: dict[str, Any]) -> dict[str, Any]:
     comps = r.get("components")
     if isinstance(comps, dict):
         comps = {n: _component(c) if isinstance(c, dict) else c for n, c in comps.items()}
-        headroom = comps.get(Component.JIT_HEADROOM)
+        headroom = comps.get(ComponentName.JIT_HEADROOM)
         if isinstance(headroom, dict):
-            comps[Component.JIT_HEADROOM] = _headroom(headroom, learned)
+            comps[ComponentName.JIT_HEADROOM] = _headroom(headroom, learned)
     return {**r, "components": comps, "learned": learned}
 
 
