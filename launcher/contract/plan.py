@@ -151,7 +151,7 @@ class KvRecord(Frozen):
     None: it is what is left."""
     source: Source = Source.ESTIMATE
     """Where the model's KV geometry came from (``config.json`` or ``catalog``)."""
-    runtime: str = "upstream"
+    runtime: str = ""
     """The vLLM line whose KV record sizes the plan uses."""
     record: str = ""
     """What decided the attention record size, e.g. 368 B nvfp4 record (fp8 RoPE)."""

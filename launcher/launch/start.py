@@ -201,9 +201,7 @@ def write_run(
         fingerprint=planned.fingerprint,
         deployment=planned.deployment,
     )
-    plan = plan_record(
-        planned.plan, planned.fingerprint, command_record(command.argv, command.env)
-    )
+    plan = plan_record(planned.plan, planned.fingerprint, command_record(command.argv, command.env))
     # What the worker needs, resolved here once: it reads these instead of deriving them
     # (the driver too: the worker records it without asking the driver again).
     fields = {name: getattr(plan, name) for name in type(plan).model_fields}
@@ -373,9 +371,7 @@ def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
     if run_dir is not None:
         run = _writable_dir(Path(run_dir), "run directory", fix)
         hw, node = planned.loaded.profile.hardware, planned.loaded.profile.runtime.node_rank
-        records = [
-            run / record_name(r) for r in range(node * hw.count, (node + 1) * hw.count)
-        ]
+        records = [run / record_name(r) for r in range(node * hw.count, (node + 1) * hw.count)]
         _only_our_files(run, records)
         # Records of an earlier launch into this directory belong to the plan this one
         # replaces: left there, report and qualify would read them as this boot's ranks.

@@ -306,7 +306,7 @@ def _rank_plan(
     margin = p.memory.safety_margin
     comps.append(Component(Name.SAFETY_MARGIN, margin, profile, "memory.safety_margin"))
     if measured:
-        comps = [_calibrated(c, measured, p) for c in comps]
+        comps = [_calibrated(c, measured) for c in comps]
     kv_bytes = total - sum(c.bytes for c in comps)
     learned = measured.learned if measured else ()
     return RankPlan(
@@ -338,7 +338,7 @@ def _workspaces(p: Profile, inputs: PlanInputs) -> Component:
     return Component(Name.WORKSPACES, total, source, " + ".join(terms) or "none", parts)
 
 
-def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
+def _calibrated(c: Component, m: Measured) -> Component:
     if c.name not in MEASURABLE or c.name not in m.components:
         return c
     if c.source is Source.PROFILE:  # the profile pins it (weights, jit_headroom): it wins

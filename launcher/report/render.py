@@ -171,7 +171,7 @@ def render_table(
         console.print(fix_hint(plan))
     if command is not None:
         console.print("\nvLLM command:", style="bold")
-        console.print(command_line(command), soft_wrap=True)
+        console.print(command_line(command.argv), soft_wrap=True)
         env = redact_env(command.env)
         if env:
             console.print("environment:", style="bold")

@@ -334,18 +334,12 @@ exactly the groups the plan sized). Records, census and store are the contract's
 
 
 def test_the_runtime_imports_nothing_of_the_plan_but_b12x_sizing():
+    """Lazy and annotation-only imports included (``from launcher.plan import x`` is x)."""
     found = {
-        imported
-        for importer, targets in import_graph().items()
-        if room(importer) == "runtime"
-        for imported in targets
-        if room(imported) == "plan"
-    }
-    found |= {
-        imported
+        f"{module}.{name}" if module == "launcher.plan" else module
         for path in (PACKAGE / "runtime").rglob("*.py")
-        for imported in _type_only_imports(path)
-        if room(imported) == "plan"
+        for module, name in _imports(path)
+        if module.startswith("launcher.") and room(module) == "plan"
     }
     assert found <= PLAN_IN_THE_RUNTIME, sorted(found - PLAN_IN_THE_RUNTIME)
 
