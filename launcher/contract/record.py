@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, Strict, model_serializer
 
 from launcher import atomic
+from launcher.contract import record_v1
 from launcher.contract.base import (
     Bytes,
     Contract,
@@ -29,10 +30,10 @@ from launcher.contract.census import CensusEntry
 from launcher.contract.names import ComponentName
 from launcher.units import format_size
 
-RECORD_SCHEMA = "b12x-launch/measurement/2"
+RECORD_SCHEMA = record_v1.SCHEMA_V2
 """The record's ``schema`` (2: typed throughout, the environment's packages nested, late
 compiles census entries only)."""
-RECORD_SCHEMA_V1 = "b12x-launch/measurement/1"
+RECORD_SCHEMA_V1 = record_v1.SCHEMA
 
 
 def record_name(rank: int) -> str:
@@ -373,9 +374,7 @@ def read_record(path: Path) -> RankRecord:
     if schema == RECORD_SCHEMA:
         return validate(RankRecord, data, path, "measurement record")
     if schema == RECORD_SCHEMA_V1:
-        from launcher.contract import record_v1
-
-        return record_v1.read(data, path)
+        return validate(RankRecord, record_v1.upgrade(data, path), path, "measurement record")
     raise ContractError(path, "not a b12x-launch measurement record")
 
 

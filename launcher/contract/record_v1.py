@@ -4,7 +4,8 @@ the contract was typed, in run directories, calibration stores and baked artifac
 Version 1's layout is version 2's but for the environment (the package versions beside the
 cards' names), late compiles that may be text (a worker before the census), and figures and
 parts a worker of the time did not write (read as absent). Its shape is checked as the reader
-of the time checked it, each problem named, before it becomes a ``RankRecord``.
+of the time checked it, each problem named; ``upgrade`` gives version 2's JSON, which the
+record's own reader (``launcher.contract.record``) validates.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from launcher.contract import census
-from launcher.contract.base import FIGURE_MAX, ContractError, validate
+from launcher.contract.base import FIGURE_MAX, ContractError
 from launcher.contract.names import ComponentName
-from launcher.contract.record import RankRecord
+
+SCHEMA = "b12x-launch/measurement/1"
+SCHEMA_V2 = "b12x-launch/measurement/2"
 
 SHAPES = {
     "environment": dict,
@@ -35,15 +38,16 @@ ENVIRONMENT = ("gpu_kind", "host", "gpu", "cuda", "driver")
 NAMES = {c.value for c in ComponentName}
 
 
-def read(data: dict[str, Any], path: Path | str) -> RankRecord:
-    """A version 1 record as a ``RankRecord``; ``ContractError`` naming the file (and the
+def upgrade(data: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    """A version 1 record's JSON as version 2's; ``ContractError`` naming the file (and the
     part) when it is malformed."""
     _check(data, path)
     env = data.get("environment") or {}
     if not all(isinstance(v, str | int | float | type(None)) for v in env.values()):
         raise ContractError(path, "malformed environment")
     budget = data.get("budget") or {"bytes": 0}
-    record = {
+    return {
+        "schema": SCHEMA_V2,
         "fingerprint": data.get("fingerprint", ""),
         "rank": data["rank"],
         "when": data.get("when", "?"),
@@ -68,7 +72,6 @@ def read(data: dict[str, Any], path: Path | str) -> RankRecord:
         "free_after_warmup": data.get("free_after_warmup"),
         "activation": data.get("activation"),
     }
-    return validate(RankRecord, record, path, "measurement record")
 
 
 def _check(data: dict[str, Any], path: Path | str) -> None:

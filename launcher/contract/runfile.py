@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from launcher import atomic
+from launcher.contract import runfile_v2
 from launcher.contract.artifact import ArtifactRecord
 from launcher.contract.base import ContractError, Frozen, read_json, validate
 from launcher.contract.facts import ModelFacts
@@ -117,9 +118,7 @@ def run_file_of(data: dict[str, Any], path: str | Path) -> RunFile:
     if version == RUN_FILE_VERSION:
         return validate(RunFile, data, path, "run file")
     if version == 2:
-        from launcher.contract import runfile_v2
-
-        return runfile_v2.read(data, path)
+        return validate(RunFile, runfile_v2.upgrade(data, path), path, "run file")
     raise ContractError(
         path,
         f"run file version {version!r}, this b12x-launch reads {RUN_FILE_VERSION} (and 2): "
@@ -138,6 +137,4 @@ def plan_of(data: Any, path: str | Path) -> tuple[PlanRecord, ArtifactRecord | N
     if isinstance(data, dict) and "run_file" in data:
         run = run_file_of(data, path)
         return run.plan, run.artifact
-    from launcher.contract import runfile_v2
-
-    return runfile_v2.plan(data, path), None
+    return validate(PlanRecord, runfile_v2.plan(data, path), path, "plan"), None

@@ -16,29 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from launcher.contract import census
-from launcher.contract.base import ContractError, validate
+from launcher.contract.base import ContractError
 from launcher.contract.names import ComponentName, HeadroomPart, Source
-from launcher.contract.plan import PlanRecord
-from launcher.contract.runfile import Cards, RunFile
 
 _LATE = re.compile(r"^measured (\S+) \+ \d+ MiB of late compiles the census cannot replay$")
 """A version 2 calibrated headroom's detail: the measurement plus the census's reserve."""
 
 
-def read(data: dict[str, Any], path: str | Path) -> RunFile:
-    """A version 2 run file as a ``RunFile``."""
-    plan = _plan_fields(data, path)
-    cards = {"driver": data.get("driver") or None, "gpu_kind": data.get("gpu_kind") or None}
-    run = {
-        **plan,
+def upgrade(data: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """A version 2 run file's JSON as version 3's (``launcher.contract.runfile`` validates it)."""
+    return {
+        **_plan_fields(data, path),
+        "run_file": 3,
         "profile_data": data.get("profile_data"),
         "profile_file": data.get("profile_file") or "",
         "deployment": data.get("deployment"),
         "model_facts": data.get("model_facts"),
-        "cards": Cards.model_validate(cards) if any(cards.values()) else Cards(),
+        "cards": {"driver": data.get("driver") or None, "gpu_kind": data.get("gpu_kind") or None},
         "artifact": _artifact(data.get("artifact")),
     }
-    return validate(RunFile, run, path, "run file")
 
 
 def _artifact(value: Any) -> Any:
@@ -48,12 +44,13 @@ def _artifact(value: Any) -> Any:
     return value
 
 
-def plan(data: Any, path: str | Path) -> PlanRecord:
-    """A plan alone, as ``--json`` printed it (this version's keys, or version 2's)."""
+def plan(data: Any, path: str | Path) -> dict[str, Any]:
+    """A plan alone, as ``--json`` printed it (this version's keys, or version 2's), in
+    today's keys (``launcher.contract.runfile`` validates it)."""
     missing = _not_a_plan(data)
     if missing:
         raise ContractError(path, missing, f"{path} is not a b12x-launch plan ({missing})")
-    return validate(PlanRecord, _plan_fields(data, path), path, "plan")
+    return _plan_fields(data, path)
 
 
 PLAN_KEYS = (

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.contract import census, record_v1, store
+from launcher.contract.base import validate
 from launcher.contract.names import MEASURABLE
 from launcher.contract.record import RECORD_SCHEMA, RECORD_SCHEMA_V1, KernelEnumeration, RankRecord
 from launcher.contract.store import machine_stack, stack_versions
@@ -109,5 +110,6 @@ def save_record(
     and the tools') is read as version 1 is read first. A record made on ``other_cards``
     stays out of the store."""
     if isinstance(record, dict):
-        record = record_v1.read({"schema": RECORD_SCHEMA_V1, **record}, "<record>")
+        data = record_v1.upgrade({"schema": RECORD_SCHEMA_V1, **record}, "<record>")
+        record = validate(RankRecord, data, "<record>", "measurement record")
     return store.save_record(record, run_dir, profile.runtime.cache_root, profile.hardware.gpu)

@@ -149,7 +149,7 @@ def test_a_text_entry_of_an_older_worker_is_shown_and_never_planned():
     data["late_compiles"] = ["triton _dcp_gather[DCP=4]"]
     from launcher.contract import record_v1
 
-    record = record_v1.read(data, "x.json")
+    record = RankRecord.model_validate(record_v1.upgrade(data, "x.json"))
     assert [e.describe() for e in record.late_compiles] == ["triton _dcp_gather[DCP=4] (recorded)"]
     assert census.merge(record.late_compiles) == []
 
