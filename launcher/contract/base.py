@@ -6,6 +6,7 @@ wrong with it (``ContractError``); nothing past the reader sees a dict of it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -88,3 +89,31 @@ def validate(kind: type[Model], data: Any, path: str | Path, what: str) -> Model
         return kind.model_validate(data)
     except ValidationError as exc:
         raise located(path, what, exc) from None
+
+
+@functools.cache
+def field_docstrings(module: str) -> dict[str, dict[str, str]]:
+    """Each class's field docstrings in ``module``, by class and field name: the string
+    literal right under a field, cleaned as pydantic's ``use_attribute_docstrings`` cleans it
+    (read from the source when a JSON Schema is made, not at import: that would cost every
+    dry run the parse)."""
+    import ast
+    import inspect
+    import sys
+
+    tree = ast.parse(inspect.getsource(sys.modules[module]))
+    docs: dict[str, dict[str, str]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        fields = docs.setdefault(node.name, {})
+        for stmt, after in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                fields[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs

@@ -2,21 +2,18 @@
 
 ``b12x-launch schema --run-file`` and ``--record`` print them; ``docs/schemas/`` holds them
 (``tests/unit/test_contract_schema.py`` keeps the files equal to what the types generate).
-Each field's description is the docstring right under it, read from the source here (not at
-import: that would cost every dry run the parse).
+Each field's description is the docstring right under it (``base.field_docstrings``).
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
-import sys
 from typing import Any
 
 from pydantic import BaseModel
 
-from launcher.contract.base import Contract
+from launcher.contract.base import Contract, field_docstrings
 from launcher.contract.qualified import QualifiedRecord
 from launcher.contract.record import RankRecord
 from launcher.contract.runfile import RunFile
@@ -42,31 +39,10 @@ def _models() -> list[type[BaseModel]]:
 
 
 @functools.cache
-def _docstrings(module: str) -> dict[str, dict[str, str]]:
-    """Each class's field docstrings in ``module``, by class and field name."""
-    tree = ast.parse(inspect.getsource(sys.modules[module]))
-    docs: dict[str, dict[str, str]] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
-        fields = docs.setdefault(node.name, {})
-        for stmt, after in zip(node.body, node.body[1:], strict=False):
-            if (
-                isinstance(stmt, ast.AnnAssign)
-                and isinstance(stmt.target, ast.Name)
-                and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)
-            ):
-                fields[stmt.target.id] = inspect.cleandoc(after.value.value)
-    return docs
-
-
-@functools.cache
 def describe_fields() -> None:
     """Give every contract field its docstring as its ``description`` (once per process)."""
     for model in _models():
-        docs = _docstrings(model.__module__).get(model.__name__, {})
+        docs = field_docstrings(model.__module__).get(model.__name__, {})
         for name, field in model.model_fields.items():
             if name in docs:
                 field.description = docs[name]
@@ -78,7 +54,7 @@ def undocumented() -> list[str]:
     out = []
     for model in _models():
         own = inspect.get_annotations(model)
-        docs = _docstrings(model.__module__).get(model.__name__, {})
+        docs = field_docstrings(model.__module__).get(model.__name__, {})
         out += [f"{model.__name__}.{name}" for name in own if name not in docs]
     return sorted(set(out))
 
