@@ -15,7 +15,7 @@ from pydantic import Field, Strict, model_serializer
 
 from launcher.contract import census
 from launcher.contract.base import Bytes, Count, Frozen, SignedBytes
-from launcher.contract.names import ComponentName, HeadroomPart, Source
+from launcher.contract.names import MEASURABLE, ComponentName, HeadroomPart, Source
 
 PLAN_SCHEMA_VERSION = 1
 """``schema_version`` of the plan's JSON (``--json``): its keys, not the run file's."""
@@ -116,8 +116,6 @@ class RankPlan(Frozen):
     @property
     def calibrated(self) -> bool:
         """Whether every measurable component with bytes is an earlier boot's measurement."""
-        from launcher.contract.names import MEASURABLE
-
         present = [c for n in MEASURABLE if (c := self.components.get(n)) and c.bytes]
         return bool(present) and all(c.source is Source.MEASURED for c in present)
 
