@@ -316,7 +316,7 @@ def main() -> int:
                 verify=True,
                 force=args.force,
                 progress=progress,
-            )
+            ).to_json()  # the qualified record's JSON, as qualified.json holds it
             out["qualify"] = {
                 "record": record,
                 "boots": record["boots"],

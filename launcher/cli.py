@@ -110,6 +110,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
                                                    what fits, for every combination
       b12x-launch validate profiles/*.yaml         check profiles
       b12x-launch schema > profile.schema.json     JSON Schema for editors
+      b12x-launch schema --run-file | --record     the run file's and the record's
 
     Exit codes: 0 ok, 1 bad profile or environment, 2 bad usage, 3 the plan does not fit.
     """
@@ -305,13 +306,36 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...]) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-def schema() -> None:
-    """Print the profile JSON Schema."""
+@click.option(
+    "--run-file",
+    "document",
+    flag_value="run-file",
+    help="The run file's (plan.json, version 3) instead of the profile's.",
+)
+@click.option(
+    "--record",
+    "document",
+    flag_value="record",
+    help="The rank record's (measure-rank<N>.json, version 2) instead.",
+)
+@click.option(
+    "--qualified",
+    "document",
+    flag_value="qualified",
+    help="The qualified record's (qualified.json, version 2) instead.",
+)
+def schema(document: str | None) -> None:
+    """Print the profile JSON Schema (or a run file's or record's: docs/schemas/)."""
     import json
 
-    from launcher.profile.schema import json_schema
+    if document is None:
+        from launcher.profile.schema import json_schema
 
-    click.echo(json.dumps(json_schema(), indent=2))
+        click.echo(json.dumps(json_schema(), indent=2))
+        return
+    from launcher.contract.schema import json_schema as contract_schema
+
+    click.echo(json.dumps(contract_schema(document), indent=2))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -475,8 +499,8 @@ def qualify(
     _warn(pipeline.warnings(loaded))
     with Progress() as progress:
         record = run_qualify(loaded, run_dir=run_dir, verify=verify, force=force, progress=progress)
-    kv = record["kv"]
-    click.echo(f"qualified: {kv['blocks']} blocks, {kv['tokens']} tokens, {kv['bytes']} bytes")
+    kv = record.kv
+    click.echo(f"qualified: {kv.blocks} blocks, {kv.tokens} tokens, {kv.bytes} bytes")
 
 
 @cli.command(context_settings=CONTEXT)

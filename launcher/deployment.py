@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from launcher.contract.runfile import DeploymentRecord
 from launcher.profile.rules import (
     auto_capture_sizes,
     capture_sizes,
@@ -22,8 +23,8 @@ from launcher.profile.rules import (
 from launcher.profile.schema import Profile, Reader, unread_paths
 from launcher.profile.vllm_runtime import VllmLine, b12x_sparse_mla_backends, stored_kv_dtype
 
-if TYPE_CHECKING:  # annotations only: model facts are read by the plan stage
-    from launcher.plan.model import ModelFacts
+if TYPE_CHECKING:
+    from launcher.contract.facts import ModelFacts
 
 PREWARM_ALWAYS = ("census", "keys")
 """Prewarm providers that run whenever prewarm does, listed or not, last: the census replays
@@ -59,31 +60,31 @@ class Deployment:
     """The prewarm providers a worker runs, in order; empty when prewarm is off."""
     why: dict[str, str] = field(default_factory=dict, compare=False)
 
-    def record(self) -> dict:
-        """JSON for the run file: every derived value, so the worker derives none again."""
-        return {
-            "runtime": self.runtime.name,
-            "backend_family": self.backend_family,
-            "block_size": self.block_size,
-            "capture_sizes": list(self.capture_sizes),
-            "decode_rows": list(self.decode_rows),
-            "prewarm": list(self.prewarm),
-            "why": dict(self.why),
-        }
+    def record(self) -> DeploymentRecord:
+        """For the run file: every derived value, so the worker derives none again."""
+        return DeploymentRecord(
+            runtime=self.runtime.name,
+            backend_family=self.backend_family,
+            block_size=self.block_size,
+            capture_sizes=self.capture_sizes,
+            decode_rows=self.decode_rows,
+            prewarm=self.prewarm,
+            why=dict(self.why),
+        )
 
     @classmethod
-    def from_record(cls, profile: Profile, data: dict) -> Deployment:
+    def from_record(cls, profile: Profile, data: DeploymentRecord) -> Deployment:
         from launcher.profile.vllm_runtime import VLLM_LINES
 
         return cls(
             profile=profile,
-            runtime=VLLM_LINES[data["runtime"]],
-            backend_family=data["backend_family"],
-            block_size=int(data["block_size"]),
-            capture_sizes=tuple(data["capture_sizes"]),
-            decode_rows=tuple(data["decode_rows"]),
-            prewarm=tuple(data["prewarm"]),
-            why=dict(data.get("why", {})),
+            runtime=VLLM_LINES[data.runtime],
+            backend_family=data.backend_family,
+            block_size=data.block_size,
+            capture_sizes=data.capture_sizes,
+            decode_rows=data.decode_rows,
+            prewarm=data.prewarm,
+            why=dict(data.why),
         )
 
     def with_profile(self, p: Profile) -> Deployment:

@@ -20,11 +20,11 @@ from launcher.profile import LoadedProfile, load_profile
 
 if TYPE_CHECKING:
     from launcher.artifact.bake import Baked
+    from launcher.contract.artifact import ArtifactRecord
     from launcher.launch.preflight import GpuFacts
     from launcher.launch.start import Prepared
     from launcher.plan.shared import SharedInputs
     from launcher.report.sweep import Sweep
-    from launcher.runfile import ArtifactRecord
 
 
 def load(path: str, overrides: tuple[str, ...] = (), *, force: bool = False) -> LoadedProfile:
@@ -252,8 +252,8 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
     Raises:
         DoesNotFit: the plan does not fit (nothing is written).
     """
+    from launcher.contract.command import secret_names, shell_line
     from launcher.launch.start import require_fit, write_run
-    from launcher.report.render import secret_names, shell_line
 
     require_fit(planned)
     run, command = write_run(planned, run_dir)
@@ -264,13 +264,13 @@ def write_command(planned: Planned, *, run_dir: str | None) -> tuple[str, str]:
         "does not fit); the line sets BLAUNCH_REQUIRE_PLAN=1, so a worker that cannot read "
         "that plan refuses to start"
     )
-    secrets = secret_names(command)
+    secrets = secret_names(command.env)
     if secrets:
         note += (
             f"; {', '.join(secrets)} (secret) is not in the line, where a process list would "
             "show it: export it in the shell that runs the line"
         )
-    return shell_line(command), note
+    return shell_line(command.argv, command.env), note
 
 
 def prepare(

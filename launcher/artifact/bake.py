@@ -40,9 +40,10 @@ from launcher.artifact.manifest import (
     Manifest,
     make_manifest,
 )
+from launcher.contract import census
+from launcher.contract.base import ContractError
+from launcher.contract.record import read_record
 from launcher.launch.vllm_args import CACHE_DIRS
-from launcher.plan import census
-from launcher.runfile import RunFileError, read_record
 
 SKIP_SUFFIXES = (".lock", ".tmp", ".partial")
 SKIP_PREFIXES = (".writable.", ".blaunch-", "tmp.pid_")
@@ -110,7 +111,7 @@ def _calibration(folder: Path) -> Calibration:
             ranks.append(int(m.group(1)))
             try:
                 record = read_record(path)
-            except RunFileError:
+            except ContractError:
                 continue  # baked as it is; the plan reading it skips it with a warning
             entries.append(census.merge(record.learned, record.late_compiles))
     merged = census.merge(*entries) if entries else []

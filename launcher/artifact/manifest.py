@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from launcher.contract.artifact import ArtifactKeys, CacheSummary
 from launcher.launch.vllm_args import CACHE_DIRS
 
 FORMAT = "b12x-launch/cache-artifact"
@@ -50,34 +51,6 @@ def cache_of(path: str) -> str:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ArtifactKeys(_Strict):
-    """Where an artifact may be restored: each must equal the node's own."""
-
-    fingerprint: str
-    """The plan's fingerprint (``b12x-launch PROFILE --dry-run`` prints it): the deployment."""
-    gpu_kind: str
-    """The cards' kind as the GPU catalog names it (``cpu`` for vLLM's CPU backend)."""
-    compute_capability: str | None = None
-    """The cards' compute capability (NVML's, as ``nvidia-smi --query-gpu=compute_cap`` shows
-    it), e.g. ``9.0``; None on CPU."""
-    cuda_driver: str | None = None
-    """The highest CUDA version the driver supports (NVML's, ``nvidia-smi``'s ``CUDA
-    Version``); None on CPU."""
-    build_id: str
-    """The image's build id (``launcher.buildid``): the versions below, Python, the machine
-    and the image's cache epoch."""
-    versions: dict[str, str | None] = Field(default_factory=dict)
-    """The keyed distributions' versions behind the build id (vLLM, torch, Triton, b12x,
-    CUTLASS DSL, FlashInfer, b12x-launch), to name the one that differs."""
-
-    @field_validator("fingerprint")
-    @classmethod
-    def _fingerprint(cls, value: str) -> str:
-        if not _FINGERPRINT.match(value):
-            raise ValueError(f"not a plan fingerprint (12 hex digits): {value!r}")
-        return value
 
 
 KEY_ORDER = ("fingerprint", "gpu_kind", "compute_capability", "cuda_driver", "build_id")
@@ -139,11 +112,6 @@ class FileEntry(_Strict):
         if not _SHA256.match(value):
             raise ValueError(f"not a sha256 (64 lowercase hex digits): {value!r}")
         return value
-
-
-class CacheSummary(_Strict):
-    files: int = Field(ge=0)
-    bytes: int = Field(ge=0)
 
 
 class Calibration(_Strict):

@@ -35,7 +35,8 @@ from launcher import atomic
 from launcher.artifact import ArtifactError
 from launcher.artifact.archive import Mismatch, copy_verified, hash_file, open_artifact
 from launcher.artifact.manifest import ArtifactKeys, Manifest, differences
-from launcher.runfile import ArtifactRecord
+from launcher.contract.artifact import ArtifactRecord
+from launcher.contract.base import Frozen
 
 MARKERS = ".blaunch-artifacts"
 JOURNAL = ".blaunch-restore.journal"
@@ -130,7 +131,7 @@ def _unread(source: Path, started: float, exc: ArtifactError) -> ArtifactRecord:
         artifact_id="",
         source=str(source),
         fingerprint="",
-        keys={},
+        keys=None,
         caches={},
         file_count=0,
         total_bytes=0,
@@ -147,8 +148,8 @@ def _record(
         "artifact_id": m.artifact_id,
         "source": str(source),
         "fingerprint": m.keys.fingerprint,
-        "keys": m.keys.model_dump(mode="json"),
-        "caches": {k: c.model_dump() for k, c in m.caches.items()},
+        "keys": m.keys,
+        "caches": m.caches,
         "file_count": m.file_count,
         "total_bytes": m.total_bytes,
         "calibration_ranks": tuple(m.calibration.ranks),
@@ -168,14 +169,17 @@ def _done(
     present: int = 0,
     kept: int = 0,
 ) -> ArtifactRecord:
-    return ArtifactRecord(
-        state=state,
-        note=note,
-        files_restored=restored,
-        files_present=present,
-        files_kept=kept,
-        seconds=round(time.monotonic() - started, 3),
-        **{**base, "covers": bool(base["covers"]) and state != "ignored"},  # type: ignore[arg-type]
+    return ArtifactRecord.model_validate(
+        {
+            **base,
+            "state": state,
+            "note": note,
+            "files_restored": restored,
+            "files_present": present,
+            "files_kept": kept,
+            "seconds": round(time.monotonic() - started, 3),
+            "covers": bool(base["covers"]) and state != "ignored",
+        }
     )
 
 
@@ -199,8 +203,17 @@ def _marker(cache_root: Path, artifact_id: str) -> Path:
     return cache_root / MARKERS / f"{artifact_id}.json"
 
 
+class Marker(Frozen):
+    """What a restore leaves in ``<cache_root>/.blaunch-artifacts/<id>.json``."""
+
+    profile: str = "?"
+    """The profile's name the artifact was baked for."""
+    record: ArtifactRecord
+    """What the restore did."""
+
+
 def _marker_data(record: ArtifactRecord, m: Manifest) -> dict[str, object]:
-    return {"profile": m.profile, "record": record.to_dict()}
+    return Marker(profile=m.profile, record=record).to_json()
 
 
 def _present(cache_root: Path, m: Manifest) -> bool:
@@ -353,10 +366,10 @@ def restored_in(cache_root: Path) -> list[tuple[str, ArtifactRecord]]:
     out = []
     for path in sorted(folder.glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name)):
         try:
-            data = json.loads(path.read_text())
-            out.append((str(data.get("profile", "?")), ArtifactRecord.from_dict(data["record"])))
-        except (OSError, ValueError, KeyError, TypeError):
+            marker = Marker.model_validate_json(path.read_text())
+        except (OSError, ValueError):  # a marker of another version, or a damaged one
             continue
+        out.append((marker.profile, marker.record))
     return out
 
 

@@ -13,7 +13,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import atomic, bounded, runfile
+from launcher import atomic, bounded
+from launcher.contract import runfile
+from launcher.contract.artifact import ArtifactRecord
+from launcher.contract.base import ContractError, read_json
+from launcher.contract.command import command_record, shell_line
+from launcher.contract.record import RECORD_SCHEMA, RECORD_SCHEMA_V1, record_name
+from launcher.contract.runfile import Cards, RunFile
 from launcher.errors import DoesNotFit, EnvironmentProblem, Issue, ProfileError
 from launcher.launch import rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
@@ -33,10 +39,11 @@ from launcher.launch.vllm_args import (
     build_command,
     entry_command,
 )
+from launcher.plan.advice import fix_hint
+from launcher.plan.record import plan_record
 from launcher.profile import extra_args
 from launcher.profile.can_serve import probe_installed
 from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
-from launcher.report.render import fix_hint, shell_line, to_dict
 from launcher.secrets import redact_argv
 from launcher.vllm_options import OptionTable, table_from_parser
 
@@ -106,7 +113,7 @@ def finish(
     check_vllm: bool = True,
     driver: str | None = None,
     gpu_kind: str | None = None,
-    artifact: runfile.ArtifactRecord | None = None,
+    artifact: ArtifactRecord | None = None,
     force: bool = False,
 ) -> Prepared:
     """The final plan's checks and files: refuse what does not fit or what vLLM's parser
@@ -170,7 +177,7 @@ def write_run(
     *,
     driver: str | None = None,
     gpu_kind: str | None = None,
-    artifact: runfile.ArtifactRecord | None = None,
+    artifact: ArtifactRecord | None = None,
 ) -> tuple[Path, VllmCommand]:
     """Make the run directory, write its ``plan.json`` (what the planned worker reads) and
     ``command.txt`` (what runs, environment included) atomically; the command that points
@@ -192,24 +199,24 @@ def write_run(
         fingerprint=planned.fingerprint,
         deployment=planned.deployment,
     )
-    record = to_dict(planned.plan, command, planned.fingerprint)
-    record["notes"] = [*record["notes"], *notes]
-    extra = {runfile.ARTIFACT_KEY: artifact.to_dict()} if artifact is not None else {}
+    plan = plan_record(planned.plan, planned.fingerprint, command_record(command.argv, command.env))
+    # What the worker needs, resolved here once: it reads these instead of deriving them
+    # (the driver too: the worker records it without asking the driver again).
+    fields = {name: getattr(plan, name) for name in type(plan).model_fields}
+    fields["notes"] = [*plan.notes, *notes]
+    record = RunFile(
+        **fields,
+        profile_data=profile_record(loaded.profile),
+        profile_file=str(loaded.path),
+        deployment=planned.deployment.record(),
+        model_facts=planned.inputs.facts,
+        cards=Cards(driver=driver, gpu_kind=gpu_kind),
+        artifact=artifact,
+    )
     try:
-        # What the worker needs, resolved here once: it reads these instead of deriving them
-        # (the driver too: the worker records it without asking the driver again).
-        runfile.write_run_file(
-            run / runfile.PLAN_FILE,
-            record,
-            profile_data=profile_record(loaded.profile),
-            profile_file=loaded.path,
-            deployment=planned.deployment.record(),
-            model_facts=planned.inputs.facts.record(),
-            driver=driver,
-            gpu_kind=gpu_kind,
-            **extra,
-        )
-        atomic.write_text(run / runfile.COMMAND_FILE, shell_line(command) + "\n")
+        runfile.write_run_file(run / runfile.PLAN_FILE, record)
+        line = shell_line(command.argv, command.env)
+        atomic.write_text(run / runfile.COMMAND_FILE, line + "\n")
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write the run directory {run}: {exc}") from None
     return run, command
@@ -303,15 +310,13 @@ def _only_our_files(run: Path, records: list[Path]) -> None:
     """
     theirs = []
     plan = run / runfile.PLAN_FILE
-    if plan.exists() and not _ours(plan, lambda d: "fingerprint" in d and "ranks" in d):
+    if plan.exists() and not _ours(plan, _a_plan):
         theirs.append(plan)
     command = run / runfile.COMMAND_FILE
     if command.exists() and not _command_ours(command):
         theirs.append(command)
     for record in records:
-        if record.exists() and not _ours(
-            record, lambda d: d.get("schema") == runfile.RECORD_SCHEMA
-        ):
+        if record.exists() and not _ours(record, _a_record):
             theirs.append(record)
     if theirs:
         raise EnvironmentProblem(
@@ -327,15 +332,25 @@ def _plan_in(run: Path) -> str | None:
     if not path.exists():
         return None
     try:
-        return str(runfile.read_json(path, "run file").get("fingerprint") or "?")
-    except runfile.RunFileError:
-        return None
+        return runfile.read_run_file(path).fingerprint or "?"
+    except ContractError:
+        return "?" if _ours(path, _a_plan) else None
+
+
+def _a_plan(data: dict) -> bool:
+    """A run file of any version, or a plan a launch wrote (its envelope: what a person's own
+    plan.json would not have)."""
+    return "fingerprint" in data and "ranks" in data
+
+
+def _a_record(data: dict) -> bool:
+    return data.get("schema") in (RECORD_SCHEMA, RECORD_SCHEMA_V1)
 
 
 def _ours(path: Path, looks_ours) -> bool:
     try:
-        data = runfile.read_json(path, path.name)
-    except runfile.RunFileError:
+        data = read_json(path, path.name)
+    except ContractError:
         return False
     return bool(looks_ours(data))
 
@@ -354,9 +369,7 @@ def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
     if run_dir is not None:
         run = _writable_dir(Path(run_dir), "run directory", fix)
         hw, node = planned.loaded.profile.hardware, planned.loaded.profile.runtime.node_rank
-        records = [
-            run / runfile.record_name(r) for r in range(node * hw.count, (node + 1) * hw.count)
-        ]
+        records = [run / record_name(r) for r in range(node * hw.count, (node + 1) * hw.count)]
         _only_our_files(run, records)
         # Records of an earlier launch into this directory belong to the plan this one
         # replaces: left there, report and qualify would read them as this boot's ranks.

@@ -8,11 +8,12 @@ import re
 import sys
 from dataclasses import dataclass
 
+from launcher.contract.names import ComponentName as Name
+from launcher.contract.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
 from launcher.deployment import Deployment
 from launcher.plan.planner import MemoryPlan
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_flags import FlagValues, render, spans_nodes
-from launcher.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
 
 # `python`, `python3`, `python3.11`: a profile naming Python runs the launcher's own interpreter.
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -58,7 +59,9 @@ def gpu_memory_utilization(plan: MemoryPlan) -> float:
     """
     worst = 1.0
     for r in plan.ranks:
-        held = sum(c.bytes for c in r.components if c.name in ("other_processes", "cuda_context"))
+        held = sum(
+            c.bytes for c in r.components if c.name in (Name.OTHER_PROCESSES, Name.CUDA_CONTEXT)
+        )
         worst = min(worst, (r.total_bytes - held - UTILIZATION_SLACK) / r.total_bytes)
     return max(0.001, math.floor(worst * 1000) / 1000)
 
@@ -73,7 +76,7 @@ def vllm_kv_bytes(profile: Profile, plan: MemoryPlan) -> int | None:
     rank = min(plan.ranks, key=lambda r: r.kv_blocks)
     if profile.hardware.gpu == "cpu":
         reserve = sum(
-            c.bytes for c in rank.components if c.name in ("jit_headroom", "safety_margin")
+            c.bytes for c in rank.components if c.name in (Name.JIT_HEADROOM, Name.SAFETY_MARGIN)
         )
         return rank.kv_bytes + reserve
     if plan.kv.pinned:

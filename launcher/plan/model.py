@@ -2,84 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from launcher import bounded
+from launcher.contract.facts import ModelFacts
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}
 CONFIG_MAX = 4 << 20
 """The largest config.json read (the largest real ones are tens of KiB)."""
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """What the planner needs to know about an architecture; counts are whole-model."""
-
-    name: str
-    source: str
-    """``config.json`` (read from the checkpoint) or ``catalog``."""
-    model_type: str
-    num_layers: int
-    mtp_layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    intermediate: int
-    max_position: int
-    tie_embeddings: bool
-    dtype_bytes: int
-    # MLA (DeepSeek-style); 0 when the model uses plain multi-head attention.
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_nope: int = 0
-    qk_rope: int = 0
-    v_head: int = 0
-    # MoE; 0 experts for a dense model.
-    experts: int = 0
-    experts_per_token: int = 0
-    shared_experts: int = 0
-    moe_intermediate: int = 0
-    first_dense: int = 0
-    # DSA indexer; 0 heads when the model has none.
-    index_heads: int = 0
-    index_dim: int = 0
-    index_topk: int = 0
-    indexer_layers: frozenset[int] = frozenset()
-    mtp_has_indexer: bool = False
-    exl3: dict[str, Any] | None = None
-    """The ``hybrid_tr3_tail`` block of an EXL3-TR3 config, when present."""
-    quant_method: str | None = None
-    """The config's ``quantization_config.quant_method`` (how the checkpoint is quantized)."""
-
-    @property
-    def is_mla(self) -> bool:
-        return self.kv_lora_rank > 0
-
-    def record(self) -> dict[str, Any]:
-        """JSON for the run file (what the worker reads instead of the checkpoint again)."""
-        data = dataclasses.asdict(self)
-        data["indexer_layers"] = sorted(self.indexer_layers)
-        return data
-
-    @classmethod
-    def from_record(cls, data: dict[str, Any]) -> ModelFacts:
-        return cls(**{**data, "indexer_layers": frozenset(data.get("indexer_layers", ()))})
-
-    @property
-    def is_moe(self) -> bool:
-        return self.experts > 0
-
-    @property
-    def has_indexer(self) -> bool:
-        return self.index_heads > 0
-
-    def is_moe_layer(self, layer: int) -> bool:
-        return self.is_moe and layer >= self.first_dense
 
 
 class ConfigError(ValueError):

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from launcher.contract import census
+from launcher.contract.census import CensusEntry
+from launcher.contract.names import MEASURABLE, HeadroomPart, Source
+from launcher.contract.names import ComponentName as Name
 from launcher.deployment import Deployment, resolve
-from launcher.plan import census, estimates
+from launcher.plan import estimates
 from launcher.plan.catalog import GpuKind
 from launcher.plan.kv import KvLayout, kv_layout
-from launcher.plan.measured import MEASURABLE, Measured
+from launcher.plan.measured import Measured
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
 from launcher.profile.rules import draft_rows
@@ -21,14 +25,13 @@ from launcher.profile.schema import Profile
 from launcher.profile.vllm_runtime import stored_kv_dtype
 from launcher.units import GiB, MiB
 
-ORDER = ("other_processes", *MEASURABLE, "safety_margin")
-
 
 @dataclass(frozen=True)
 class Component:
     name: str
+    """A ``ComponentName`` for a rank's component; a part's own name for a part."""
     bytes: int
-    source: str
+    source: Source
     detail: str = ""
     parts: tuple[Component, ...] = ()
     shared: bool = False
@@ -54,7 +57,7 @@ class PlanInputs:
     gpu: GpuKind
     weights: tuple[int, ...]
     """Weights per rank, in rank order."""
-    weights_source: str
+    weights_source: Source
     deployment: Deployment
     """The profile's derived values, resolved by the caller that made the deployment."""
     weights_detail: str = ""
@@ -63,7 +66,7 @@ class PlanInputs:
     measured: dict[int, Measured] = field(default_factory=dict)
     gpu_memory: int | None = None
     """Memory per GPU, when known better than the catalog (NVML, the profile)."""
-    gpu_memory_source: str = "catalog"
+    gpu_memory_source: Source = Source.CATALOG
     qualified: Qualified | None = None
     """The qualified KV size; a pin in the profile takes precedence."""
     notes: tuple[str, ...] = ()
@@ -78,12 +81,17 @@ class RankPlan:
     components: tuple[Component, ...]
     kv_bytes: int
     kv_blocks: int
-    learned: tuple[dict, ...] = ()
-    """Late compiles earlier boots recorded (``launcher.plan.census``): the census provider
-    replays what it can before sizing; the rest is in ``jit_headroom``."""
+    learned: tuple[CensusEntry, ...] = ()
+    """Late compiles earlier boots recorded (``launcher.contract.census``): the census provider
+    replays what it can before sizing; the rest is ``jit_headroom``'s ``late_compiles`` part."""
 
     def component(self, name: str) -> Component:
         return next(c for c in self.components if c.name == name)
+
+    @property
+    def fixed_bytes(self) -> int:
+        """Every component but the KV cache."""
+        return sum(c.bytes for c in self.components)
 
 
 @dataclass(frozen=True)
@@ -98,13 +106,15 @@ class KvPlan:
     pinned: str | None
     """``kv_tokens`` or ``kv_cache_bytes`` when the profile pins the KV size, ``qualified``
     when a qualification does."""
-    source: str
+    source: Source
     runtime: str = "upstream"
     """The vLLM runtime whose KV record sizes the plan uses (``launcher.profile.vllm_runtime``)."""
     record: str = ""
     """What decided the attention record size, e.g. 368 B nvfp4 record (fp8 RoPE)."""
-    pin_source: str = "profile"
-    """Where a pinned size came from: ``profile`` or ``qualified <date>``."""
+    pin_source: Source = Source.PROFILE
+    """Where a pinned size came from: ``profile`` or ``qualified``."""
+    pin_detail: str = ""
+    """How: ``memory.kv_tokens``, ``qualified <date>``."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +123,7 @@ class MemoryPlan:
     fits: bool
     ranks: tuple[RankPlan, ...]
     kv: KvPlan
-    total_source: str
+    total_source: Source
     reasons: tuple[str, ...] = ()
     """Why it does not fit (empty when it fits)."""
     suggestions: tuple[str, ...] = ()
@@ -121,6 +131,14 @@ class MemoryPlan:
     notes: tuple[str, ...] = ()
     total_detail: str = ""
     """How the card total was read (the table's HOW; not in the JSON contract)."""
+
+    @property
+    def kv_source(self) -> Source:
+        """The KV figure is as good as the weakest number it was derived from."""
+        if self.kv.pinned:
+            return self.kv.pin_source
+        sources = {c.source for r in self.ranks for c in r.components}
+        return Source.ESTIMATE if Source.ESTIMATE in sources else Source.MEASURED
 
 
 def plan(profile: Profile, inputs: PlanInputs) -> MemoryPlan:
@@ -141,10 +159,10 @@ def _deployment(profile: Profile, inputs: PlanInputs) -> Deployment:
     return d
 
 
-def _total_detail(source: str, gpu: GpuKind) -> str:
-    if source == "profile":
+def _total_detail(source: Source, gpu: GpuKind) -> str:
+    if source is Source.PROFILE:
         return "hardware.memory"
-    if source == "measured":
+    if source is Source.MEASURED:
         return "the card's total as the driver reports it now"
     sold = ""
     if gpu.sold_as:
@@ -161,7 +179,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         f.num_layers, profile.parallel.tensor, profile.parallel.pipeline, profile.hardware.count
     )
     total = profile.hardware.memory or inputs.gpu_memory or gpu.memory
-    total_source = "profile" if profile.hardware.memory else inputs.gpu_memory_source
+    total_source = Source.PROFILE if profile.hardware.memory else Source(inputs.gpu_memory_source)
     d = _deployment(profile, inputs)
     layouts = [_layout(d, f, s) for s in shapes]
     ranks = [_rank_plan(profile, inputs, s, total, layouts[s.rank], d) for s in shapes]
@@ -203,7 +221,8 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         source=f.source,
         runtime=d.runtime.name,
         record=d.kv_record(f),
-        pin_source=f"qualified {inputs.qualified.when}" if pinned == "qualified" else "profile",
+        pin_source=Source.QUALIFIED if pinned == "qualified" else Source.PROFILE,
+        pin_detail=_pin_detail(pinned, inputs.qualified),
     )
     return MemoryPlan(
         profile=profile.name or "",
@@ -222,6 +241,12 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
             *_field_note(f, bounding, pinned),
         ),
     )
+
+
+def _pin_detail(pinned: str | None, qualified: Qualified | None) -> str:
+    if pinned == "qualified" and qualified is not None:
+        return f"qualified {qualified.when}"
+    return f"memory.{pinned}" if pinned else ""
 
 
 def _layout(d: Deployment, f: ModelFacts, s: RankShape) -> KvLayout:
@@ -252,45 +277,37 @@ def _rank_plan(
     f, gpu = inputs.facts, inputs.gpu
     measured = inputs.measured.get(s.rank)
     comps: list[Component] = []
+    profile = Source.PROFILE
     if p.hardware.reserved_by_others:
+        others = p.hardware.reserved_by_others
         comps.append(
-            Component(
-                "other_processes",
-                p.hardware.reserved_by_others,
-                "profile",
-                "hardware.reserved_by_others",
-            )
+            Component(Name.OTHER_PROCESSES, others, profile, "hardware.reserved_by_others")
         )
-    comps.append(Component("cuda_context", *_est(estimates.cuda_context(p, gpu))))
+    comps.append(Component(Name.CUDA_CONTEXT, *_est(estimates.cuda_context(p, gpu))))
     if p.model.weights_per_rank is not None:
-        comps.append(
-            Component("weights", p.model.weights_per_rank, "profile", "model.weights_per_rank")
-        )
+        pinned = p.model.weights_per_rank
+        comps.append(Component(Name.WEIGHTS, pinned, profile, "model.weights_per_rank"))
     else:
-        comps.append(
-            Component(
-                "weights", inputs.weights[s.rank], inputs.weights_source, inputs.weights_detail
-            )
-        )
+        weights = inputs.weights[s.rank]
+        source, detail = Source(inputs.weights_source), inputs.weights_detail
+        comps.append(Component(Name.WEIGHTS, weights, source, detail))
     stand_ins = d.runtime.profile_stand_ins
     peak = estimates.activation_peak(d, f, gpu)
-    comps.append(Component("activation_peak", *_est(peak)))
+    comps.append(Component(Name.ACTIVATION_PEAK, *_est(peak)))
     comps.append(_workspaces(inputs))
     graphs = estimates.cudagraph_pool(p, f, gpu, d.capture_sizes, d.block_size, stand_ins)
-    comps.append(Component("cudagraph_pool", *_est(graphs)))
+    comps.append(Component(Name.CUDAGRAPH_POOL, *_est(graphs)))
     headroom = p.memory.jit_headroom
     if headroom == "measure":
-        workspaces = next(c.bytes for c in comps if c.name == "workspaces")
-        comps.append(
-            Component("jit_headroom", *_est(estimates.jit_headroom_unmeasured(d, gpu, workspaces)))
-        )
-    else:
-        comps.append(Component("jit_headroom", headroom, "profile", "memory.jit_headroom"))
-    comps.append(
-        Component("safety_margin", p.memory.safety_margin, "profile", "memory.safety_margin")
-    )
+        workspaces = next(c.bytes for c in comps if c.name == Name.WORKSPACES)
+        unmeasured = estimates.jit_headroom_unmeasured(d, gpu, workspaces)
+        comps.append(Component(Name.JIT_HEADROOM, *_est(unmeasured)))
+    else:  # the profile's size wins, decided here once: a worker keeps exactly this
+        comps.append(Component(Name.JIT_HEADROOM, headroom, profile, "memory.jit_headroom"))
+    margin = p.memory.safety_margin
+    comps.append(Component(Name.SAFETY_MARGIN, margin, profile, "memory.safety_margin"))
     if measured:
-        comps = [_calibrated(c, measured, p) for c in comps]
+        comps = [_calibrated(c, measured) for c in comps]
     kv_bytes = total - sum(c.bytes for c in comps)
     learned = measured.learned if measured else ()
     return RankPlan(
@@ -298,8 +315,8 @@ def _rank_plan(
     )
 
 
-def _est(pair: tuple[int, str]) -> tuple[int, str, str]:
-    return pair[0], "estimate", pair[1]
+def _est(pair: tuple[int, str]) -> tuple[int, Source, str]:
+    return pair[0], Source.ESTIMATE, pair[1]
 
 
 def _workspaces(inputs: PlanInputs) -> Component:
@@ -307,7 +324,7 @@ def _workspaces(inputs: PlanInputs) -> Component:
         parts = inputs.workspaces
     else:
         parts = tuple(
-            Component(n, b, "estimate", why, shared=shared)
+            Component(n, b, Source.ESTIMATE, why, shared=shared)
             for n, b, why, shared in estimates.workspace_parts(
                 inputs.deployment, inputs.facts, inputs.gpu
             )
@@ -316,34 +333,46 @@ def _workspaces(inputs: PlanInputs) -> Component:
     own = [c for c in parts if not c.shared]
     total = max((c.bytes for c in shared), default=0) + sum(c.bytes for c in own)
     sources = {c.source for c in parts}
-    source = "estimate" if "estimate" in sources or not parts else sources.pop()
+    source = Source.ESTIMATE if Source.ESTIMATE in sources or not parts else sources.pop()
     terms = []
     if shared:
         terms.append("max(" + ", ".join(c.name for c in shared) + ")")
     terms += [c.name for c in own]
-    return Component("workspaces", total, source, " + ".join(terms) or "none", parts)
+    return Component(Name.WORKSPACES, total, source, " + ".join(terms) or "none", parts)
 
 
-def _calibrated(c: Component, m: Measured, p: Profile) -> Component:
+def _calibrated(c: Component, m: Measured) -> Component:
     if c.name not in MEASURABLE or c.name not in m.components:
         return c
-    if c.name == "jit_headroom" and p.memory.jit_headroom != "measure":
+    if c.source is Source.PROFILE:  # the profile pins it (weights, jit_headroom): it wins
         return c
-    if c.name == "weights" and p.model.weights_per_rank is not None:
-        return c
-    if c.name == "jit_headroom":
-        late = census.reserve(m.learned)
-        if late:
-            return Component(
-                c.name,
-                m.components[c.name] + late,
-                "measured",
-                f"measured {m.when} + {late / 2**20:.0f} MiB of late compiles the census "
-                "cannot replay",
-            )
     why = m.why.get(c.name)
     detail = f"measured {m.when}" + (f": {why}" if why else "")
-    return Component(c.name, m.components[c.name], "measured", detail)
+    measured = Component(c.name, m.components[c.name], Source.MEASURED, detail)
+    if c.name == Name.JIT_HEADROOM:
+        return _headroom(measured, m)
+    return measured
+
+
+def _headroom(measured: Component, m: Measured) -> Component:
+    """A calibrated JIT headroom with its parts: what the last boot's prewarm measured, and
+    the measured cost of the late compiles the census cannot replay. The planner adds them
+    here, once; the worker reads both parts and takes nothing back out of the sum."""
+    late = census.reserve(m.learned)
+    if not late:
+        return measured
+    reserved = [e for e in m.learned if not e.replayable]
+    parts = (
+        replace(measured, name=HeadroomPart.PREWARM),
+        Component(
+            HeadroomPart.LATE_COMPILES,
+            late,
+            Source.MEASURED,
+            f"{len(reserved)} late compile(s) the census cannot replay",
+        ),
+    )
+    detail = f"measured {m.when} + {late / 2**20:.0f} MiB of late compiles the census cannot replay"
+    return Component(measured.name, measured.bytes + late, Source.MEASURED, detail, parts)
 
 
 def _reasons(
@@ -440,8 +469,8 @@ def _field_note(f: ModelFacts, bounding: RankPlan, pinned: str | None) -> list[s
     """An estimated first-prefill reserve below what the field measured for this model."""
     field = estimates.FIELD_FIRST_PREFILL.get(f.model_type)
     parts = {c.name: c for c in bounding.components}
-    reserve = [parts[n] for n in ("activation_peak", "jit_headroom") if n in parts]
-    if not field or pinned == "qualified" or any(c.source == "measured" for c in reserve):
+    reserve = [parts[n] for n in (Name.ACTIVATION_PEAK, Name.JIT_HEADROOM) if n in parts]
+    if not field or pinned == "qualified" or any(c.source is Source.MEASURED for c in reserve):
         return []
     have = sum(c.bytes for c in reserve)
     if have >= field:

@@ -12,11 +12,8 @@ sweep may vary without gathering the facts again are derived from the markers
 
 from __future__ import annotations
 
-import ast
 import enum
 import functools
-import inspect
-import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -31,6 +28,7 @@ from pydantic import (
     field_validator,
 )
 
+from launcher.contract.base import field_docstrings
 from launcher.profile import vllm_runtime
 from launcher.profile.capabilities import UPSTREAM_RELEASES
 from launcher.units import GiB, MiB, parse_size
@@ -515,32 +513,10 @@ def without_unread(data: dict[str, Any], reader: Reader) -> dict[str, Any]:
 
 
 @functools.cache
-def _field_docstrings() -> dict[str, dict[str, str]]:
-    """Each class's field docstrings, by class and field name: the string literal right under
-    a field, cleaned as pydantic's ``use_attribute_docstrings`` cleans it."""
-    tree = ast.parse(inspect.getsource(sys.modules[__name__]))
-    docs: dict[str, dict[str, str]] = {}
-    for node in tree.body:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        fields = docs.setdefault(node.name, {})
-        for stmt, after in zip(node.body, node.body[1:], strict=False):
-            if (
-                isinstance(stmt, ast.AnnAssign)
-                and isinstance(stmt.target, ast.Name)
-                and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)
-            ):
-                fields[stmt.target.id] = inspect.cleandoc(after.value.value)
-    return docs
-
-
-@functools.cache
 def describe_fields() -> None:
     """Give every field its docstring as its ``description`` (once per process, before the
     JSON Schema is generated); the sections are rebuilt before the Profile that holds them."""
-    docs = _field_docstrings()
+    docs = field_docstrings(__name__)
     sections = [model for model in Section.__subclasses__() if model is not Profile]
     for model in (*sections, Profile):
         for name, field in model.model_fields.items():

@@ -8,8 +8,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from launcher.contract.qualified import BootSummary, LateSeen, WorkloadDone
+from launcher.contract.record import RankRecord
+from launcher.contract.runfile import PLAN_FILE, read_run_file
 from launcher.errors import EnvironmentProblem
 from launcher.pipeline import Planned, prepare
 from launcher.qualify.ceiling import RankObservation
@@ -18,7 +20,6 @@ from launcher.qualify.progress import Progress
 from launcher.qualify.sampler import FreeMemorySampler, late_compiles, nvml_readers, rank_records
 from launcher.qualify.server import ServerProcess
 from launcher.qualify.workload import Workload
-from launcher.runfile import PLAN_FILE, RankRecord, read_run_file
 
 
 @dataclass
@@ -43,12 +44,12 @@ class Boot:
 
     def on_profiles_cards(self) -> bool:
         """Whether this boot ran on the kind of card the profile names (``other_cards``)."""
-        from launcher.plan.calibration import other_cards
+        from launcher.contract.store import other_cards
 
-        return not other_cards(self.gpu_kind, self.planned.loaded.profile)
+        return not other_cards(self.gpu_kind, self.planned.loaded.profile.hardware.gpu)
 
     @property
-    def late(self) -> list[dict[str, Any]]:
+    def late(self) -> list[LateSeen]:
         return late_compiles(self.records)
 
     @property
@@ -58,18 +59,18 @@ class Boot:
     def survived(self) -> bool:
         return not self.result.failed and not self.result.timed_out
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "run_dir": str(self.run_dir),
-            "kv_blocks": self.blocks,
-            "workload": self.result.to_dict(),
-            "low_water_free": self.low_water,
-            "sampled": self.sampled,
-            "samples": self.samples,
-            "late_compiles": self.late,
-            "exit_code": self.exit_code,
-            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
-        }
+    def summary(self) -> BootSummary:
+        return BootSummary(
+            run_dir=str(self.run_dir),
+            kv_blocks=self.blocks,
+            workload=WorkloadDone.model_validate(self.result.to_dict()),
+            low_water_free=self.low_water,
+            sampled=self.sampled,
+            samples=self.samples,
+            late_compiles=self.late,
+            exit_code=self.exit_code,
+            seconds={k: round(v, 1) for k, v in self.seconds.items()},
+        )
 
 
 def boot(
@@ -94,7 +95,7 @@ def boot(
     # The driver NVML reported to prepare, as its run file hands it to the workers:
     # the qualified record carries the same value, without asking the GPUs again.
     run_file = read_run_file(prepared.run_dir / PLAN_FILE)
-    driver = run_file.driver
+    driver = run_file.cards.driver
     ranks = len(prepared.planned.plan.ranks)
     readers = None if profile.hardware.gpu == "cpu" else nvml_readers(ranks, prepared.env)
     if profile.hardware.gpu != "cpu" and readers is None:
@@ -171,7 +172,7 @@ def boot(
         seconds=times,
         unreadable=unreadable,
         driver=driver,
-        gpu_kind=run_file.gpu_kind,
+        gpu_kind=run_file.cards.gpu_kind,
     )
 
 

@@ -14,13 +14,15 @@ import datetime
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 from launcher import atomic
+from launcher.contract import qualified as q
+from launcher.contract import store
+from launcher.contract.qualified import NAME, QualifiedRecord
+from launcher.contract.record import Environment
 from launcher.errors import EnvironmentProblem, LauncherError
 from launcher.pipeline import make_plan
-from launcher.plan.calibration import stack_versions, store_dir
-from launcher.plan.qualified import NAME, SCHEMA, save_qualified
+from launcher.plan.qualified import save_qualified
 from launcher.profile import LoadedProfile
 from launcher.qualify.boot import Boot, boot, observations
 from launcher.qualify.ceiling import NoKvLeft, qualified_kv
@@ -41,7 +43,7 @@ def qualify(
     verify: bool,
     force: bool = False,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> QualifiedRecord:
     """Qualify ``loaded``; the record written (also in the calibration store)."""
     profile = loaded.profile
     if profile.hardware.nodes > 1:
@@ -65,7 +67,7 @@ def qualify(
                 "memory.safety_margin or lower serving.max_num_seqs, then qualify again"
             )
         record = _record(first, workload, profile.memory.safety_margin)
-        record["seconds"] = round(time.monotonic() - started, 1)
+        record.seconds = round(time.monotonic() - started, 1)
         save_qualified(record, root, profile, planned.fingerprint)
         if not first.on_profiles_cards():
             progress.say(
@@ -74,22 +76,22 @@ def qualify(
                 + ("; verify, which boots through that store, is skipped" if verify else "")
             )
             verify = False
-        kv = record["kv"]
+        kv = record.kv
         progress.say(
-            f"qualified {kv['blocks']:,} blocks = {kv['tokens']:,} tokens "
-            f"({format_size(kv['bytes'])} per rank; the plan gave "
-            f"{record['planned']['blocks']:,} blocks), recorded in {root / NAME}"
+            f"qualified {kv.blocks:,} blocks = {kv.tokens:,} tokens "
+            f"({format_size(kv.bytes)} per rank; the plan gave "
+            f"{first.planned.plan.kv.blocks_per_rank:,} blocks), recorded in {root / NAME}"
         )
         if first.late:
             progress.say(f"warning: {len(first.late)} late compile(s) recorded in the census")
         if verify:
             record = _verify(loaded, root, workload, record, progress, force)
-            record["seconds"] = round(time.monotonic() - started, 1)
+            record.seconds = round(time.monotonic() - started, 1)
             save_qualified(record, root, profile, planned.fingerprint)
     return record
 
 
-def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
+def _record(b: Boot, workload: Workload, margin: int) -> QualifiedRecord:
     kv_plan = b.planned.plan.kv
     layout = kv_plan.layout
     ranks = len(b.planned.plan.ranks)
@@ -113,56 +115,57 @@ def _record(b: Boot, workload: Workload, margin: int) -> dict[str, Any]:
             f"max_model_len request needs ({one_request:,}); lower serving.max_num_seqs or "
             "serving.max_model_len"
         )
-    return {
-        "when": datetime.datetime.now().isoformat(timespec="seconds"),
-        "profile": b.planned.loaded.profile.name,
-        "environment": _environment(b),
-        "kv": {
-            "blocks": ceiling.blocks,
-            "tokens": ceiling.tokens,
-            "bytes": ceiling.kv_bytes,
-            "page_bytes": layout.page_bytes,
-            "block_tokens": layout.block_tokens,
-            "dcp": layout.dcp,
-            "bounding_rank": ceiling.bounding_rank,
-        },
-        "planned": {"blocks": kv_plan.blocks_per_rank, "tokens": kv_plan.tokens},
-        "safety_margin": margin,
-        "basis": (
+    return QualifiedRecord(
+        fingerprint=b.planned.fingerprint,
+        when=datetime.datetime.now().isoformat(timespec="seconds"),
+        profile=b.planned.loaded.profile.name,
+        environment=_environment(b),
+        kv=q.QualifiedKv(
+            blocks=ceiling.blocks,
+            tokens=ceiling.tokens,
+            bytes=ceiling.kv_bytes,
+            page_bytes=layout.page_bytes,
+            block_tokens=layout.block_tokens,
+            dcp=layout.dcp,
+            bounding_rank=ceiling.bounding_rank,
+        ),
+        planned=q.PlannedKv(blocks=kv_plan.blocks_per_rank, tokens=kv_plan.tokens),
+        safety_margin=margin,
+        basis=(
             "NVML low-water free memory while the workload ran"
             if b.sampled
             else "no physical sampling (CPU or no NVML): the KV size the workers got, "
             "which survived the workload"
         ),
-        "ranks": [
-            {
-                "rank": o.rank,
-                "kv_bytes": o.kv_bytes,
-                "low_water_free": o.low_water_free if b.sampled else None,
-                "headroom": ceiling.headroom[o.rank] if b.sampled else None,
-                "new_kv_bytes": o.new_kv_bytes(margin),
-            }
+        ranks=[
+            q.RankObserved(
+                rank=o.rank,
+                kv_bytes=o.kv_bytes,
+                low_water_free=o.low_water_free if b.sampled else None,
+                headroom=ceiling.headroom[o.rank] if b.sampled else None,
+                new_kv_bytes=o.new_kv_bytes(margin),
+            )
             for o in observations(b)
         ],
-        "workload": workload.to_dict(),
-        "late_compiles": b.late,
-        "boots": 1,
-        "qualify_boot": b.summary(),
-    }
+        workload=q.WorkloadSpec.model_validate(workload.to_dict()),
+        late_compiles=b.late,
+        boots=1,
+        qualify_boot=b.summary(),
+    )
 
 
 def _verify(
     loaded: LoadedProfile,
     root: Path,
     workload: Workload,
-    record: dict[str, Any],
+    record: QualifiedRecord,
     progress: Progress,
     force: bool,
-) -> dict[str, Any]:
+) -> QualifiedRecord:
     """Boot through the next launch's plan (the qualified pin) and run the workload again."""
     planned = make_plan(loaded)
     kv = planned.plan.kv
-    if kv.pinned != "qualified" or kv.blocks_per_rank != record["kv"]["blocks"]:
+    if kv.pinned != "qualified" or kv.blocks_per_rank != record.kv.blocks:
         raise QualifyFailed(
             f"the next plan does not pick up the qualified size (pinned {kv.pinned}, "
             f"{kv.blocks_per_rank} blocks); a pin in the profile (memory.kv_tokens or "
@@ -177,19 +180,18 @@ def _verify(
             "withdrawn from the calibration store"
         ) from None
     got = set(second.blocks.values())
-    passed = second.survived() and not second.unreadable and got == {record["kv"]["blocks"]}
-    record = {**record, "boots": 2}
-    record["verify"] = {
-        "passed": passed,
-        "late_compiles": second.late,
-        "min_headroom": (
-            min(second.low_water.values()) - record["safety_margin"] if second.low_water else None
-        ),
-        **second.summary(),
-    }
+    passed = second.survived() and not second.unreadable and got == {record.kv.blocks}
+    low = min(second.low_water.values()) - record.safety_margin if second.low_water else None
+    summary = second.summary()
+    verified = q.Verified(
+        **{name: getattr(summary, name) for name in type(summary).model_fields},
+        passed=passed,
+        min_headroom=low,
+    )
+    record = record.model_copy(update={"boots": 2, "verify": verified})
     if not passed:
         _withdraw(loaded, planned.fingerprint)
-        atomic.write_json(root / NAME, {"schema": SCHEMA, **record})
+        q.write(record, [root / NAME])
         why = (
             _failures(second.result)
             if not second.survived()
@@ -199,7 +201,6 @@ def _verify(
             f"the verify boot at the qualified size failed ({why}); the qualified size is "
             f"withdrawn from the calibration store. See {second.run_dir / 'vllm.log'}"
         )
-    low = record["verify"]["min_headroom"]
     progress.say(
         "verify passed: the workload ran at the qualified size"
         + (f", lowest headroom above the margin {format_size(low)}" if low is not None else "")
@@ -209,13 +210,13 @@ def _verify(
 
 
 def _withdraw(loaded: LoadedProfile, fingerprint: str) -> None:
-    (store_dir(loaded.profile, fingerprint) / NAME).unlink(missing_ok=True)
+    store.withdraw_qualified(loaded.profile.runtime.cache_root, fingerprint)
 
 
 def _write_failure(root: Path, b: Boot, workload: Workload) -> None:
     atomic.write_json(
         root / "qualify-failed.json",
-        {"workload_spec": workload.to_dict(), **b.summary()},
+        {"workload_spec": workload.to_dict(), **b.summary().to_json()},
     )
 
 
@@ -225,14 +226,11 @@ def _failures(result: WorkloadResult) -> str:
     return f"{len(failed)} of {len(result.outcomes)} requests failed; first: {first[:300]}"
 
 
-def _environment(b: Boot) -> dict[str, Any]:
+def _environment(b: Boot) -> Environment:
     # No fallback query for a run file without a driver: a CPU run has none, and on GPUs
     # it is what NVML reported a moment before the boot (asking again tells no more).
     kind = b.gpu_kind or b.planned.loaded.profile.hardware.gpu
-    env: dict[str, Any] = {"gpu_kind": kind, **stack_versions()}
-    if b.driver:
-        env["driver"] = b.driver
-    return env
+    return Environment(gpu_kind=kind, driver=b.driver, packages=store.stack_versions())
 
 
 def _root(loaded: LoadedProfile, run_dir: str | None) -> Path:

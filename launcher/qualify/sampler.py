@@ -15,8 +15,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
+from launcher.contract.base import ContractError
+from launcher.contract.qualified import LateSeen
+from launcher.contract.record import RankRecord, read_record
 from launcher.gpu.measure import Sampler
-from launcher.runfile import RankRecord, RunFileError, read_record
 
 Reader = Any
 """A callable returning free bytes of one device."""
@@ -104,7 +106,7 @@ def rank_records(
     for path in sorted(run_dir.glob("measure-rank*.json")):
         try:
             record = read_record(path)
-        except RunFileError as exc:
+        except ContractError as exc:
             if unreadable is not None:
                 unreadable(str(exc))
             continue
@@ -112,10 +114,10 @@ def rank_records(
     return out
 
 
-def late_compiles(records: dict[int, RankRecord]) -> list[dict[str, Any]]:
-    """Every compile after sizing the workers recorded, as ``{"rank", "what"}``."""
+def late_compiles(records: dict[int, RankRecord]) -> list[LateSeen]:
+    """Every compile after sizing the workers recorded, by rank, in words."""
     return [
-        {"rank": rank, "what": str(what)}
+        LateSeen(rank=rank, what=entry.describe())
         for rank, record in sorted(records.items())
-        for what in record.late_compiles
+        for entry in record.late_compiles
     ]

@@ -15,36 +15,39 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher import atomic
+from launcher.contract.names import ORDER, ComponentName, Source
 from launcher.errors import EnvironmentProblem
-from launcher.plan.planner import ORDER, MemoryPlan
-from launcher.report.render import kv_source
+from launcher.plan.planner import MemoryPlan
 
 if TYPE_CHECKING:
+    from launcher.contract.plan import PlanRecord, RankPlan
+    from launcher.contract.record import RankRecord
     from launcher.report.sweep import Sweep
-    from launcher.runfile import RankRecord
 
 FORMATS = (".svg", ".png")
 GiB = 2**30
 COLOURS = {
-    "other_processes": "#7f7f7f",
-    "cuda_context": "#9467bd",
-    "weights": "#1f77b4",
-    "activation_peak": "#ff7f0e",
-    "workspaces": "#d62728",
-    "cudagraph_pool": "#8c564b",
-    "jit_headroom": "#e377c2",
-    "safety_margin": "#bcbd22",
-    "kv_cache": "#2ca02c",
+    ComponentName.OTHER_PROCESSES: "#7f7f7f",
+    ComponentName.CUDA_CONTEXT: "#9467bd",
+    ComponentName.WEIGHTS: "#1f77b4",
+    ComponentName.ACTIVATION_PEAK: "#ff7f0e",
+    ComponentName.WORKSPACES: "#d62728",
+    ComponentName.CUDAGRAPH_POOL: "#8c564b",
+    ComponentName.JIT_HEADROOM: "#e377c2",
+    ComponentName.SAFETY_MARGIN: "#bcbd22",
+    ComponentName.KV_CACHE: "#2ca02c",
 }
 HATCHES = {
-    "measured": "",
-    "b12x": "++",
-    "headers": "--",
-    "catalog": "||",
-    "config.json": "||",
-    "profile": "..",
-    "estimate": "//",
+    Source.MEASURED: "",
+    Source.B12X: "++",
+    Source.HEADERS: "--",
+    Source.CATALOG: "||",
+    Source.CONFIG_JSON: "||",
+    Source.PROFILE: "..",
+    Source.ESTIMATE: "//",
 }
+"""Where a figure came from, as a hatch (``qualified`` and any other: ``xx``)."""
+KV = ComponentName.KV_CACHE
 
 
 @dataclass(frozen=True)
@@ -73,42 +76,48 @@ def check_path(path: str) -> None:
 
 def plan_bars(plan: MemoryPlan) -> list[Bar]:
     """One bar per rank: the plan's components in order, then the KV cache."""
-    kv = kv_source(plan)
+    kv = plan.kv_source
     return [
         Bar(
             f"rank {r.rank}",
             r.total_bytes,
             (
                 *(Segment(c.name, c.bytes, c.source) for c in r.components),
-                Segment("kv_cache", max(r.kv_bytes, 0), kv),
+                Segment(KV, max(r.kv_bytes, 0), kv),
             ),
         )
         for r in plan.ranks
     ]
 
 
-def run_bars(plan: dict[str, Any], records: list[RankRecord]) -> list[Bar]:
+def _planned(r: RankPlan) -> tuple[Segment, ...]:
+    """A rank's planned components, the KV cache last, as bar segments."""
+    return tuple(
+        Segment(n, max(c.bytes, 0), c.source)
+        for n in (*ORDER, KV)
+        if (c := r.components.get(n)) is not None
+    )
+
+
+def run_bars(plan: PlanRecord, records: list[RankRecord]) -> list[Bar]:
     """Per measured rank, its planned bar and its measured bar side by side.
 
     A component the worker did not measure (weights, margins) keeps the plan's figure and
     source; the measured bar's KV cache is the budget the worker handed vLLM.
     """
     bars = []
-    ranks = {r["rank"]: r for r in plan["ranks"]}
     for record in records:
-        planned = ranks.get(record.rank, plan["ranks"][0])
-        comps = planned["components"]
-        names = [n for n in (*ORDER, "kv_cache") if n in comps]
-        plan_segments = tuple(Segment(n, comps[n]["bytes"], comps[n]["source"]) for n in names)
+        planned = plan.rank(record.rank)
+        plan_segments = _planned(planned)
         got = []
-        for n in names:
-            if n == "kv_cache":
-                got.append(Segment(n, record.budget.bytes, "measured"))
-            elif n in record.measured:
-                got.append(Segment(n, record.measured[n], "measured"))
+        for s in plan_segments:
+            if s.name == KV:
+                got.append(Segment(s.name, record.budget.bytes, Source.MEASURED))
+            elif s.name in record.measured:
+                got.append(Segment(s.name, record.measured[s.name], Source.MEASURED))
             else:
-                got.append(Segment(n, comps[n]["bytes"], comps[n]["source"]))
-        total = planned["total_bytes"]
+                got.append(s)
+        total = planned.total_bytes
         bars.append(Bar(f"rank {record.rank}\nplan", total, plan_segments))
         bars.append(Bar(f"rank {record.rank}\nmeasured", total, tuple(got)))
     return bars
@@ -125,24 +134,14 @@ def plot_plan(plan: MemoryPlan, path: str, fingerprint: str = "") -> Path:
     return _cards(plan_bars(plan), f"{title}\n{subtitle}", path)
 
 
-def plot_run(plan: dict[str, Any], records: list[RankRecord], name: str, path: str) -> Path:
+def plot_run(plan: PlanRecord, records: list[RankRecord], name: str, path: str) -> Path:
+    fingerprint = plan.fingerprint or "?"
     if not records:
-        bars = [
-            Bar(
-                f"rank {r['rank']}\nplan",
-                r["total_bytes"],
-                tuple(
-                    Segment(n, c["bytes"], c["source"])
-                    for n in (*ORDER, "kv_cache")
-                    if (c := r["components"].get(n))
-                ),
-            )
-            for r in plan["ranks"]
-        ]
-        title = f"Run {name}: plan {plan.get('fingerprint', '?')} (no measurement records)"
+        bars = [Bar(f"rank {r.rank}\nplan", r.total_bytes, _planned(r)) for r in plan.ranks]
+        title = f"Run {name}: plan {fingerprint} (no measurement records)"
     else:
         bars = run_bars(plan, records)
-        title = f"Run {name}: plan {plan.get('fingerprint', '?')} vs measured"
+        title = f"Run {name}: plan {fingerprint} vs measured"
     return _cards(bars, title, path)
 
 
@@ -213,7 +212,7 @@ def _cards(bars: list[Bar], title: str, path: str) -> Path:
     fig = figure(figsize=(width, 6.5), layout="constrained")
     whole, rest = fig.subplots(1, 2)
     names = _draw(whole, bars, exclude=())
-    _draw(rest, bars, exclude=("weights",))
+    _draw(rest, bars, exclude=(ComponentName.WEIGHTS,))
     whole.set_title("whole card")
     rest.set_title("everything but the weights")
     for ax in (whole, rest):

@@ -1,154 +1,47 @@
-"""Render a plan: a table for people, JSON for tools (the contract in DESIGN.md)."""
+"""Render a plan: a table for people, JSON for tools (the contract in DESIGN.md).
+
+The JSON is the contract's ``PlanRecord`` (``launcher.plan.record`` makes it); this module
+only prints it, and draws the table beside it.
+"""
 
 from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from launcher.plan import census
+from launcher.contract.command import command_line, command_record
+from launcher.contract.names import ComponentName, Source
+from launcher.plan.advice import fix_hint
 from launcher.plan.planner import Component, MemoryPlan
-from launcher.secrets import is_secret, redact_argv, redact_env
-from launcher.units import format_size, in_unit, table_unit
+from launcher.plan.record import plan_record
+from launcher.secrets import redact_env
+from launcher.units import in_unit, table_unit
 
 if TYPE_CHECKING:  # annotations only: rendering comes before the launch stage
     from launcher.launch.vllm_args import VllmCommand
 
-SCHEMA_VERSION = 1
-
-
-def _component_json(c: Component) -> dict[str, Any]:
-    out: dict[str, Any] = {"bytes": c.bytes, "source": c.source}
-    if c.detail:
-        out["detail"] = c.detail
-    if c.parts:
-        out["parts"] = {p.name: _component_json(p) for p in c.parts}
-    return out
-
-
-def to_dict(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "") -> dict[str, Any]:
-    kv = plan.kv
-    out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "profile": plan.profile,
-        "fingerprint": fingerprint,
-        "fits": plan.fits,
-        "reasons": list(plan.reasons),
-        "suggestions": list(plan.suggestions),
-        "notes": list(plan.notes),
-        "ranks": [
-            {
-                "rank": r.rank,
-                "node": r.node,
-                "total_bytes": r.total_bytes,
-                "total_source": plan.total_source,
-                "components": {
-                    **{c.name: _component_json(c) for c in r.components},
-                    "kv_cache": {"bytes": r.kv_bytes, "source": kv_source(plan)},
-                },
-                "kv_blocks_fit": r.kv_blocks,
-                "learned": list(r.learned),
-            }
-            for r in plan.ranks
-        ],
-        "kv": {
-            "bytes_per_token_per_rank": kv.bytes_per_token_per_rank,
-            "page_bytes_per_rank": kv.layout.page_bytes,
-            "block_tokens": kv.layout.block_tokens,
-            "dcp": kv.layout.dcp,
-            "blocks_per_rank": kv.blocks_per_rank,
-            "tokens": kv.tokens,
-            "max_model_len": kv.max_model_len,
-            "max_concurrency": round(kv.max_concurrency, 4),
-            "bounding_rank": kv.bounding_rank,
-            "pinned": kv.pinned,
-            "source": kv.source,
-            "runtime": kv.runtime,
-            "record": kv.record,
-        },
-    }
-    if command is not None:
-        out["vllm"] = {"argv": redact_argv(command.argv), "env": redact_env(command.env)}
-    return out
+__all__ = ["fix_hint", "kv_source", "render_table", "to_json"]
 
 
 def to_json(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "") -> str:
-    return json.dumps(to_dict(plan, command, fingerprint), indent=2) + "\n"
+    """``--json``: the plan record, with the vLLM command (secrets masked)."""
+    vllm = command_record(command.argv, command.env) if command is not None else None
+    record = plan_record(plan, fingerprint, vllm)
+    return json.dumps(record.to_json(), indent=2) + "\n"
 
 
-def fix_hint(plan: MemoryPlan) -> str:
-    """What to change so the plan fits: the setting that caused it first, when the profile
-    asked for more than the cards have (a pinned KV size, a safety margin)."""
-    pinned = plan.kv.pinned
-    if pinned in ("kv_tokens", "kv_cache_bytes") and any(
-        f"memory.{pinned}" in r for r in plan.reasons
-    ):
-        blocks = min(r.kv_blocks for r in plan.ranks)
-        if blocks <= 0:
-            return f"Nothing is left for the KV cache: remove memory.{pinned}"
-        if pinned == "kv_tokens":
-            most = f"{plan.kv.layout.tokens_for_blocks(blocks)} tokens"
-        else:
-            most = format_size(min(r.kv_bytes for r in plan.ranks))
-        return f"Lower memory.{pinned} to at most {most} (what fits), or remove it"
-    for r in plan.ranks:
-        fixed = sum(c.bytes for c in r.components)
-        margin = sum(c.bytes for c in r.components if c.name == "safety_margin")
-        if (
-            fixed > r.total_bytes
-            and margin >= fixed - r.total_bytes
-            and margin > r.total_bytes // 8
-        ):
-            return (
-                f"memory.safety_margin ({format_size(margin)}) alone is more than the card can "
-                f"spare ({format_size(r.total_bytes)} per GPU): lower it (default 512MiB)"
-            )
-    if plan.suggestions:
-        return "Would fit with: " + " ".join(f"--set {s}" for s in plan.suggestions)
-    return (
-        "Nothing smaller in serving.max_model_len or serving.max_num_seqs fits: lower the "
-        "weights (model.bits_per_weight), add GPUs, or use a smaller kv_cache_dtype"
-    )
-
-
-def kv_source(plan: MemoryPlan) -> str:
-    """The KV figure is as good as the weakest number it was derived from."""
-    if plan.kv.pinned:
-        return plan.kv.pin_source
-    sources = {c.source for r in plan.ranks for c in r.components}
-    return "estimate" if "estimate" in sources else "measured"
+def kv_source(plan: MemoryPlan) -> Source:
+    """The KV figure's source (``MemoryPlan.kv_source``)."""
+    return plan.kv_source
 
 
 def _kv_how(plan: MemoryPlan) -> str:
     if not plan.kv.pinned:
         return "what is left"
     if plan.kv.pinned == "qualified":
-        return "pinned by b12x-launch qualify (--no-calibration ignores it)"
+        return f"{plan.kv.pin_detail}: pinned by b12x-launch qualify (--no-calibration ignores it)"
     return f"pinned by memory.{plan.kv.pinned}"
-
-
-def command_line(command: VllmCommand) -> str:
-    return shlex.join(redact_argv(command.argv))
-
-
-def shell_line(command: VllmCommand) -> str:
-    """What runs, as one line ``sh`` reads: ``env K=V ... vllm serve ...``.
-
-    The environment is part of the command: without the launcher's ``BLAUNCH_*`` variables
-    the planned worker cannot find its plan. A secret variable is not in the line at all (not
-    even as ``NAME="$NAME"``: the shell would expand it into ``env``'s argv, which a process
-    list shows): vLLM inherits it from the shell that runs the line (``secret_names``).
-    """
-    parts = ["env"]
-    for key, value in command.env.items():
-        if not is_secret(key):
-            parts.append(shlex.quote(f"{key}={value}"))
-    return " ".join([*parts, command_line(command)])
-
-
-def secret_names(command: VllmCommand) -> list[str]:
-    """The secret variables ``shell_line`` leaves out (the shell that runs it must export them)."""
-    return [k for k, v in command.env.items() if is_secret(k) and v]
 
 
 def _part(comp: Component, j: int, fmt) -> str:
@@ -250,9 +143,9 @@ def render_table(
                 style="dim",
             )
     table.add_row(
-        "kv_cache",
+        ComponentName.KV_CACHE,
         *[fmt(r.kv_bytes) for r in shown],
-        kv_source(plan),
+        plan.kv_source,
         _kv_how(plan),
         style="bold",
     )
@@ -271,14 +164,14 @@ def render_table(
         console.print(f"note: {note}")
     for r in plan.ranks:
         for entry in r.learned:
-            console.print(f"learned (rank {r.rank}): {census.describe(entry)}")
+            console.print(f"learned (rank {r.rank}): {entry.describe()}")
     if not plan.fits:
         for reason in plan.reasons:
             console.print(f"DOES NOT FIT: {reason}", style="bold red")
         console.print(fix_hint(plan))
     if command is not None:
         console.print("\nvLLM command:", style="bold")
-        console.print(command_line(command), soft_wrap=True)
+        console.print(command_line(command.argv), soft_wrap=True)
         env = redact_env(command.env)
         if env:
             console.print("environment:", style="bold")
@@ -288,17 +181,8 @@ def render_table(
 
 
 BAR_WIDTH = 60
-BAR_CHARS = {
-    "other_processes": "o",
-    "cuda_context": "c",
-    "weights": "W",
-    "activation_peak": "a",
-    "workspaces": "w",
-    "cudagraph_pool": "g",
-    "jit_headroom": "j",
-    "safety_margin": "s",
-    "kv_cache": "K",
-}
+BAR_CHARS = dict(zip(ComponentName, "ocWawgjsK", strict=True))
+"""One letter per component, in plan order."""
 
 
 def bar_cells(sizes: list[int], width: int = BAR_WIDTH) -> list[int]:
@@ -324,7 +208,8 @@ def rank_bars(plan: MemoryPlan, identical: bool = False, width: int | None = Non
     ranks = plan.ranks[:1] if identical else plan.ranks
     lines = []
     for r in ranks:
-        parts = [(c.name, c.bytes) for c in r.components] + [("kv_cache", max(r.kv_bytes, 0))]
+        kv = (ComponentName.KV_CACHE, max(r.kv_bytes, 0))
+        parts = [(c.name, c.bytes) for c in r.components] + [kv]
         cells = bar_cells([n for _, n in parts])
         bar = "".join(
             BAR_CHARS.get(name, "?") * k for (name, _), k in zip(parts, cells, strict=True)
@@ -335,7 +220,7 @@ def rank_bars(plan: MemoryPlan, identical: bool = False, width: int | None = Non
             else f"rank {r.rank}"
         )
         lines.append(f"{who:>10} |{bar}|")
-    used = {c.name for r in ranks for c in r.components if c.bytes > 0} | {"kv_cache"}
+    used = {c.name for r in ranks for c in r.components if c.bytes > 0} | {ComponentName.KV_CACHE}
     legend = " ".join(f"{ch}={name}" for name, ch in BAR_CHARS.items() if name in used)
     if width is None:
         lines.append(f"{'':>10}  {legend}")

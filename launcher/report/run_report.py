@@ -2,37 +2,43 @@
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
-from typing import Any
 
 from launcher import bounded
+from launcher.contract import store
+from launcher.contract.artifact import ArtifactRecord
+from launcher.contract.base import JSON_MAX, ContractError
+from launcher.contract.names import ORDER, ComponentName
+from launcher.contract.plan import PlanRecord
+from launcher.contract.record import RankRecord
+from launcher.contract.runfile import plan_of
 from launcher.errors import EnvironmentProblem
-from launcher.plan import census
-from launcher.plan.calibration import read_record
-from launcher.plan.planner import ORDER
 from launcher.report.vllm_log import parse_kv_lines
-from launcher.runfile import (
-    ARTIFACT_KEY,
-    JSON_MAX,
-    ArtifactRecord,
-    RankRecord,
-    RunFileError,
-    artifact_record,
-)
 from launcher.units import format_size, in_unit, table_unit
 
 LOG_MAX = 64 << 20
 """How much of a vLLM log is read: its last 64 MiB."""
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]]:
-    """The run's plan, its ranks' records (sorted by rank) and warnings (one per record that
-    cannot be read, naming it: the report shows the others)."""
+@dataclass(frozen=True)
+class Run:
+    """A run directory as ``report`` reads it."""
+
+    plan: PlanRecord
+    artifact: ArtifactRecord | None
+    """The cache artifact the launch restored (None: none given, or a plan alone)."""
+    records: list[RankRecord]
+    """Its ranks' records, sorted by rank."""
+    warnings: list[str]
+    """One per record that cannot be read, naming it (the report shows the others)."""
+
+
+def load_run(run_dir: Path) -> Run:
     plan_file = run_dir / "plan.json"
     try:
-        plan = bounded.read_json(plan_file, JSON_MAX, "plan")
+        data = bounded.read_json(plan_file, JSON_MAX, "plan")
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"{plan_file} not found: is {run_dir} a b12x-launch run?"
@@ -43,65 +49,36 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[RankRecord], list[str]
         raise EnvironmentProblem(f"cannot read {plan_file}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise EnvironmentProblem(f"{plan_file} is not valid JSON: {exc}") from None
-    missing = _not_a_plan(plan)
-    if missing:
+    try:
+        plan, artifact = plan_of(data, plan_file)
+    except ContractError as exc:
         raise EnvironmentProblem(
-            f"{plan_file} is not a b12x-launch plan ({missing}): is {run_dir} a b12x-launch "
+            f"{plan_file} is not a b12x-launch plan ({exc.reason}): is {run_dir} a b12x-launch "
             "run? Point report at the directory a launch or --print-command wrote"
-        )
+        ) from None
     warnings: list[str] = []
     records = [
         r
         for p in sorted(run_dir.glob("measure-rank*.json"))
-        if (r := read_record(p, warnings.append)) is not None
+        if (r := store.read_rank(p, warnings.append)) is not None
     ]
-    return plan, sorted(records, key=lambda r: r.rank), warnings
-
-
-def _not_a_plan(plan: Any) -> str:
-    """What the report reads that ``plan`` lacks ("" when it has it all): a JSON file that
-    is not a plan is the user's to fix, not a crash."""
-    if not isinstance(plan, dict):
-        return "not a JSON object"
-    ranks = plan.get("ranks")
-    if not isinstance(ranks, list) or not ranks:
-        return "no ranks"
-    for r in ranks:
-        components = r.get("components") if isinstance(r, dict) else None
-        if not isinstance(components, dict) or not all(
-            _number(r.get(k)) for k in ("rank", "total_bytes")
-        ):
-            return "a rank without its number, total_bytes and components"
-        if not all(
-            isinstance(c, dict) and _number(c.get("bytes")) and "source" in c
-            for c in components.values()
-        ):
-            return "a component without its bytes and source"
-    kv = plan.get("kv")
-    if not isinstance(kv, dict) or not all(
-        _number(kv.get(k)) for k in ("tokens", "max_concurrency")
-    ):
-        return "no kv tokens"
-    return ""
-
-
-def _number(value: Any) -> bool:
-    """A figure a plan holds: a finite number (JSON's 1e400 reads as infinity, NaN as NaN)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return Run(plan, artifact, sorted(records, key=lambda r: r.rank), warnings)
 
 
 def render_run(run_dir: Path, log_file: Path | None = None) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    plan, records, warnings = load_run(run_dir)
+    run = load_run(run_dir)
+    plan, records = run.plan, run.records
     buf = StringIO()
     console = Console(file=buf, no_color=True, width=120, highlight=False, markup=False)  # data
-    for w in warnings:
+    for w in run.warnings:
         console.print(f"warning: {w}")
-    unit = table_unit(plan["ranks"][0]["total_bytes"])
+    first = plan.ranks[0]
+    unit = table_unit(first.total_bytes)
     table = Table(
-        title=f"Run {run_dir.name}: plan {plan.get('fingerprint', '?')} vs measured",
+        title=f"Run {run_dir.name}: plan {plan.fingerprint or '?'} vs measured",
         title_justify="left",
     )
     table.add_column("COMPONENT")
@@ -109,35 +86,29 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
     table.add_column("SOURCE")
     for r in records:
         table.add_column(f"RANK {r.rank} ({unit})", justify="right")
-    planned = plan["ranks"][0]["components"]
-    for name in (*ORDER, "kv_cache"):
-        if name not in planned:
+    for name in (*ORDER, ComponentName.KV_CACHE):
+        planned = first.components.get(name)
+        if planned is None:
             continue
         cells = []
         for r in records:
-            value = r.budget.bytes if name == "kv_cache" else r.measured.get(name)
+            value = r.budget.bytes if name == ComponentName.KV_CACHE else r.measured.get(name)
             cells.append(in_unit(value, unit) if value is not None else "-")
-        table.add_row(name, in_unit(planned[name]["bytes"], unit), planned[name]["source"], *cells)
+        table.add_row(name, in_unit(planned.bytes, unit), planned.source, *cells)
     console.print(table)
-    for line in _artifact(plan):
+    for line in artifact_lines(run.artifact) if run.artifact is not None else ():
         console.print(line)
-    kv = plan["kv"]
+    kv = plan.kv
     for r in records:
         line = f"rank {r.rank}: "
         if r.kv is not None:
-            line += f"KV {r.kv.tokens:,} tokens (plan {kv['tokens']:,})"
+            line += f"KV {r.kv.tokens:,} tokens (plan {kv.tokens:,})"
         else:
             line += "KV cache not allocated yet (the run stopped before, or is still starting)"
         line += f"; {len(r.late_compiles)} late compile(s)"
         console.print(line)
         for entry in r.late_compiles:  # each late kernel, and what the next boot does about it
-            if census.well_formed(entry):
-                text = census.describe(entry)
-            elif isinstance(entry, str):  # an older worker's entry: its text
-                text = f"{entry[: census.TEXT_MAX]} (recorded)"
-            else:
-                text = "an entry no worker wrote (malformed; the next plan ignores it)"
-            console.print(f"  late: {text}")
+            console.print(f"  late: {entry.describe()}")
     if not records:
         console.print(
             "no measurement records: the workers never reached sizing "
@@ -154,8 +125,7 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
         if logged.tokens is not None:
             console.print(
                 f"vLLM logged {logged.tokens:,} KV tokens, concurrency "
-                f"{logged.concurrency}x (plan {kv['tokens']:,}, "
-                f"{kv['max_concurrency']}x)"
+                f"{logged.concurrency}x (plan {kv.tokens:,}, {kv.max_concurrency}x)"
             )
     return buf.getvalue()
 
@@ -164,17 +134,8 @@ def plot_run_dir(run_dir: Path, path: str) -> Path:
     """Draw each rank's plan beside its measurement (``report RUN_DIR --plot FILE``)."""
     from launcher.report.plot import plot_run
 
-    plan, records, _ = load_run(run_dir)
-    return plot_run(plan, records, run_dir.name, path)
-
-
-def _artifact(plan: dict[str, Any]) -> list[str]:
-    """The lines on the cache artifact the run restored (none when it was given none)."""
-    try:
-        record = artifact_record("plan.json", plan.get(ARTIFACT_KEY))
-    except RunFileError as exc:
-        return [f"warning: {exc}"]
-    return artifact_lines(record) if record is not None else []
+    run = load_run(run_dir)
+    return plot_run(run.plan, run.records, run_dir.name, path)
 
 
 def artifact_lines(record: ArtifactRecord) -> list[str]:
@@ -185,17 +146,16 @@ def artifact_lines(record: ArtifactRecord) -> list[str]:
     if record.state == "ignored":
         return [f"{head}: ignored, {record.note}"]
     what = {"restored": f"restored in {record.seconds:.1f} s", "present": "already restored"}
-    gpu = k.get("gpu_kind", "?")
-    if k.get("compute_capability"):
-        gpu += f" (compute {k['compute_capability']}, CUDA {k.get('cuda_driver') or '?'})"
+    gpu = k.gpu_kind if k is not None else "?"
+    if k is not None and k.compute_capability:
+        gpu += f" (compute {k.compute_capability}, CUDA {k.cuda_driver or '?'})"
     caches = ", ".join(
-        f"{name} {_files(c['files'])} {format_size(c['bytes'])}"
-        for name, c in record.caches.items()
+        f"{name} {_files(c.files)} {format_size(c.bytes)}" for name, c in record.caches.items()
     )
     ranks = ", ".join(map(str, record.calibration_ranks)) or "none"
     lines = [
         f"{head}: {what.get(record.state, record.state)}; plan {record.fingerprint}, {gpu}, "
-        f"build {k.get('build_id', '?')}",
+        f"build {k.build_id if k is not None else '?'}",
         f"  held {_files(record.file_count)}, {format_size(record.total_bytes)}: {caches}",
         f"  calibration records: ranks {ranks}"
         + (", qualified KV size" if record.qualified else "")

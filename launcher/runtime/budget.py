@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.runfile import Budget
+from launcher.contract.names import ComponentName as Name
+from launcher.contract.record import Budget
 from launcher.units import format_size
 
 
@@ -42,12 +43,13 @@ class BudgetInputs:
 
 def kv_budget(i: BudgetInputs) -> Budget:
     """The KV bytes this rank offers vLLM."""
-    reserved = {"jit_headroom": i.jit_headroom, "safety_margin": i.safety_margin}
+    reserved = {Name.JIT_HEADROOM: i.jit_headroom, Name.SAFETY_MARGIN: i.safety_margin}
     if i.platform == "cpu" or i.free_after_profile is None:
         room = i.vllm_available - i.jit_headroom - i.safety_margin
         basis = "vLLM's figure"
     else:
-        reserved = {"activation_peak": i.peak_activation, "cudagraph_pool": i.cudagraph, **reserved}
+        graphs = {Name.ACTIVATION_PEAK: i.peak_activation, Name.CUDAGRAPH_POOL: i.cudagraph}
+        reserved = {**graphs, **reserved}
         room = i.free_after_profile - sum(reserved.values())
         basis = f"measured free {format_size(i.free_after_profile)} after profiling"
     if i.pinned_kv is not None:
@@ -65,20 +67,19 @@ def kv_budget(i: BudgetInputs) -> Budget:
                 "memory.kv_cache_bytes (or run b12x-launch qualify again), or free memory on "
                 "the GPU"
             )
-        return Budget(i.pinned_kv, "pinned by the profile", reserved, room)
+        return Budget.of(i.pinned_kv, "pinned by the profile", reserved, room)
     if i.calibrated and i.free_after_profile is not None and 0 < i.planned_kv <= room:
         # What a calibrated dry run printed is what the server gets; a little more room
         # (a warm compile cache, a smaller transient) stays free as margin.
         kept = format_size(room - i.planned_kv)
-        return Budget(
-            i.planned_kv, f"the calibrated plan ({basis}; {kept} more kept free)", reserved, room
-        )
+        calibrated = f"the calibrated plan ({basis}; {kept} more kept free)"
+        return Budget.of(i.planned_kv, calibrated, reserved, room)
     if room <= 0:
         raise BudgetError(
             f"no memory left for the KV cache: {basis} leaves {format_size(room)} after the "
             "reserves; the plan was too optimistic (run b12x-launch report on this run)"
         )
-    return Budget(room, basis, reserved, room)
+    return Budget.of(room, basis, reserved, room)
 
 
 def beside_kv(taken: int, kv_cache_config: Any) -> int:

@@ -105,8 +105,11 @@ def test_the_next_dry_run_shows_the_qualified_size(qualified):
     data = json.loads(out.output)
     assert data["kv"]["pinned"] == "qualified"
     assert data["kv"]["blocks_per_rank"] == record["kv"]["blocks"]
-    source = data["ranks"][0]["components"]["kv_cache"]["source"]
-    assert source == f"qualified {record['when'][:10]}"
+    kv_cache = data["ranks"][0]["components"]["kv_cache"]
+    assert (kv_cache["source"], kv_cache["detail"]) == (
+        "qualified",
+        f"qualified {record['when'][:10]}",
+    )
 
 
 def test_a_workload_that_does_not_finish_records_no_qualified_size(tiny_model, tmp_path):

@@ -12,8 +12,8 @@ import random
 from pathlib import Path
 
 from launcher.artifact.manifest import ArtifactKeys
-from launcher.plan import census
-from launcher.runfile import RECORD_SCHEMA
+from launcher.contract import census
+from launcher.contract.record import RECORD_SCHEMA_V1
 
 FP = "0123456789ab"
 OTHER_FP = "ba9876543210"
@@ -34,8 +34,8 @@ def keys(**changed) -> ArtifactKeys:
 
 def record(rank: int, fingerprint: str = FP) -> bytes:
     late = census.entry("triton", "pkg.kernel", "[BLOCK=64]", 2**20, specialization="spec")
-    data = {
-        "schema": RECORD_SCHEMA,
+    data = {  # as a worker of version 1 wrote it: the store holds such records too
+        "schema": RECORD_SCHEMA_V1,
         "fingerprint": fingerprint,
         "rank": rank,
         "when": "2026-12-01T10:00:00",
@@ -43,7 +43,7 @@ def record(rank: int, fingerprint: str = FP) -> bytes:
         "plan": {"jit_headroom": 2**29},
         "measured": {"jit_headroom": 2**28, "activation_peak": 2**30},
         "budget": {"bytes": 2**34, "basis": "measured"},
-        "late_compiles": [late] if rank == 0 else [],
+        "late_compiles": [late.to_json()] if rank == 0 else [],
         "learned": [],
     }
     return (json.dumps(data, indent=2) + "\n").encode()

@@ -1083,6 +1083,10 @@ def build() -> list[Case]:
         ("schema/ok", ("schema",), {}, "ok"),
         ("schema/extra-argument", ("schema", "x"), {}, "refused"),  # names "(x)"
         ("schema/help", ("schema", "--help"), {}, "ok"),
+        ("schema/run-file", ("schema", "--run-file"), {}, "ok"),
+        ("schema/record", ("schema", "--record"), {}, "ok"),
+        ("schema/qualified", ("schema", "--qualified"), {}, "ok"),
+        ("schema/run-file-with-value", ("schema", "--run-file", "x"), {}, "refused"),
         ("prewarm/list", ("prewarm", "{glm}", "--list"), {}, "ok"),
         ("prewarm/list-tiny", ("prewarm", "{tiny}", "--list"), {}, "ok"),
         ("prewarm/device-word", ("prewarm", "{glm}", "--device", "abc"), {}, "refused"),

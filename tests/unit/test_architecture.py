@@ -15,11 +15,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
 ORDER = (
     "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
     "gpu",  # beside vLLM: the cards' memory read from any process (NVML, cudaMemGetInfo)
+    "contract",  # the types of all that crosses a process or a boot: plan, run file, records
     "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
     "deployment",  # resolve once: the profile's derived values, each with its reason
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner
     "report",  # a plan rendered (the dry run ends here), pictures, sweeps, `report RUN_DIR`
-    "launch",  # preflight, vLLM argv/env, run directory, exec (writes the rendered plan)
+    "launch",  # preflight, vLLM argv/env, run directory, exec (writes the run file)
     "artifact",  # a deployment's compiled caches and records as one artifact: bake, restore
     "runtime",  # inside vLLM: planned worker, prewarm providers, KV budget, JIT watchdog
     "pipeline",  # load -> plan -> render -> launch, step by step, for the commands
@@ -37,7 +38,6 @@ ROOM_OF_TOP_MODULE = {
     "buildid": "base",  # the image build id every compile cache and artifact is keyed by
     "bounded": "base",  # reading input files: regular files of a bounded size
     "vllm_options": "base",  # vLLM's option table and how its parser reads an argument list
-    "runfile": "base",  # the run directory's files: the launcher writes, the worker reads
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
     "vllm_serve": "runtime",  # vLLM's serve entry, run as vLLM's process on every node
@@ -279,7 +279,6 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
 
 
 TYPE_ONLY_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("launcher.deployment", "launcher.plan.model"): "ModelFacts, an argument of fp8_rope/kv_record",
     ("launcher.profile.vllm_runtime", "launcher.plan.model"): "ModelFacts, read by the record "
     "size rules of each line",
     (
@@ -315,6 +314,34 @@ def test_types_that_cross_rooms_live_in_the_lower_room():
         and (_module_name(path), imported) not in TYPE_ONLY_EXCEPTIONS
     )
     assert not wrong, "type-only imports against the flow:\n" + "\n".join(wrong)
+
+
+def test_the_launch_does_not_import_the_renderer():
+    """The run file is the contract's type, written by the launch; the report only shows it."""
+    wrong = sorted(
+        f"{importer} imports {imported}"
+        for importer, targets in import_graph().items()
+        if room(importer) == "launch"
+        for imported in targets
+        if room(imported) == "report"
+    )
+    assert not wrong, wrong
+
+
+PLAN_IN_THE_RUNTIME = {"launcher.plan.b12x_sizing"}
+"""What the runtime takes from the plan room: b12x's sizing (the b12x provider prewarms
+exactly the groups the plan sized). Records, census and store are the contract's."""
+
+
+def test_the_runtime_imports_nothing_of_the_plan_but_b12x_sizing():
+    """Lazy and annotation-only imports included (``from launcher.plan import x`` is x)."""
+    found = {
+        f"{module}.{name}" if module == "launcher.plan" else module
+        for path in (PACKAGE / "runtime").rglob("*.py")
+        for module, name in _imports(path)
+        if module.startswith("launcher.") and room(module) == "plan"
+    }
+    assert found <= PLAN_IN_THE_RUNTIME, sorted(found - PLAN_IN_THE_RUNTIME)
 
 
 INTO_THE_WORKER_ROOM = {

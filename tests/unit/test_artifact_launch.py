@@ -9,11 +9,14 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from launcher import pipeline, runfile
+from launcher import pipeline
 from launcher.artifact import keys as keys_mod
 from launcher.artifact.keys import CudaTarget, read_cuda_target
 from launcher.buildid import BUILD_ID_ENV, BUILD_INFO_ENV
 from launcher.cli import cli
+from launcher.contract import runfile
+from launcher.contract.base import ContractError
+from launcher.contract.record import RECORD_SCHEMA_V1
 from launcher.launch import start as launch_mod
 from launcher.launch.hardware import NoGpuInfo
 from launcher.profile import can_serve, vllm_runtime
@@ -48,7 +51,7 @@ def booted(cache, fingerprint, ranks=range(4)):
     (cache / "calibration" / fingerprint / "qualified.json").unlink()  # not qualified yet
     for rank in ranks:
         record = {
-            "schema": runfile.RECORD_SCHEMA,
+            "schema": RECORD_SCHEMA_V1,  # as main's workers wrote it
             "fingerprint": fingerprint,
             "rank": rank,
             "when": "2026-12-01T10:00:00",
@@ -91,10 +94,10 @@ def test_a_fresh_node_restores_the_artifact_and_plans_with_its_records(write, tm
     run = runfile.read_run_file(tmp_path / "run" / runfile.PLAN_FILE)
     assert run.artifact is not None and run.artifact.warm
     assert (run.artifact.state, run.artifact.fingerprint) == ("restored", fingerprint)
-    assert run.artifact.keys["gpu_kind"] == "rtx-pro-6000"
-    assert run.artifact.keys["compute_capability"] == "12.0"
+    assert run.artifact.keys.gpu_kind == "rtx-pro-6000"
+    assert run.artifact.keys.compute_capability == "12.0"
     assert run.artifact.calibration_ranks == (0, 1, 2, 3)
-    assert any(n.startswith("cache artifact") for n in run.data["notes"])
+    assert any(n.startswith("cache artifact") for n in run.notes)
 
 
 def test_an_artifact_from_another_build_is_refused_before_the_run_is_written(
@@ -137,7 +140,7 @@ def test_a_launch_without_cache_from_records_no_artifact(write, tmp_path):
         gpus=GPUS,
     )
     data = json.loads((tmp_path / "run" / runfile.PLAN_FILE).read_text())
-    assert runfile.ARTIFACT_KEY not in data
+    assert data["artifact"] is None
     assert runfile.read_run_file(tmp_path / "run" / runfile.PLAN_FILE).artifact is None
 
 
@@ -151,9 +154,9 @@ def test_a_malformed_artifact_record_in_the_run_file_names_it(write, tmp_path):
     )
     plan = tmp_path / "run" / runfile.PLAN_FILE
     data = json.loads(plan.read_text())
-    data[runfile.ARTIFACT_KEY] = {"state": "restored"}
+    data["artifact"] = {"state": "restored"}
     plan.write_text(json.dumps(data))
-    with pytest.raises(runfile.RunFileError, match="malformed 'artifact' record"):
+    with pytest.raises(ContractError, match=r"malformed artifact\.artifact_id: Field required"):
         runfile.read_run_file(plan)
 
 

@@ -57,7 +57,7 @@ def test_a_restore_places_every_file_and_records_what_it_held(artifact, tmp_path
         True,
     )
     assert record.calibration_ranks == (0, 1) and record.qualified and record.census_entries == 1
-    assert record.caches["triton"]["files"] == 4
+    assert record.caches["triton"].files == 4
     assert not list(root.glob(STAGING + "*")) and not (root / JOURNAL).exists()
     assert [r.artifact_id for _, r in restored_in(root)] == [record.artifact_id]
 

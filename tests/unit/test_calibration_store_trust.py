@@ -10,7 +10,7 @@ import json
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from launcher.plan import census
+from launcher.contract import census
 from launcher.plan.calibration import SCHEMA as RECORD
 from launcher.plan.calibration import load_measured, save_record
 from launcher.plan.fingerprint import profile_fingerprint
@@ -121,6 +121,6 @@ def test_census_entries_a_worker_did_not_write_are_dropped():
         {"kind": "b12x", "kernel": 5},
         "not an entry",
     ]
-    merged = census.merge([good, *planted], {"not": "a list"})
+    merged = census.merge(census.entries([good, *planted]), census.entries({"not": "a list"}))
     assert merged == [good]
     assert census.reserve(merged) == 10 * MiB

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
-from launcher.runfile import ENV_PREFIX
+from launcher.contract.runfile import ENV_PREFIX
 from tests.conftest import PROFILES, ROOT
 
 DOCKERFILE = ROOT / "Dockerfile"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from launcher.contract.record import HeldKernel
 from launcher.runtime.prewarm import keys as K
 from tests.conftest import need, need_serving
 
@@ -306,10 +307,14 @@ def _ran(*nums: int) -> dict:
 
 
 def _keys_ctx(enumerated=()) -> SimpleNamespace:
+    """A context whose last boot's record held ``enumerated`` (as the store reads it)."""
+    from launcher.contract.record import KernelEnumeration
+
     serving = SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=2048)
     profile = SimpleNamespace(serving=serving, mtp_tokens=2)
     facts = SimpleNamespace(experts_per_token=1)
-    return SimpleNamespace(worker=None, profile=profile, facts=facts, enumerated=enumerated)
+    typed = tuple(KernelEnumeration.model_validate(e) for e in enumerated)
+    return SimpleNamespace(worker=None, profile=profile, facts=facts, enumerated=typed)
 
 
 def test_one_kernel_that_cannot_be_enumerated_or_compiled_stops_no_other(monkeypatch):
@@ -456,6 +461,7 @@ def test_a_warm_boot_replays_exactly_the_keys_the_baked_boot_held(monkeypatch):
     import json
 
     held = json.loads(json.dumps(held))  # through the record's JSON, as the store keeps it
+    held = [HeldKernel.model_validate(k) for k in held]
     asked: list = []
     monkeypatch.setattr(
         K, "compile_missing", lambda f, device, keys, done, until=None: asked.append((f, keys))
@@ -468,6 +474,6 @@ def test_a_warm_boot_replays_exactly_the_keys_the_baked_boot_held(monkeypatch):
 
 def test_a_kernel_gone_from_the_runtime_is_reported_not_fatal():
     done = K.Compiled()
-    held = [{"kernel": "vllm.gone.k", "module": "vllm_gone_module", "qualname": "k", "keys": []}]
+    held = [HeldKernel(kernel="vllm.gone.k", module="vllm_gone_module", qualname="k", keys=[])]
     assert K.replay(held, 0, done) == 0
     assert done.failed and "not found to replay" in done.failed[0]

@@ -9,11 +9,11 @@ from click.testing import CliRunner
 
 from launcher import pipeline
 from launcher.cli import cli
+from launcher.contract.record import RECORD_SCHEMA
 from launcher.errors import DoesNotFit, EnvironmentProblem, ProfileError
 from launcher.launch import preflight
 from launcher.launch import start as launch_mod
 from launcher.launch.hardware import Gpu, query_gpus
-from launcher.runfile import RECORD_SCHEMA
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, PROFILES
 
@@ -92,10 +92,10 @@ def test_a_forced_launch_on_another_gpu_kind_neither_reads_nor_writes_its_calibr
     done = prepare(p, tmp_path, h200, force=True)
     assert all(c.source != "measured" for r in done.planned.plan.ranks for c in r.components)
     run = RunPlan.from_env({"BLAUNCH_PLAN": done.env["BLAUNCH_PLAN"]})
-    assert run.file.gpu_kind not in (None, "rtx-pro-6000")
+    assert run.file.cards.gpu_kind not in (None, "rtx-pro-6000")
     cpu_worker = type("CpuWorker", (PlannedMixin,), {"platform": "cpu"})()
-    assert cpu_worker._environment(run)["gpu_kind"] == run.file.gpu_kind
-    forced = {**record, "environment": {"gpu_kind": run.file.gpu_kind}}
+    assert cpu_worker._environment(run).gpu_kind == run.file.cards.gpu_kind
+    forced = {**record, "environment": {"gpu_kind": run.file.cards.gpu_kind}}
     for rank in range(4):  # the forced boot's workers save their records
         paths = save_record({**forced, "rank": rank}, done.run_dir, p.loaded.profile)
         assert paths == [done.run_dir / f"measure-rank{rank}.json"]  # not the store
@@ -464,8 +464,8 @@ def test_a_launch_on_another_line_reads_that_lines_calibration(write, tmp_path, 
     """The records a boot writes are kept under the launched plan's fingerprint, which names
     the installed line: the next launch must read them there (on the H200, a stock vLLM
     taken for a fork line made every boot start uncalibrated)."""
+    from launcher.contract.names import MEASURABLE
     from launcher.plan.calibration import save_record, stack_versions
-    from launcher.plan.measured import MEASURABLE
 
     vllm_checks("gilded-gnosis")
     p = planned(write, tmp_path, "vllm.attention_backend=FLASHMLA_SPARSE", "vllm.release=0.33")

@@ -9,7 +9,7 @@ import zlib
 from click.testing import CliRunner
 
 from launcher.cli import cli
-from launcher.plan.planner import ORDER
+from launcher.contract.names import ORDER
 from launcher.report.render import bar_cells
 from tests.conftest import MINIMAL, PROFILES, ROOT, need_module
 from tests.unit.test_run_report import make_run

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from launcher.contract import census
 from launcher.deployment import resolve
-from launcher.plan import census
 from launcher.plan.model import load_facts
 from launcher.profile import load_profile
 from launcher.runtime.prewarm import PrewarmContext
@@ -347,11 +347,11 @@ def test_moe_buckets_cover_each_power_of_two_and_the_divisibility_classes():
 def test_census_entries_are_merged_reserved_or_replayed():
     triton = census.entry("triton", "vllm.ops.k", "[BLOCK=64]", 10, specialization='{"x":1}')
     b12x = census.entry("b12x", "sparse_mla.extend", " m=16", 300 * 2**20)
-    merged = census.merge([triton], [dict(triton, cost_bytes=20), b12x])
-    assert len(merged) == 2 and max(e["cost_bytes"] for e in merged) == 300 * 2**20
+    merged = census.merge([triton], [triton.model_copy(update={"cost_bytes": 20}), b12x])
+    assert len(merged) == 2 and max(e.cost_bytes for e in merged) == 300 * 2**20
     assert census.reserve(merged) == 300 * 2**20  # only what cannot be replayed
-    assert "prewarmed before sizing" in census.describe(triton)
-    assert "reserved in jit_headroom (300 MiB" in census.describe(b12x)
+    assert "prewarmed before sizing" in triton.describe()
+    assert "reserved in jit_headroom (300 MiB" in b12x.describe()
 
 
 def test_the_census_provider_replays_through_triton_preload(monkeypatch):

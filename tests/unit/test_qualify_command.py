@@ -40,20 +40,20 @@ def test_sampled_low_water_sets_the_size_and_the_tightest_rank_bounds_it(planned
     low = {0: margin + 3 * GiB, 1: margin + 1 * GiB, 2: margin + 2 * GiB, 3: margin + 5 * GiB}
     b = evidence(planned, tmp_path, {r: n for r in range(4)}, low)
     rec = _record(b, worst_case(planned.loaded.profile), margin)
-    assert rec["kv"]["blocks"] == (n * page + 1 * GiB) // page
-    assert rec["kv"]["bounding_rank"] == 1
-    assert rec["kv"]["tokens"] == rec["kv"]["blocks"] * kv.layout.block_tokens * 4  # DCP 4
-    assert rec["planned"]["blocks"] == n
-    assert rec["ranks"][1]["headroom"] == 1 * GiB
-    assert "NVML" in rec["basis"]
+    assert rec.kv.blocks == (n * page + 1 * GiB) // page
+    assert rec.kv.bounding_rank == 1
+    assert rec.kv.tokens == rec.kv.blocks * kv.layout.block_tokens * 4  # DCP 4
+    assert rec.planned.blocks == n
+    assert rec.ranks[1].headroom == 1 * GiB
+    assert "NVML" in rec.basis
 
 
 def test_without_sampling_the_size_is_what_the_workers_got(planned, tmp_path):
     n = planned.plan.kv.blocks_per_rank
     b = evidence(planned, tmp_path, {r: n for r in range(4)}, {}, sampled=False)
     rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
-    assert rec["kv"]["blocks"] == n
-    assert rec["ranks"][0]["low_water_free"] is None
+    assert rec.kv.blocks == n
+    assert rec.ranks[0].low_water_free is None
 
 
 def test_a_rank_without_its_kv_record_is_an_error(planned, tmp_path):
@@ -94,7 +94,7 @@ def test_the_record_carries_the_driver_of_the_run_file(planned, tmp_path, monkey
     n = planned.plan.kv.blocks_per_rank
     b = evidence(planned, tmp_path, {r: n for r in range(4)}, {}, sampled=False, driver="580.1")
     rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
-    assert rec["environment"]["driver"] == "580.1"
+    assert rec.environment.driver == "580.1"
 
 
 def test_a_boot_on_another_kind_of_card_stays_out_of_the_calibration_store(planned, tmp_path):
@@ -108,7 +108,7 @@ def test_a_boot_on_another_kind_of_card_stays_out_of_the_calibration_store(plann
     b.gpu_kind = "rtx-5090"
     assert not b.on_profiles_cards()
     rec = _record(b, worst_case(planned.loaded.profile), 512 * MiB)
-    assert rec["environment"]["gpu_kind"] == "rtx-5090"
+    assert rec.environment.gpu_kind == "rtx-5090"
     profile = planned.loaded.profile
     save_qualified(rec, tmp_path, profile, planned.fingerprint)
     assert (tmp_path / NAME).is_file()

@@ -3,10 +3,11 @@
 import io
 import time
 
-from launcher import runfile
+from launcher.contract import census
+from launcher.contract.record import RankRecord, record_name
+from launcher.contract.record import write_record as write
 from launcher.qualify.progress import Progress
 from launcher.qualify.sampler import FreeMemorySampler, late_compiles, rank_records
-from launcher.runfile import RankRecord
 from launcher.units import GiB
 
 
@@ -48,20 +49,23 @@ def test_the_background_thread_samples_on_its_own():
 def write_record(run_dir, rank, **fields):
     """A worker's record of ``rank`` in ``run_dir``, as the worker writes it."""
     kv = {"blocks": 9, "tokens": 9 * 256, "planned_tokens": 9 * 256}
-    record = RankRecord.from_dict({"rank": rank, "measured": {}, "kv": kv, **fields})
-    runfile.write_record(record.to_dict(), [run_dir / runfile.record_name(rank)])
+    record = RankRecord.model_validate(
+        {"fingerprint": "", "rank": rank, "when": "?", "kv": kv, **fields}
+    )
+    write(record, [run_dir / record_name(rank)])
 
 
 def test_late_compiles_are_read_from_the_workers_records(tmp_path):
-    for rank, late in ((0, []), (1, ["triton _fwd_kernel (M=3)", "b12x decode rows=5"])):
+    entries = [census.entry("triton", "_fwd_kernel", " (M=3)"), census.entry("b12x", "decode", "")]
+    for rank, late in ((0, []), (1, entries)):
         write_record(tmp_path, rank, late_compiles=late)
     (tmp_path / "measure-rank2.json").write_text("{half-written")
     unreadable = []
     records = rank_records(tmp_path, unreadable.append)
     assert sorted(records) == [0, 1] and records[1].kv.blocks == 9
-    assert late_compiles(records) == [
-        {"rank": 1, "what": "triton _fwd_kernel (M=3)"},
-        {"rank": 1, "what": "b12x decode rows=5"},
+    assert [(s.rank, s.what) for s in late_compiles(records)] == [
+        (1, "triton _fwd_kernel (M=3): reserved in jit_headroom (0 MiB measured)"),
+        (1, "b12x decode: reserved in jit_headroom (0 MiB measured)"),
     ]
     [message] = unreadable  # named, for qualify to say
     assert message.startswith(f"unreadable measurement record {tmp_path / 'measure-rank2.json'}")

@@ -8,7 +8,9 @@ from typing import ClassVar
 import pytest
 
 from launcher import pipeline
-from launcher.runfile import Budget, RankRecord
+from launcher.contract.names import ComponentName, Source
+from launcher.contract.plan import ComponentRecord, KvRecord, PlanRecord, RankPlan
+from launcher.contract.record import RankRecord
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.runplan import PlanMissing
 from tests.conftest import PROFILES, need_serving
@@ -38,7 +40,16 @@ class Worker(PlannedMixin, FakeCPUWorker):
 
 
 def record_with(**measured: int) -> RankRecord:
-    return RankRecord("fp", 0, "2026-12-01", {}, {}, dict(measured), 0, Budget(0, ""))
+    return RankRecord(fingerprint="fp", rank=0, when="2026-12-01", measured=measured)
+
+
+def run_of(components: dict[str, ComponentRecord], profile=None):
+    """A worker's view of a one-rank plan with these components (no file behind it)."""
+    from launcher.runtime.worker.runplan import RunPlan
+
+    kv = KvRecord(bytes_per_token_per_rank=0, tokens=0, max_concurrency=0)
+    plan = PlanRecord(ranks=[RankPlan(rank=0, total_bytes=0, components=components)], kv=kv)
+    return RunPlan(plan, profile, None, "")  # type: ignore[arg-type]: a plan, read as the file
 
 
 @pytest.fixture
@@ -219,18 +230,13 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
     worker._record = record_with(activation_peak=1000)
     worker._net_activation()  # a cache smaller than the peak is incidental: not relied on
     assert worker._record.measured["activation_peak"] == 1000
-    assert worker._record.to_dict()["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
+    assert worker._record.to_json()["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
     worker._record = record_with(activation_peak=600)
     worker._net_activation()  # the warmup's cache holds the whole peak: counted there
     assert worker._record.measured["activation_peak"] == 0
 
     def Run(source):
-        from launcher.runfile import RunFile
-        from launcher.runtime.worker.runplan import RunPlan
-
-        comp = {"bytes": 300, "source": source}
-        ranks = [{"components": {"activation_peak": comp}}]
-        return RunPlan(RunFile("", ranks, {}, {}, {}, {}), None, None, "")
+        return run_of({ComponentName.ACTIVATION_PEAK: ComponentRecord(bytes=300, source=source)})
 
     worker._activation_peak = 1000
     assert worker._activation_reserve(Run("measured")) == 300
@@ -258,14 +264,14 @@ def test_the_plan_keeps_small_sizes_in_bytes(tmp_path, monkeypatch):
 def test_what_the_plan_had_learned_stays_in_the_record(run, tmp_path, monkeypatch):
     """A boot that replayed the census compiles nothing late; its record still carries what
     was learned, so the next plan replays it again instead of forgetting it."""
-    from launcher.plan import census
+    from launcher.contract import census
     from launcher.runtime.worker import runplan
 
     entry = census.entry("triton", "vllm.k.mask_empty_context_kernel", "[B=8]", specialization="{}")
     real = runplan.RunPlan.rank
 
     def rank_with_learned(self, rank):
-        return {**real(self, rank), "learned": [entry]}
+        return real(self, rank).model_copy(update={"learned": [entry]})
 
     monkeypatch.setattr(runplan.RunPlan, "rank", rank_with_learned)
     argv = run.argv
@@ -273,7 +279,7 @@ def test_what_the_plan_had_learned_stays_in_the_record(run, tmp_path, monkeypatc
         available=int(argv[argv.index("--kv-cache-memory-bytes") + 1])
     ).determine_available_memory()
     record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
-    assert record["late_compiles"] == [] and record["learned"] == [entry]
+    assert record["late_compiles"] == [] and record["learned"] == [entry.to_json()]
 
 
 def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
@@ -299,17 +305,13 @@ def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
     env = GpuWorker()._environment(run)
-    assert (env["driver"], env["gpu"], env["gpu_kind"]) == ("580.159.04", "NVIDIA H200", "cpu")
+    assert (env.driver, env.gpu, env.gpu_kind) == ("580.159.04", "NVIDIA H200", "cpu")
 
 
-def _gpu_run(source: str, nbytes: int):
-    from launcher.runfile import RunFile
-    from launcher.runtime.worker.runplan import RunPlan
-
-    comp = {"bytes": nbytes, "source": source}
-    ranks = [{"components": {"jit_headroom": comp}}]
+def _gpu_run(source: str, nbytes: int, parts=None):
+    comp = ComponentRecord(bytes=nbytes, source=source, parts=parts or {})
     profile = SimpleNamespace(memory=SimpleNamespace(jit_headroom="measure"))
-    return RunPlan(RunFile("", ranks, {}, {}, {}, {}), profile, None, "")
+    return run_of({ComponentName.JIT_HEADROOM: comp}, profile)
 
 
 def test_without_a_serving_pass_before_sizing_the_headroom_estimate_stays(monkeypatch):
@@ -325,22 +327,23 @@ def test_without_a_serving_pass_before_sizing_the_headroom_estimate_stays(monkey
     small = SimpleNamespace(transient_peak_bytes=0, outside_torch_peak_bytes=0, retained_bytes=0)
     worker = GpuWorker()
     estimate = _gpu_run("estimate", 256 * MiB)
-    assert worker._headroom(estimate, small, served=False) == (
-        256 * MiB,
-        "plan (estimate): no serving pass ran before sizing",
-    )
-    assert worker._headroom(estimate, small, served=True) == (64 * MiB, "measured")
+    h = worker._headroom(estimate, small, served=False)
+    assert (h.bytes, h.source) == (256 * MiB, "plan (estimate): no serving pass ran before sizing")
+    h = worker._headroom(estimate, small, served=True)
+    assert (h.bytes, h.source) == (64 * MiB, "measured")
     calibrated = _gpu_run("measured", 300 * MiB)
-    assert worker._headroom(calibrated, small, served=True)[0] == 300 * MiB
+    assert worker._headroom(calibrated, small, served=True).bytes == 300 * MiB
 
 
 def test_a_kept_calibrated_headroom_does_not_grow_by_the_census_reserve_every_boot():
     """The calibrated plan's headroom is the earlier measurement plus the census's reserve
     for late compiles it cannot replay; the record must keep the measurement alone, or the
-    next plan adds the reserve again (and again on every boot after)."""
-    from launcher.plan import census
+    next plan adds the reserve again (and again on every boot after). The headroom carries
+    both as its parts: the worker reads them, and takes nothing out of the sum."""
+    from launcher.contract import census
     from launcher.plan.measured import Measured
     from launcher.plan.planner import Component, _calibrated
+    from launcher.plan.record import component
 
     MiB = 2**20
     late = census.entry("b12x", "attn", " decode", cost=200 * MiB)
@@ -349,21 +352,27 @@ def test_a_kept_calibrated_headroom_does_not_grow_by_the_census_reserve_every_bo
         platform = "cuda"
         rank = 0
 
-    profile = SimpleNamespace(memory=SimpleNamespace(jit_headroom="measure"))
-    first = Measured({"jit_headroom": 300 * MiB}, "2026-12-01", (late,))
-    planned = _calibrated(Component("jit_headroom", 1, "estimate"), first, profile)
+    first = Measured({ComponentName.JIT_HEADROOM: 300 * MiB}, "2026-12-01", (late,))
+    estimate = Component(ComponentName.JIT_HEADROOM, 1, Source.ESTIMATE)
+    planned = _calibrated(estimate, first)
     assert planned.bytes == 500 * MiB
-    run = _gpu_run("measured", planned.bytes)
-    run.rank(0)["learned"] = [late]
+    assert [(p.name, p.bytes) for p in planned.parts] == [
+        ("prewarm", 300 * MiB),
+        ("late_compiles", 200 * MiB),
+    ]
+    run = _gpu_run("measured", planned.bytes, component(planned).parts)
     small = SimpleNamespace(transient_peak_bytes=0, outside_torch_peak_bytes=0, retained_bytes=0)
     worker = GpuWorker()
-    headroom, source = worker._headroom(run, small, served=True)
-    assert headroom == 500 * MiB  # this boot keeps the whole reserve
-    recorded = worker._measured(run, None, None, small, headroom, source)["jit_headroom"]
+    headroom = worker._headroom(run, small, served=True)
+    assert headroom.bytes == 500 * MiB  # this boot keeps the whole reserve
+    recorded = worker._measured(run, None, None, small, headroom)[ComponentName.JIT_HEADROOM]
     assert recorded == 300 * MiB
-    again = Measured({"jit_headroom": recorded}, "2026-12-02", (late,))
-    assert _calibrated(Component("jit_headroom", 1, "estimate"), again, profile) == replace(
-        planned, detail=planned.detail.replace("2026-12-01", "2026-12-02")
+    again = Measured({ComponentName.JIT_HEADROOM: recorded}, "2026-12-02", (late,))
+    replanned = _calibrated(estimate, again)
+    assert replanned == replace(
+        planned,
+        detail=planned.detail.replace("2026-12-01", "2026-12-02"),
+        parts=(replace(planned.parts[0], detail="measured 2026-12-02"), planned.parts[1]),
     )
 
 

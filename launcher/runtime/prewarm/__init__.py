@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from launcher.profile.prewarm_providers import available
 
 if TYPE_CHECKING:
+    from launcher.contract.census import CensusEntry
+    from launcher.contract.facts import ModelFacts
+    from launcher.contract.record import HeldKernel, KernelEnumeration
     from launcher.deployment import Deployment
-    from launcher.plan.model import ModelFacts
     from launcher.profile.schema import Profile
 
 
@@ -36,16 +38,16 @@ class PrewarmContext:
     """vLLM's worker when running inside one; None elsewhere."""
     log: Any = None
     """A callable taking one line of text."""
-    learned: tuple[dict, ...] = ()
-    """Late compiles earlier boots recorded for this rank (``launcher.plan.census`` entries)."""
-    enumerated: tuple[dict, ...] = ()
+    learned: tuple[CensusEntry, ...] = ()
+    """Late compiles earlier boots recorded for this rank (the plan's census entries)."""
+    enumerated: tuple[KernelEnumeration, ...] = ()
     """The key enumeration an earlier boot recorded for this rank (``prewarm --list``)."""
     scratch: Any = None
     """The scratch KV cache while the runtime provider's stage holds one (``scratch_kv``)."""
     serving_launches: set[str] = field(default_factory=set)
     """Triton kernels every serving-shaped pass launched so far (``served_kernels`` once the
     waves ran)."""
-    replay: tuple[dict, ...] = ()
+    replay: tuple[HeldKernel, ...] = ()
     """A warm boot's keys to load before sizing (the baked boot's ``held``): set when a cache
     artifact restored this deployment's caches and records whole (``ArtifactRecord.warm``).
     The stage then serves only the request-feature waves; the keys stand for the rest."""

@@ -1,6 +1,6 @@
 """Replay the late-JIT census before sizing: what an earlier boot compiled late.
 
-Each replayable entry (``launcher.plan.census``) names a ``@triton.jit`` kernel by module and
+Each replayable entry (``launcher.contract.census``) names a ``@triton.jit`` kernel by module and
 name and carries Triton's own specialization data; ``JITFunction.preload`` compiles that
 exact specialization into the in-process cache, so serving finds it compiled. Entries it
 cannot replay (b12x/CuTe programs, a kernel that no longer exists) stay reserved in the
@@ -13,7 +13,6 @@ import importlib
 import time
 from typing import Any
 
-from launcher.plan import census
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 
 
@@ -35,22 +34,22 @@ class CensusProvider:
         return bool(ctx.learned)
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
-        return [f"learned: {census.describe(e)}" for e in ctx.learned]
+        return [f"learned: {e.describe()}" for e in ctx.learned]
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
         result = PrewarmResult(self.name)
         start = time.perf_counter()
         problems = []
         for e in ctx.learned:
-            if not census.replayable(e):
+            if not e.replayable:
                 continue
             try:
-                _jit_function(e["kernel"]).preload(e["specialization"])
+                _jit_function(e.kernel).preload(e.specialization)
             except Exception as exc:  # the kernel moved or its key changed: stay reserved
-                problems.append(f"{e['kernel']}: {type(exc).__name__}: {exc}")
+                problems.append(f"{e.kernel}: {type(exc).__name__}: {exc}")
                 continue
             result.compiled += 1
-            result.specializations.append(f"{e['kernel']}{e.get('detail', '')}")
+            result.specializations.append(f"{e.kernel}{e.detail}")
         result.skipped = "; ".join(problems)
         result.seconds = time.perf_counter() - start
         return result

@@ -11,9 +11,9 @@ import os
 import time
 from collections.abc import Callable
 
+from launcher.contract import store
 from launcher.errors import EnvironmentProblem
 from launcher.launch.planned import Planned
-from launcher.plan.calibration import last_enumeration
 from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
 
 
@@ -21,7 +21,8 @@ def providers(planned: Planned, device: str = "cuda:0"):
     p = planned.loaded.profile
     learned = planned.plan.ranks[0].learned if planned.plan.ranks else ()
     facts = planned.inputs.facts  # what the plan used: no second read of the checkpoint
-    enumerated = last_enumeration(p, planned.fingerprint)
+    last = store.newest_record(p.runtime.cache_root, planned.fingerprint, 0)
+    enumerated = tuple(last.enumeration()) if last is not None else ()
     d = planned.deployment
     ctx = PrewarmContext(d, facts, 0, device, learned=learned, enumerated=enumerated)
     out = []

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.contract.record import Autotuned, HeldKernel, KernelEnumeration
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, parallel_compile
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles, settle
 
@@ -666,7 +667,7 @@ def held_keys() -> list[dict[str, Any]]:
     return out
 
 
-def replay(held: Iterable[dict[str, Any]], device: Any, done: Compiled) -> int:
+def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
     """Load each recorded key (compiled before: Triton's disk cache has it) without launching;
     the kernels replayed. A kernel whose module is gone is reported, not fatal."""
     import importlib
@@ -677,16 +678,16 @@ def replay(held: Iterable[dict[str, Any]], device: Any, done: Compiled) -> int:
     kernels = 0
     for k in held:
         try:
-            obj: Any = importlib.import_module(k["module"])
-            for part in k["qualname"].split("."):
+            obj: Any = importlib.import_module(k.module)
+            for part in k.qualname.split("."):
                 obj = getattr(obj, part)
             fn = jit_watch.unwrap(obj)
         except (ImportError, AttributeError, KeyError) as exc:
-            done.failed.append(f"{k.get('kernel')}: not found to replay: {exc}")
+            done.failed.append(f"{k.kernel}: not found to replay: {exc}")
             continue
         keys = [
             (tuple(tuple(e) if isinstance(e, list) else e for e in spec), options)
-            for spec, options in k.get("keys", [])
+            for spec, options in k.keys
         ]
         compile_missing(fn, device, keys, done, until)
         kernels += 1
@@ -736,12 +737,12 @@ class KeysProvider:
             "timed at serving for a key value not tuned before sizing (named in the record)",
         ]
         for e in ctx.enumerated:
-            lines.append(f"{e['kernel']}: {_account(e)} on the last boot")
-            lines += [f"    {a}" for a in e["args"]]
-            if e.get("as_launched"):
-                lines.append(f"    as launched (assumed): {', '.join(e['as_launched'])}")
-            if e.get("autotuned"):
-                lines.append(f"    {_autotune_note(e)}")
+            lines.append(f"{e.kernel}: {_account(e)} on the last boot")
+            lines += [f"    {a}" for a in e.args]
+            if e.as_launched:
+                lines.append(f"    as launched (assumed): {', '.join(e.as_launched)}")
+            if e.autotuned is not None:
+                lines.append(f"    {_autotune_note(e.autotuned)}")
         return lines
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
@@ -793,15 +794,17 @@ class KeysProvider:
             record = e.to_dict()
             record["compiled"] = record["failed"] = 0
             if tuner is not None:
-                record["autotuned"] = autotuned(tuner)
-                result.specializations.append(f"{e.kernel}: {_autotune_note(record)}")
+                tuned = autotuned(tuner)
+                record["autotuned"] = tuned.model_dump()
+                result.specializations.append(f"{e.kernel}: {_autotune_note(tuned)}")
             result.enumeration.append(record)
             if e.missing:
                 compiled, failed = done.compiled, len(done.failed)
                 compile_missing(fn, device, e.missing, done, until)
                 record["compiled"] = done.compiled - compiled
                 record["failed"] = len(done.failed) - failed
-                result.specializations.append(f"{e.kernel}: {_account(record)}")
+                account = _account(KernelEnumeration.model_validate(record))
+                result.specializations.append(f"{e.kernel}: {account}")
 
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
@@ -837,41 +840,40 @@ BENCHMARK_BUFFER = "256 MiB"
 ``get_empty_cache_for_benchmark``)."""
 
 
-def autotuned(tuner: Any) -> dict[str, Any]:
+def autotuned(tuner: Any) -> Autotuned:
     """What an autotuner wrapping a kernel keys on, how many configs it times, and how many
     key values it tuned in this process."""
-    return {
-        "key": list(getattr(tuner, "keys", ())),
-        "configs": len(getattr(tuner, "configs", ())),
-        "tuned": len(getattr(tuner, "cache", {})),
-    }
+    return Autotuned(
+        key=[str(k) for k in getattr(tuner, "keys", ())],
+        configs=len(getattr(tuner, "configs", ())),
+        tuned=len(getattr(tuner, "cache", {})),
+    )
 
 
-def _autotune_note(e: dict[str, Any]) -> str:
+def _autotune_note(a: Autotuned) -> str:
     """The enumeration compiles keys, it does not tune: say what serving still does."""
-    a = e["autotuned"]
     return (
-        f"autotuned on ({', '.join(a['key'])}), {a['tuned']} value(s) tuned before sizing: "
-        f"a new value times up to {a['configs']} configs at its first launch while serving "
+        f"autotuned on ({', '.join(a.key)}), {a.tuned} value(s) tuned before sizing: "
+        f"a new value times up to {a.configs} configs at its first launch while serving "
         f"(a {BENCHMARK_BUFFER} buffer and the timing runs, not in the plan; fewer where the "
         "autotuner prunes them, none where its disk cache holds the value)"
     )
 
 
-def _account(e: dict[str, Any]) -> str:
+def _account(e: KernelEnumeration) -> str:
     """One kernel's keys, as its record holds them (a record older than the ``compiled``
     count says only what was missing)."""
-    if e.get("too_many") and not e.get("reduced"):  # a record of an older boot
+    if e.too_many and not e.reduced:  # a record of an older boot
         return (
-            f"more than {MAX_KEYS_PER_KERNEL} reachable keys ({e['launched']} launched): "
+            f"more than {MAX_KEYS_PER_KERNEL} reachable keys ({e.launched} launched): "
             "none compiled by enumeration, left to the census"
         )
-    text = f"{e['reachable']} keys"
-    if e.get("reduced"):
-        text += f" (over {MAX_KEYS_PER_KERNEL} in full: {e['reduced']})"
-    text += f" ({e['launched']} launched, {e['missing']} missing"
-    if "compiled" in e:
-        text += f", {e['compiled']} compiled by enumeration"
-    if e.get("failed"):
-        text += f", {e['failed']} failed to compile"
+    text = f"{e.reachable} keys"
+    if e.reduced:
+        text += f" (over {MAX_KEYS_PER_KERNEL} in full: {e.reduced})"
+    text += f" ({e.launched} launched, {e.missing} missing"
+    if e.compiled is not None:
+        text += f", {e.compiled} compiled by enumeration"
+    if e.failed:
+        text += f", {e.failed} failed to compile"
     return text + ")"

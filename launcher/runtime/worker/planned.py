@@ -14,11 +14,24 @@ import datetime
 import logging
 import platform
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from launcher.plan import census
-from launcher.plan.calibration import save_record, stack_versions
-from launcher.runfile import Activation, KvActual, RankRecord
+from pydantic import ValidationError
+
+from launcher.contract import census, store
+from launcher.contract.names import ComponentName as Name
+from launcher.contract.names import Source
+from launcher.contract.record import (
+    Activation,
+    EntryPoint,
+    Environment,
+    HeldKernel,
+    KvActual,
+    Measurement,
+    PrewarmOutcome,
+    RankRecord,
+)
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_budget
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load, run_after_forward
@@ -26,6 +39,18 @@ from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.units import format_size
 
 logger = logging.getLogger("vllm.b12x_launch")
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """The JIT headroom this boot keeps free, and how it was decided."""
+
+    bytes: int
+    source: str
+    """Where it came from, in words (``profile``, ``measured``, ``plan (estimate)``...)."""
+    measured: int | None = None
+    """The prewarm's figure this boot records as ``measured.jit_headroom`` (None: not a
+    measurement: the profile's size, or the plan's); the census's reserve is never in it."""
 
 
 class PlannedMixin:
@@ -53,15 +78,15 @@ class PlannedMixin:
             vllm_available = super().determine_available_memory()
         after = self._device_snapshot()
         served = any(r.scratch for r in results)
-        headroom, headroom_source = self._headroom(run, measurement, served)
+        headroom = self._headroom(run, measurement, served)
         self._after_profile = after
-        pinned = run.component(rank, "kv_cache") if run.pinned else None
+        pinned = run.component(rank, Name.KV_CACHE) if run.pinned else None
         inputs = BudgetInputs(
             platform=self.platform,
             vllm_available=int(vllm_available),
-            jit_headroom=headroom,
+            jit_headroom=headroom.bytes,
             safety_margin=profile.memory.safety_margin,
-            planned_kv=run.component(rank, "kv_cache"),
+            planned_kv=run.component(rank, Name.KV_CACHE),
             pinned_kv=pinned,
             free_after_profile=after["free"] if after else None,
             peak_activation=self._activation_reserve(run),
@@ -76,24 +101,26 @@ class PlannedMixin:
         _say(
             f"rank {rank}: KV budget {budget.describe()}; vLLM alone would offer "
             f"{format_size(vllm_available)}; the plan said {format_size(planned)} "
-            f"({_delta(budget.bytes, planned)}); jit_headroom from {headroom_source}"
+            f"({_delta(budget.bytes, planned)}); jit_headroom from {headroom.source}"
         )
         self._record = RankRecord(
             fingerprint=run.fingerprint,
             rank=rank,
             when=datetime.datetime.now().isoformat(timespec="seconds"),
             environment=self._environment(run),
-            plan={k: v["bytes"] for k, v in run.rank(rank)["components"].items()},
-            measured=self._measured(run, before, after, measurement, headroom, headroom_source),
+            plan={k: c.bytes for k, c in run.rank(rank).components.items()},
+            measured=self._measured(run, before, after, measurement, headroom),
             vllm_available=int(vllm_available),
             budget=budget,
-            prewarm=[vars(r) for r in results],
+            prewarm=[outcome(r) for r in results],
             prewarm_seconds={r.provider: round(r.seconds, 2) for r in results},
-            prewarm_measurement=measurement.to_dict() if measurement else None,
+            prewarm_measurement=(
+                Measurement.model_validate(measurement.to_dict()) if measurement else None
+            ),
             # What earlier boots learned stays learned: a boot that replayed it compiles
             # nothing late, and without this the next plan would forget it (seen on the H200:
             # the boot after a clean one compiled the replayed kernel late again).
-            learned=list(run.rank(rank).get("learned") or []),
+            learned=list(run.rank(rank).learned),
         )
         self._save()
         return budget.bytes
@@ -108,12 +135,12 @@ class PlannedMixin:
             self._beside_kv = beside_kv(before["free"] - after["free"], kv_cache_config)
         blocks = int(getattr(kv_cache_config, "num_blocks", 0))
         kv = self._run.kv
-        tokens = blocks * kv["block_tokens"] * kv.get("dcp", 1)
-        self._record.kv = KvActual(blocks, tokens, kv["tokens"])
+        tokens = blocks * kv.block_tokens * kv.dcp
+        self._record.kv = KvActual(blocks=blocks, tokens=tokens, planned_tokens=kv.tokens)
         _say(
             f"rank {self.rank}: KV cache {blocks:,} blocks = {tokens:,} tokens; plan "
-            f"{kv['blocks_per_rank']:,} blocks = {kv['tokens']:,} tokens "
-            f"({_delta(tokens, kv['tokens'])})"
+            f"{kv.blocks_per_rank:,} blocks = {kv.tokens:,} tokens "
+            f"({_delta(tokens, kv.tokens)})"
         )
         self._save()
 
@@ -127,9 +154,9 @@ class PlannedMixin:
         if before and after:
             warmup = max(0, before["free"] - after["free"])
             beside = getattr(self, "_beside_kv", 0)
-            self._record.measured["cudagraph_pool"] = warmup + beside
+            self._record.measured[Name.CUDAGRAPH_POOL] = warmup + beside
             if beside:
-                self._record.measured_why["cudagraph_pool"] = (
+                self._record.measured_why[Name.CUDAGRAPH_POOL] = (
                     f"graphs and warmup {format_size(warmup)} + {format_size(beside)} vLLM "
                     "allocated beside the KV cache when it built it"
                 )
@@ -161,7 +188,7 @@ class PlannedMixin:
             getattr(self, "model_runner", None),
             log=_say,
             worker=self,
-            learned=tuple(run.rank(self.rank).get("learned") or ()),
+            learned=tuple(run.rank(self.rank).learned),
             replay=self._replay(run),
         )
         self._providers = []
@@ -183,7 +210,7 @@ class PlannedMixin:
                 result = provider.run(ctx)
                 result.seconds = result.seconds or time.perf_counter() - start
                 results.append(result)
-                points = "; ".join(entry_line(e) for e in result.entry_points)
+                points = "; ".join(e.line() for e in outcome(result).entry_points)
                 _say(
                     f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
                     f"{result.warmed} warmed in {result.seconds:.1f}s"
@@ -208,45 +235,46 @@ class PlannedMixin:
         )
         return results, measurement
 
-    def _replay(self, run: RunPlan) -> tuple[dict, ...]:
+    def _replay(self, run: RunPlan) -> tuple[HeldKernel, ...]:
         """The baked boot's keys when a cache artifact restored this deployment whole (the
         launcher says so in the run file); else none, and the stage serves every wave."""
         artifact = run.file.artifact
         if artifact is None or not artifact.warm:
             return ()
-        from launcher.plan.calibration import held_keys
-
-        keys = held_keys(run.profile, run.fingerprint, self.rank)
+        cache_root = run.profile.runtime.cache_root
+        record = store.newest_record(cache_root, run.fingerprint, self.rank, _warn)
+        keys = tuple(record.held()) if record is not None else ()
         _say(
             f"rank {self.rank}: warm boot from cache artifact {artifact.artifact_id}: "
-            + (f"replaying {sum(len(k['keys']) for k in keys)} keys of {len(keys)} kernels"
+            + (f"replaying {sum(len(k.keys) for k in keys)} keys of {len(keys)} kernels"
                if keys else "its record holds no keys to replay; the waves run")
         )  # fmt: skip
         return keys
 
-    def _headroom(self, run: RunPlan, measurement: Any, served: bool) -> tuple[int, str]:
-        """The JIT headroom to keep free: this boot's prewarm measurement, unless the plan
-        holds more. ``served``: the prewarm ran the serving path on a scratch KV cache."""
-        configured = run.profile.memory.jit_headroom
-        if configured != "measure":
-            return int(configured), "profile"
-        comp = run.rank(self.rank)["components"]["jit_headroom"]
+    def _headroom(self, run: RunPlan, measurement: Any, served: bool) -> Headroom:
+        """The JIT headroom to keep free. The plan's component carries its parts (what the
+        last boot's prewarm measured, the census's reserve for late compiles it cannot
+        replay): this boot measures the first again and keeps the larger, and keeps the
+        reserve as planned. ``served``: the prewarm ran the serving path on a scratch KV
+        cache."""
+        planned = run.rank(self.rank).jit_headroom
+        if planned.pinned:  # the profile's size: the plan decided it, it is kept as is
+            return Headroom(planned.bytes, "profile")
         if measurement is None:
-            return int(comp["bytes"]), f"plan ({comp['source']})"
+            return Headroom(planned.bytes, f"plan ({planned.source})")
         from launcher.gpu.measure import jit_headroom
 
         fresh = jit_headroom(measurement)
-        planned = int(comp["bytes"])
-        if comp["source"] == "measured" and planned > fresh:
-            # An earlier boot needed more (a cold cache, the census's late compiles):
-            # keep the larger, as the plan does.
-            return planned, "measured (calibrated plan)"
-        if not served and comp["source"] == "estimate" and planned > fresh:
+        late = planned.late_compiles
+        if planned.source is Source.MEASURED and planned.prewarm > fresh:
+            # An earlier boot needed more (a cold cache): keep the larger, as the plan does.
+            return Headroom(planned.prewarm + late, "measured (calibrated plan)", planned.prewarm)
+        if not served and planned.source is Source.ESTIMATE and planned.bytes > fresh:
             # Without a serving pass before sizing, what the first requests load (kernels
             # vLLM's profile run skips, the sampler's top-k/top-p) is not in the measurement:
             # the estimate stays (the H200's MoE boot fell 21 MiB under the margin without).
-            return planned, "plan (estimate): no serving pass ran before sizing"
-        return fresh, "measured"
+            return Headroom(planned.bytes, "plan (estimate): no serving pass ran before sizing")
+        return Headroom(fresh + late, "measured", fresh)
 
     def _measured(
         self,
@@ -254,9 +282,8 @@ class PlannedMixin:
         before: dict | None,
         after: dict | None,
         measurement: Any,
-        headroom: int,
-        headroom_source: str,
-    ) -> dict[str, int]:
+        headroom: Headroom,
+    ) -> dict[Name, int]:
         """This rank's components as measured, closing the loop with the plan.
 
         Everything the engine holds after vLLM's profile (free at launch, as the launcher
@@ -265,36 +292,22 @@ class PlannedMixin:
         cuBLAS, NCCL and whatever the profile run kept outside torch). A calibrated plan
         made of these figures then equals the budget this worker returns, to the block.
         """
-        out: dict[str, int] = {}
-        if headroom_source.startswith("measured"):
-            out["jit_headroom"] = self._recorded_headroom(run, measurement, headroom)
+        out: dict[Name, int] = {}
+        if headroom.measured is not None:
+            out[Name.JIT_HEADROOM] = headroom.measured
         retained = max(0, measurement.retained_bytes) if measurement is not None else 0
         if measurement is not None:
-            out["workspaces"] = retained
+            out[Name.WORKSPACES] = retained
         if before is not None and after is not None:
-            launch_free = run.rank(self.rank)["total_bytes"] - run.component(
-                self.rank, "other_processes"
-            )
-            out["weights"] = before["torch_allocated"]
+            plan = run.rank(self.rank)
+            launch_free = plan.total_bytes - plan.bytes(Name.OTHER_PROCESSES)
+            out[Name.WEIGHTS] = before["torch_allocated"]
             engine = launch_free - after["free"]
-            out["cuda_context"] = max(0, engine - before["torch_allocated"] - retained)
+            out[Name.CUDA_CONTEXT] = max(0, engine - before["torch_allocated"] - retained)
         peak = self._peak_activation()
         if peak or getattr(self, "_activation_peak", None) is not None:  # measured: 0 counts
-            out["activation_peak"] = peak
+            out[Name.ACTIVATION_PEAK] = peak
         return out
-
-    def _recorded_headroom(self, run: RunPlan, measurement: Any, headroom: int) -> int:
-        """The headroom figure the record keeps. Where the plan's calibrated figure was kept,
-        it holds the census's reserve for late compiles the next plan adds again from the
-        learned entries: recorded whole, the headroom grew by their cost on every boot. The
-        record keeps the larger of this boot's measurement and the earlier boot's."""
-        comp = run.rank(self.rank)["components"]["jit_headroom"]
-        if measurement is None or comp["source"] != "measured" or headroom != int(comp["bytes"]):
-            return headroom
-        from launcher.gpu.measure import jit_headroom
-
-        late = census.reserve(run.rank(self.rank).get("learned") or ())
-        return max(jit_headroom(measurement), headroom - late)
 
     @contextlib.contextmanager
     def _activation_probe(self):
@@ -342,15 +355,11 @@ class PlannedMixin:
 
     def _calibrated(self, run: RunPlan) -> bool:
         """Whether this rank's plan is made of an earlier boot's measurements."""
-        from launcher.plan.measured import MEASURABLE
-
-        comps = run.rank(self.rank)["components"]
-        present = [comps[n] for n in MEASURABLE if n in comps and comps[n]["bytes"]]
-        return bool(present) and all(c["source"] == "measured" for c in present)
+        return run.rank(self.rank).calibrated
 
     def _activation_reserve(self, run: RunPlan) -> int:
         """An earlier boot's net activation peak (``_net_activation``), else this boot's."""
-        measured = run.measured(self.rank, "activation_peak")
+        measured = run.measured(self.rank, Name.ACTIVATION_PEAK)
         return self._peak_activation() if measured is None else measured
 
     def _net_activation(self) -> None:
@@ -360,21 +369,21 @@ class PlannedMixin:
         footprint); counting them twice left 2.1 GiB unused on the H200 (GLM-5 architecture,
         vLLM 0.26: 2.58 GiB cached, peak 2.09 GiB). A cache smaller than the peak is
         incidental (0.07 then 0.02 GiB on two boots of the MoE model) and is not relied on."""
-        peak = self._record.measured.get("activation_peak")
+        peak = self._record.measured.get(Name.ACTIVATION_PEAK)
         device = self._device_index()
         if peak is None or device is None:
             return
         cached = _default_pool_cached(device)
-        self._record.measured["activation_peak"] = 0 if cached >= peak else peak
-        self._record.activation = Activation(peak, cached)
+        self._record.measured[Name.ACTIVATION_PEAK] = 0 if cached >= peak else peak
+        self._record.activation = Activation(profile_peak=peak, warmup_cached=cached)
 
     def _cudagraph_reserve(self, run: RunPlan) -> int:
         """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
-        measured = run.measured(self.rank, "cudagraph_pool")
+        measured = run.measured(self.rank, Name.CUDAGRAPH_POOL)
         if measured is not None:
             return measured
         estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
-        return estimate or run.component(self.rank, "cudagraph_pool")
+        return estimate or run.component(self.rank, Name.CUDAGRAPH_POOL)
 
     def _device_index(self) -> int | None:
         if self.platform != "cuda":
@@ -429,21 +438,23 @@ class PlannedMixin:
             return contextlib.nullcontext()
         return set_current_vllm_config(config) if config is not None else contextlib.nullcontext()
 
-    def _environment(self, run: RunPlan) -> dict[str, Any]:
-        env: dict[str, Any] = {
-            # The cards' kind: under --force it is not the profile's, and the records must not
-            # calibrate the profile's own cards.
-            "gpu_kind": run.file.gpu_kind or run.profile.hardware.gpu,
-            "host": platform.node(),
-            **stack_versions(),
-        }
-        if self.platform == "cuda":
-            import torch
+    def _environment(self, run: RunPlan) -> Environment:
+        # The cards' kind: under --force it is not the profile's, and the records must not
+        # calibrate the profile's own cards.
+        kind = run.file.cards.gpu_kind or run.profile.hardware.gpu
+        packages = store.stack_versions()
+        if self.platform != "cuda":
+            return Environment(gpu_kind=kind, host=platform.node(), packages=packages)
+        import torch
 
-            env["gpu"] = torch.cuda.get_device_name(self._device_index())
-            env["cuda"] = torch.version.cuda
-            env["driver"] = run.driver  # read by the launcher on the cards, via the run file
-        return env
+        return Environment(
+            gpu_kind=kind,
+            host=platform.node(),
+            gpu=torch.cuda.get_device_name(self._device_index()),
+            cuda=torch.version.cuda,
+            driver=run.driver,  # read by the launcher on the cards, via the run file
+            packages=packages,
+        )
 
     def _arm_watchdog(self) -> None:
         profile = self._run.profile
@@ -460,8 +471,8 @@ class PlannedMixin:
             logger.warning(
                 "b12x-launch rank %d: LATE COMPILE after sizing: %s%s",
                 self.rank,
-                e["kernel"],
-                e["detail"],
+                e.kernel,
+                e.detail,
             )
             self._save()
 
@@ -516,40 +527,56 @@ class PlannedMixin:
                     torch.cuda.synchronize(device)
                     free1, _ = torch.cuda.mem_get_info(device)
                     grown = torch.cuda.memory_reserved(device) - reserved0
-                    late[seen]["cost_bytes"] = max(0, int(free0 - free1 - grown))
+                    cost = min(max(0, int(free0 - free1 - grown)), census.COST_MAX)
+                    late[seen] = late[seen].model_copy(update={"cost_bytes": cost})
                     self._save()
 
         runner.execute_model = costed
 
     def _save(self) -> None:
+        profile = self._run.profile
         try:
-            save_record(self._record, self._run.run_dir, self._run.profile)
+            store.save_record(
+                self._record, self._run.run_dir, profile.runtime.cache_root, profile.hardware.gpu
+            )
         except OSError as exc:
             logger.warning(
                 "b12x-launch rank %d: cannot write the measurement record: %s", self.rank, exc
             )
 
 
-def entry_line(e: dict[str, Any]) -> str:
+def outcome(result: PrewarmResult) -> PrewarmOutcome:
+    """A provider's result as the record keeps it. A third party's provider may hand back
+    what the record's types refuse: its outcome is then kept without those parts, and says
+    so, rather than stop the boot."""
+    try:
+        return PrewarmOutcome.model_validate(vars(result))
+    except ValidationError as exc:
+        where = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors()[:3])
+        kept = {k: getattr(result, k) for k in ("provider", "compiled", "warmed", "seconds")}
+        note = f"its result's {where} not recorded (not the record's types)"
+        skipped = "; ".join(filter(None, [result.skipped, note]))
+        return PrewarmOutcome.model_validate({**kept, "skipped": skipped})
+
+
+def entry_line(e: EntryPoint) -> str:
     """One entry point for the log: its status, kernels and time; why, unless it was called
     (a failure says its exception type and text)."""
-    line = f"{e['name']} {e['status']}"
-    extra = [f"{e['kernels']} kernels"] if e.get("kernels") else []
-    if "seconds" in e:
-        extra.append(f"{e['seconds']:.1f}s")
-    if e["status"] != "called" and e.get("detail"):
-        extra.append(e["detail"])
-    return line + (f" ({', '.join(extra)})" if extra else "")
+    return e.line()
 
 
 def stage_times(results: list[PrewarmResult]) -> str:
     """The stage's time per part: each provider, and the scratch stage's waves."""
     total = sum(r.seconds for r in results)
     parts = [f"{r.provider} {r.seconds:.1f}s" for r in results if r.seconds]
-    waves = [e for r in results for e in r.entry_points if "seconds" in e]
-    slow = sorted(waves, key=lambda e: -e["seconds"])[:3]
-    inner = ", ".join(f"{e['name'].split('(')[0]} {e['seconds']:.1f}s" for e in slow)
+    points = [e for r in results for e in outcome(r).entry_points]
+    slow = sorted((e for e in points if e.seconds is not None), key=lambda e: -(e.seconds or 0))
+    inner = ", ".join(f"{e.name.split('(')[0]} {e.seconds:.1f}s" for e in slow[:3])
     return f"{total:.1f}s: {', '.join(parts)}" + (f" (longest: {inner})" if inner else "")
+
+
+def _warn(message: str) -> None:
+    logger.warning("b12x-launch: %s", message)
 
 
 def _say(message: str) -> None:

@@ -5,20 +5,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from launcher.deployment import Deployment
-from launcher.plan.model import ModelFacts
-from launcher.profile.schema import BYTES_CONTEXT, Profile
-from launcher.runfile import (
+from launcher.contract.base import ContractError
+from launcher.contract.facts import ModelFacts
+from launcher.contract.names import ComponentName
+from launcher.contract.plan import KvRecord, RankPlan
+from launcher.contract.runfile import (
     FINGERPRINT_ENV,
     PLAN_ENV,
     REQUIRE_PLAN_ENV,
     RUN_DIR_ENV,
     RunFile,
-    RunFileError,
     read_run_file,
 )
+from launcher.deployment import Deployment
+from launcher.profile.schema import BYTES_CONTEXT, Profile
 
 NO_PLAN = (
     f"b12x-launch: no plan in the environment ({PLAN_ENV} unset): this worker sizes the KV "
@@ -58,7 +59,7 @@ class RunPlan:
         try:
             file = read_run_file(path)
             profile = Profile.model_validate(file.profile_data, context={BYTES_CONTEXT: True})
-        except (RunFileError, ValueError) as exc:
+        except (ContractError, ValueError) as exc:
             # Another launcher's file or a broken one is never sized around: the worker stops
             # (with the fix when the launch required the plan).
             if not required:
@@ -82,30 +83,28 @@ class RunPlan:
         run_dir = Path(env[RUN_DIR_ENV]) if env.get(RUN_DIR_ENV) else None
         return cls(file, profile, run_dir, file.fingerprint)
 
-    def rank(self, rank: int) -> dict[str, Any]:
-        return self.file.ranks[rank]
+    def rank(self, rank: int) -> RankPlan:
+        return self.file.rank(rank)
 
-    def component(self, rank: int, name: str) -> int:
-        comp = self.rank(rank)["components"].get(name)
-        return int(comp["bytes"]) if comp else 0
+    def component(self, rank: int, name: ComponentName) -> int:
+        return self.rank(rank).bytes(name)
 
-    def measured(self, rank: int, name: str) -> int | None:
+    def measured(self, rank: int, name: ComponentName) -> int | None:
         """The component's bytes when an earlier boot measured them (a calibrated figure)."""
-        comp = self.rank(rank)["components"].get(name) or {}
-        return int(comp["bytes"]) if comp.get("source") == "measured" else None
+        return self.rank(rank).measured(name)
 
     @property
-    def kv(self) -> dict[str, Any]:
+    def kv(self) -> KvRecord:
         return self.file.kv
 
     @property
     def driver(self) -> str | None:
         """The GPU driver the launcher read on the cards (None: unknown)."""
-        return self.file.driver
+        return self.file.cards.driver
 
     @property
     def pinned(self) -> bool:
-        return bool(self.kv.get("pinned"))
+        return self.kv.pinned is not None
 
     @property
     def deployment(self) -> Deployment:
@@ -115,4 +114,4 @@ class RunPlan:
     @property
     def facts(self) -> ModelFacts:
         """The model facts the plan was made from (no checkpoint read in the worker)."""
-        return ModelFacts.from_record(self.file.model_facts)
+        return self.file.model_facts

@@ -1,0 +1,119 @@
+"""What every type of the contract shares: closed models, bounded figures, located errors.
+
+A file of ours is read whole into its type or refused naming the file, the key and what is
+wrong with it (``ContractError``); nothing past the reader sees a dict of it.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+
+from launcher import bounded
+
+JSON_MAX = 64 << 20
+"""The largest run file or record read (a record with a long census is a few MiB)."""
+FIGURE_MAX = 1 << 50
+"""1 PiB: more bytes than any figure of one GPU; a file with more was not a worker's."""
+
+Bytes = Annotated[int, Strict(), Field(ge=0, le=FIGURE_MAX)]
+"""A figure in bytes a worker or the planner wrote: a whole number, never a boolean."""
+SignedBytes = Annotated[int, Strict(), Field(ge=-FIGURE_MAX, le=FIGURE_MAX)]
+"""Bytes that go below zero where the plan does not fit (the KV cache left)."""
+Count = Annotated[int, Strict(), Field(ge=0, le=FIGURE_MAX)]
+"""A count (blocks, tokens, kernels)."""
+
+
+class Contract(BaseModel):
+    """Base of every type of the contract: unknown keys refused, no NaN or infinity.
+
+    ``defer_build``: a validator is built at its first use, not at import (the dry run
+    imports these types and validates few of them)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True, allow_inf_nan=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form, as written to the file."""
+        return self.model_dump(mode="json")
+
+
+class Frozen(Contract):
+    """A contract type that is never changed once made."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class ContractError(ValueError):
+    """A run file or record that is unreadable, foreign, of another version or malformed;
+    the message names the file (and the key): ``path``, ``reason`` (what is wrong, without
+    the path) and the whole line."""
+
+    def __init__(self, path: str | Path, reason: str, message: str | None = None):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(message or f"{path}: {reason}")
+
+
+def located(path: str | Path, what: str, exc: ValidationError) -> ContractError:
+    """One line per problem pydantic found (at most three), each with its key path."""
+    lines = []
+    for err in exc.errors()[:3]:
+        key = ".".join(str(p) for p in err["loc"]) or "(the file)"
+        lines.append(f"{key}: {err['msg']}")
+    more = len(exc.errors()) - len(lines)
+    tail = f" (and {more} more)" if more > 0 else ""
+    return ContractError(path, f"malformed {'; '.join(lines)}{tail} (a {what})")
+
+
+def read_json(path: str | Path, what: str, limit: int = JSON_MAX) -> dict[str, Any]:
+    """The JSON object at ``path`` (a regular file of at most ``limit`` bytes)."""
+    try:
+        data = bounded.read_json(path, limit, what)
+    except (OSError, ValueError) as exc:
+        why = f"unreadable: {exc}"
+        raise ContractError(path, why, f"unreadable {what} {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ContractError(path, f"not a b12x-launch {what} (not a JSON object)")
+    return data
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validate(kind: type[Model], data: Any, path: str | Path, what: str) -> Model:
+    """``data`` as ``kind``, or ``ContractError`` naming the file and the keys."""
+    try:
+        return kind.model_validate(data)
+    except ValidationError as exc:
+        raise located(path, what, exc) from None
+
+
+@functools.cache
+def field_docstrings(module: str) -> dict[str, dict[str, str]]:
+    """Each class's field docstrings in ``module``, by class and field name: the string
+    literal right under a field, cleaned as pydantic's ``use_attribute_docstrings`` cleans it
+    (read from the source when a JSON Schema is made, not at import: that would cost every
+    dry run the parse)."""
+    import ast
+    import inspect
+    import sys
+
+    tree = ast.parse(inspect.getsource(sys.modules[module]))
+    docs: dict[str, dict[str, str]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        fields = docs.setdefault(node.name, {})
+        for stmt, after in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                fields[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs

@@ -1,0 +1,69 @@
+"""The names every process agrees on: the plan's components and where a number came from.
+
+Each is defined here once; the planner, the worker, the records and the reports name them
+by these enums (a ``StrEnum`` member is its own string in JSON and in comparisons).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ComponentName(StrEnum):
+    """One slice of a GPU's memory in the plan, bottom to top."""
+
+    OTHER_PROCESSES = "other_processes"
+    CUDA_CONTEXT = "cuda_context"
+    WEIGHTS = "weights"
+    ACTIVATION_PEAK = "activation_peak"
+    WORKSPACES = "workspaces"
+    CUDAGRAPH_POOL = "cudagraph_pool"
+    JIT_HEADROOM = "jit_headroom"
+    SAFETY_MARGIN = "safety_margin"
+    KV_CACHE = "kv_cache"
+
+
+MEASURABLE = (
+    ComponentName.CUDA_CONTEXT,
+    ComponentName.WEIGHTS,
+    ComponentName.ACTIVATION_PEAK,
+    ComponentName.WORKSPACES,
+    ComponentName.CUDAGRAPH_POOL,
+    ComponentName.JIT_HEADROOM,
+)
+"""Components a worker measures; a plan whose every one of these is measured is calibrated."""
+
+ORDER = (ComponentName.OTHER_PROCESSES, *MEASURABLE, ComponentName.SAFETY_MARGIN)
+"""The fixed components in the order the plan lists them; the KV cache is what is left."""
+
+
+class HeadroomPart(StrEnum):
+    """The parts a calibrated ``jit_headroom`` carries (``parts`` of its component): the
+    planner adds them once, the worker reads them, nobody takes one back out of the sum."""
+
+    PREWARM = "prewarm"
+    """What an earlier boot's prewarm measured it must keep free (the figure the record's
+    ``measured.jit_headroom`` holds)."""
+    LATE_COMPILES = "late_compiles"
+    """The measured cost of the late compiles the census cannot replay before sizing."""
+
+
+class Source(StrEnum):
+    """Where a number came from."""
+
+    MEASURED = "measured"
+    """An earlier boot's worker measured it (calibration), or the driver reports it now."""
+    B12X = "b12x"
+    """b12x's own plan functions sized it."""
+    HEADERS = "headers"
+    """The checkpoint's safetensors headers."""
+    CATALOG = "catalog"
+    """The shipped catalog (GPUs, architectures)."""
+    CONFIG_JSON = "config.json"
+    """The checkpoint's config.json."""
+    ESTIMATE = "estimate"
+    """A formula (labelled as such until a boot measures it)."""
+    PROFILE = "profile"
+    """The profile sets it."""
+    QUALIFIED = "qualified"
+    """``b12x-launch qualify`` proved it under the worst case."""

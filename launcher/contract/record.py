@@ -1,0 +1,385 @@
+"""A worker's record of one rank (``measure-rank<N>.json``, version 2).
+
+The planned worker builds it up as vLLM starts and writes it whole after each step, into the
+run directory and the calibration store (``launcher.contract.store``); calibration, ``report
+RUN_DIR``, ``qualify`` and ``bake`` read it. Version 1 records (``record_v1``) read into this
+type: the store and every run directory written before the contract keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, Strict, model_serializer
+
+from launcher import atomic
+from launcher.contract import record_v1
+from launcher.contract.base import (
+    Bytes,
+    Contract,
+    ContractError,
+    Count,
+    Frozen,
+    SignedBytes,
+    read_json,
+    validate,
+)
+from launcher.contract.census import CensusEntry
+from launcher.contract.names import ComponentName
+from launcher.units import format_size
+
+RECORD_SCHEMA = record_v1.SCHEMA_V2
+"""The record's ``schema`` (2: typed throughout, the environment's packages nested, late
+compiles census entries only)."""
+RECORD_SCHEMA_V1 = record_v1.SCHEMA
+
+
+def record_name(rank: int) -> str:
+    """A rank's record in the run directory."""
+    return f"measure-rank{rank}.json"
+
+
+Rank = Annotated[int, Strict(), Field(ge=0, lt=1 << 16)]
+
+
+class Environment(Frozen):
+    """What the record was measured under: the cards and the software stack. A record made
+    under another value of any of these is stale (``launcher.contract.store``)."""
+
+    gpu_kind: str | None = None
+    """The cards' kind as the catalog names it (``cpu`` for vLLM's CPU backend)."""
+    host: str | None = None
+    """The machine's name."""
+    gpu: str | None = None
+    """The card's own name (``torch.cuda.get_device_name``)."""
+    cuda: str | None = None
+    """torch's CUDA version."""
+    driver: str | None = None
+    """The GPU driver the launcher read on the cards."""
+    packages: dict[str, str | None] = Field(default_factory=dict)
+    """Installed versions of the packages whose kernels and allocator shape the figures
+    (``store.STACK``; None: not installed)."""
+
+    def stack(self) -> dict[str, str | None]:
+        """The packages and the driver: what staleness compares."""
+        return {**self.packages, "driver": self.driver}
+
+
+class Budget(Frozen):
+    """What the worker handed vLLM for the KV cache (``bytes``, on ``basis``), what it kept
+    back by component, and the room it measured it could give (free after vLLM's profile
+    less the reserves: the plan's figure is checked against it even when returned)."""
+
+    bytes: Bytes
+    """The KV bytes handed to vLLM."""
+    basis: str = ""
+    """How the figure was found, in words."""
+    measured_room: SignedBytes | None = None
+    """The room the worker measured it could give (None: not measured)."""
+    activation_peak: Bytes | None = None
+    """Kept back for vLLM's activation peak (on a GPU)."""
+    cudagraph_pool: Bytes | None = None
+    """Kept back for the CUDA-graph pool (on a GPU)."""
+    jit_headroom: Bytes | None = None
+    """Kept back for compiles after sizing: the plan's two parts, or this boot's figure."""
+    safety_margin: Bytes | None = None
+    """Kept back as the profile's safety margin."""
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: Any) -> dict[str, Any]:
+        """Flat, as the records always were: the reserved components beside the figure."""
+        out = handler(self)
+        return {k: v for k, v in out.items() if v is not None or k == "measured_room"}
+
+    @classmethod
+    def of(cls, size: int, basis: str, reserved: dict[str, int], room: int | None) -> Budget:
+        return cls(bytes=size, basis=basis, measured_room=room, **reserved)
+
+    @property
+    def reserved(self) -> dict[ComponentName, int]:
+        """What was kept back, by component, in the order it is reserved."""
+        names = (
+            ComponentName.ACTIVATION_PEAK,
+            ComponentName.CUDAGRAPH_POOL,
+            ComponentName.JIT_HEADROOM,
+            ComponentName.SAFETY_MARGIN,
+        )
+        return {n: v for n in names if (v := getattr(self, n.value)) is not None}
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{k} {format_size(v)}" for k, v in self.reserved.items())
+        return f"{format_size(self.bytes)} ({self.basis}; reserved {parts})"
+
+
+Status = Literal["called", "no-op", "skipped", "missing", "failed"]
+
+
+class EntryPoint(Frozen):
+    """One runtime entry point a provider called (or could not)."""
+
+    name: str
+    """The entry point, with the arguments it was called with."""
+    status: Status
+    """``called`` (it brought in kernels), ``no-op`` (none), ``skipped``, ``missing`` (not in
+    this vLLM line) or ``failed`` (its exception in ``detail``)."""
+    detail: str = ""
+    """What it did, or why not (a failure's exception)."""
+    kernels: Count | None = None
+    """Triton kernels it brought in (None: not counted)."""
+    seconds: float | None = None
+    """How long it ran (None: not timed)."""
+
+    def line(self) -> str:
+        """For the log: its status, kernels and time; why, unless it was called."""
+        extra = [f"{self.kernels} kernels"] if self.kernels else []
+        if self.seconds is not None:
+            extra.append(f"{self.seconds:.1f}s")
+        if self.status != "called" and self.detail:
+            extra.append(self.detail)
+        return f"{self.name} {self.status}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+class Restored(Frozen):
+    """What the scratch stage's release found changed on vLLM's runner and put back."""
+
+    objects: Count = 0
+    """Objects checked."""
+    tensors: Count = 0
+    """Buffers checked."""
+    rewritten: list[str] = Field(default_factory=list)
+    """Tensors and arrays whose contents were written back in place."""
+    rebound: list[str] = Field(default_factory=list)
+    """Attributes and container items rebound."""
+    dropped: list[str] = Field(default_factory=list)
+    """Attributes the stage added, removed."""
+    uncopied: list[str] = Field(default_factory=list)
+    """Tensors over the copy limit: identity restored, contents not."""
+
+
+class ScratchStage(Frozen):
+    """The scratch-KV stage: a small real KV cache the runtime's warmups served on before
+    sizing, then released (``launcher.runtime.prewarm.scratch_kv``)."""
+
+    blocks: Count
+    """KV blocks per rank it held."""
+    bytes: Bytes
+    """Device bytes its tensors took."""
+    served: str = ""
+    """What was served on it (waves, steps, tokens)."""
+    forced: list[str] = Field(default_factory=list)
+    """What the release removed by hand (requests a failed step left in the batch)."""
+    restored: Restored | None = None
+    """What the release put back on the runner."""
+    stray: list[str] = Field(default_factory=list)
+    """Work the stage started that outlived it and was ended."""
+
+
+class HeldKernel(Frozen):
+    """Every Triton key one kernel held when the key enumeration ended: what a warm boot from
+    a cache artifact replays."""
+
+    kernel: str
+    """The kernel, ``module.name``."""
+    module: str
+    """The kernel's module (imported to find it again)."""
+    qualname: str
+    """Its name in the module."""
+    keys: list[Any] = Field(default_factory=list)
+    """Each key: Triton's specialization list and ``str(options)``, in JSON's shapes."""
+
+
+class Autotuned(Frozen):
+    """What an autotuner wrapping a kernel keys on, and what it tuned."""
+
+    key: list[str] = Field(default_factory=list)
+    """The arguments the autotuner keys on."""
+    configs: Count = 0
+    """Configs it times for a new key value."""
+    tuned: Count = 0
+    """Key values it tuned in this process."""
+
+
+class KernelEnumeration(Frozen):
+    """One kernel's key space, derived after the waves (``launcher.runtime.prewarm.keys``)."""
+
+    kernel: str
+    """The kernel, ``module.name``."""
+    launched: Count = 0
+    """Keys launched."""
+    reachable: Count = 0
+    """Keys the deployment reaches."""
+    missing: Count = 0
+    """Reachable keys the process did not hold."""
+    too_many: bool = False
+    """The full product was over the cap: a reduced space was taken."""
+    reduced: str = ""
+    """How the space was reduced (empty: the full product)."""
+    args: list[str] = Field(default_factory=list)
+    """Each argument's classes and why."""
+    assumed: list[str] = Field(default_factory=list)
+    """Arguments never varied."""
+    as_launched: list[str] = Field(default_factory=list)
+    """Arguments held as launched (``NAME=value``)."""
+    compiled: Count | None = None
+    """Keys compiled by enumeration (None: a record older than the count)."""
+    failed: Count | None = None
+    """Keys that failed to compile."""
+    autotuned: Autotuned | None = None
+    """The autotuner wrapping the kernel (None: none)."""
+    not_served: str = ""
+    """Why no key was derived (a kernel only a runtime warmup launched)."""
+
+
+class PrewarmOutcome(Frozen):
+    """One prewarm provider's result."""
+
+    provider: str
+    """The provider's name."""
+    compiled: Count = 0
+    """Specializations compiled (cache misses)."""
+    warmed: Count = 0
+    """Specializations run once."""
+    seconds: float = 0.0
+    """How long it ran."""
+    specializations: list[str] = Field(default_factory=list)
+    """What it compiled or ran, in words."""
+    skipped: str = ""
+    """Why the provider did nothing, or what it could not do."""
+    entry_points: list[EntryPoint] = Field(default_factory=list)
+    """Each runtime entry point the provider called, or could not."""
+    scratch: ScratchStage | None = None
+    """The scratch-KV stage it ran (None: none)."""
+    held: list[HeldKernel] = Field(default_factory=list)
+    """Every Triton key held when the enumeration ended, per kernel."""
+    enumeration: list[KernelEnumeration] = Field(default_factory=list)
+    """The key enumeration, per kernel (the ``keys`` provider's)."""
+
+
+class Measurement(Frozen):
+    """What the prewarm did to device memory, physically and in torch's view
+    (``launcher.gpu.measure.PrewarmMeasurement``)."""
+
+    baseline_used: int
+    """Used bytes before the prewarm."""
+    retained_bytes: int
+    """Used after less used before: what stayed."""
+    transient_peak_bytes: int
+    """Highest used above the baseline during the prewarm."""
+    torch_reserved_delta: int
+    """torch's reserved bytes after less before (blind to modules and local memory)."""
+    torch_allocated_delta: int
+    """torch's allocated bytes after less before."""
+    samples: Count
+    """Samples taken."""
+    seconds: float
+    """How long the prewarm ran."""
+    method: str
+    """How free memory was read (``cudart``, ``nvml``)."""
+    total: int = 0
+    """The card's total bytes."""
+    min_free: int = 0
+    """The least free bytes seen during the prewarm."""
+    end_free: int = 0
+    """Free bytes after the prewarm."""
+    outside_torch_peak_bytes: int | None = None
+    """Highest growth of used memory beyond torch's reserved growth."""
+
+
+class KvActual(Frozen):
+    """The KV cache vLLM allocated, against the plan."""
+
+    blocks: Count
+    """KV blocks vLLM allocated on this rank."""
+    tokens: Count
+    """Logical tokens those blocks hold."""
+    planned_tokens: Count
+    """The tokens the plan said."""
+
+
+class Activation(Frozen):
+    """Torch's activation peak across vLLM's profile run, and what its warmup left cached."""
+
+    profile_peak: Bytes
+    """torch's activation peak across vLLM's profile run."""
+    warmup_cached: Bytes
+    """What vLLM's warmup left cached in torch's default pool."""
+
+
+class RankRecord(Contract):
+    """One rank's measurements, built up by the worker as vLLM starts and written whole
+    after each step."""
+
+    schema_id: Literal["b12x-launch/measurement/2"] = Field(RECORD_SCHEMA, alias="schema")
+    """This layout's name and version."""
+    fingerprint: str
+    """The plan the worker ran."""
+    rank: Rank
+    """The rank that measured."""
+    when: str
+    """ISO time the worker sized the KV cache."""
+    environment: Environment = Field(default_factory=Environment)
+    """What it was measured under."""
+    plan: dict[ComponentName, SignedBytes] = Field(default_factory=dict)
+    """The plan's figures for this rank, by component."""
+    measured: dict[ComponentName, Bytes] = Field(default_factory=dict)
+    """What the worker measured, by component (``jit_headroom``: the prewarm's figure, never
+    the census's reserve, which the plan adds as its own part)."""
+    measured_why: dict[ComponentName, str] = Field(default_factory=dict)
+    """How a figure that is more than one reading was made (the next plan's detail)."""
+    vllm_available: Bytes = 0
+    """What vLLM's own ``determine_available_memory`` returned."""
+    budget: Budget = Field(default_factory=lambda: Budget(bytes=0))
+    """What the worker handed vLLM for the KV cache, and what it kept back."""
+    prewarm: list[PrewarmOutcome] = Field(default_factory=list)
+    """Each prewarm provider's outcome, in the order they ran."""
+    prewarm_seconds: dict[str, float] = Field(default_factory=dict)
+    """Seconds per provider."""
+    prewarm_measurement: Measurement | None = None
+    """What the prewarm did to device memory (None: on CPU)."""
+    late_compiles: list[CensusEntry] = Field(default_factory=list)
+    """Compiles after sizing, with their cost: the census."""
+    learned: list[CensusEntry] = Field(default_factory=list)
+    """What earlier boots learned, carried on (a boot that replayed it compiles nothing late)."""
+    late_files: list[str] = Field(default_factory=list)
+    """Files that appeared in the compile caches after the watchdog was armed."""
+    kv: KvActual | None = None
+    """The KV cache vLLM allocated (None: not yet)."""
+    free_after_warmup: Bytes | None = None
+    """Free device memory after vLLM's warmup (None: not yet, or on CPU)."""
+    activation: Activation | None = None
+    """The activation peak and what vLLM's warmup left cached (None: not measured)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    def enumeration(self) -> list[KernelEnumeration]:
+        """The key enumeration of this boot, every provider's."""
+        return [e for outcome in self.prewarm for e in outcome.enumeration]
+
+    def held(self) -> list[HeldKernel]:
+        """The Triton keys held when the enumeration ended (a warm boot replays them)."""
+        return [k for outcome in self.prewarm for k in outcome.held if k.keys]
+
+
+def read_record(path: Path) -> RankRecord:
+    """The record at ``path``, typed (a version 1 record through its reader).
+
+    Raises:
+        ContractError: naming it, when it is unreadable, foreign or malformed.
+    """
+    data = read_json(path, "measurement record")
+    schema = data.get("schema")
+    if schema == RECORD_SCHEMA:
+        return validate(RankRecord, data, path, "measurement record")
+    if schema == RECORD_SCHEMA_V1:
+        return validate(RankRecord, record_v1.upgrade(data, path), path, "measurement record")
+    raise ContractError(path, "not a b12x-launch measurement record")
+
+
+def write_record(record: RankRecord, paths: Iterable[Path]) -> list[Path]:
+    """Write the record whole to each of ``paths`` (a reader sees the old one or the new
+    one, never half: qualify reads them while the worker rewrites them)."""
+    data = record.to_json()
+    return [atomic.write_json(p, data) for p in paths]
