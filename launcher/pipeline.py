@@ -287,9 +287,11 @@ def prepare(
     both, the cache artifact (``cache_from``) restored and the plan made again on its
     records, its checks, the run directory. No process started (``cuda``: the cards'
     ``CudaTarget``, default read from NVML when an artifact is given)."""
-    from launcher.artifact.restore import recover_interrupted
+    from launcher.artifact.restore import check_manifest, recover_interrupted
     from launcher.launch import start
 
+    if cache_from is not None and not force:  # the user's input first, then the machine
+        check_manifest(Path(cache_from))
     recovered = recover_interrupted(cache_root(planned))
     cards = start.read_cards(planned, force=force, gpus=gpus)
     notes: tuple[str, ...] = ()

@@ -79,6 +79,18 @@ def restore(
         return _unread(source, started, exc)  # e.g. no manifest: nothing to name but the path
 
 
+def check_manifest(source: Path) -> None:
+    """Read the artifact's manifest alone (no cache touched), so that a damaged or hostile
+    artifact is refused naming itself before the environment is checked (GPUs, vLLM).
+
+    Raises:
+        ArtifactError: nothing at ``source``, not an artifact, or a manifest that does not
+            parse (a path outside the caches, a file that is not plain, not JSON).
+    """
+    with open_artifact(source):
+        pass
+
+
 def _restore(
     source: Path,
     cache_root: Path,
