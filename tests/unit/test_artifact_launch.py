@@ -254,6 +254,28 @@ def test_cli_a_mismatched_artifact_exits_1_before_vllm_starts(
     assert not (tmp_path / "run" / runfile.PLAN_FILE).exists()
 
 
+def test_a_damaged_artifact_is_refused_naming_itself_before_vllm_or_the_cards_are_checked(
+    write, tmp_path, monkeypatch
+):
+    """The user's input first: a manifest that is not JSON is named even on a machine where
+    vLLM is missing and no card answers (as in CI's unit tier)."""
+    from launcher.artifact import ArtifactError
+    from launcher.errors import EnvironmentProblem
+
+    def machine_checked(*a, **kw):
+        raise EnvironmentProblem("vLLM is not installed in this environment")
+
+    monkeypatch.setattr(launch_mod, "require_vllm", machine_checked)
+    monkeypatch.setattr(launch_mod, "read_cards", machine_checked)
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "manifest.json").write_text("password: hunter2\n")
+    with pytest.raises(ArtifactError, match=str(art)):
+        pipeline.prepare(
+            planned(write, tmp_path / "n"), force=False, run_dir=None, cache_from=str(art)
+        )
+
+
 def test_cli_report_and_prewarm_list_say_which_artifact_was_restored(write, tmp_path):
     art, fingerprint = baked(write, tmp_path)
     restored(planned(write, tmp_path / "fresh-node"), tmp_path, art)
