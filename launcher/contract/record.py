@@ -258,8 +258,8 @@ class PrewarmOutcome(Frozen):
 
 
 class Measurement(Frozen):
-    """What the prewarm did to device memory, physically and in torch's view
-    (``launcher.gpu.measure.PrewarmMeasurement``)."""
+    """What the prewarm did to device memory, physically and in torch's view, as
+    ``launcher.gpu.measure.measure`` returns it."""
 
     baseline_used: int
     """Used bytes before the prewarm."""

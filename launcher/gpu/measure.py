@@ -15,8 +15,10 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Self
+
+from launcher.contract.record import Measurement
 
 MiB = 1024**2
 
@@ -240,34 +242,6 @@ class HighWaterSampler(Sampler):
         return max(0, self.baseline_free - self.min_free)
 
 
-@dataclass
-class PrewarmMeasurement:
-    """What an operation did to device memory, physically and in torch's view."""
-
-    baseline_used: int
-    """Used bytes (total − free) before the operation."""
-    retained_bytes: int
-    """Used after − used before: modules, local memory, persistent buffers that stayed."""
-    transient_peak_bytes: int
-    """Highest used above the baseline during the operation (≥ retained when sampled)."""
-    torch_reserved_delta: int
-    """``torch.cuda.memory_reserved()`` after − before, for contrast (blind to modules
-    and local memory)."""
-    torch_allocated_delta: int
-    samples: int
-    seconds: float
-    method: str
-    total: int = 0
-    min_free: int = 0
-    end_free: int = 0
-    outside_torch_peak_bytes: int | None = None
-    """Highest growth of used memory beyond torch's reserved growth (modules, local memory,
-    compile scratch); None when torch's figure was not sampled."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def measure(
     fn: Callable[[], Any],
     device: int,
@@ -277,7 +251,7 @@ def measure(
     empty_cache: bool = True,
     reader: Reader | None = None,
     total: int = 0,
-) -> tuple[Any, PrewarmMeasurement]:
+) -> tuple[Any, Measurement]:
     """Run ``fn()`` under a ``HighWaterSampler`` and return its result and measurement.
 
     The device is synchronised before the baseline and after ``fn``; with
@@ -319,7 +293,7 @@ def measure(
     seconds = time.perf_counter() - start
     reserved1, allocated1 = torch_stats()
     retained = sampler.baseline_free - sampler.end_free
-    return result, PrewarmMeasurement(
+    return result, Measurement(
         baseline_used=total - sampler.baseline_free if total else 0,
         retained_bytes=retained,
         transient_peak_bytes=max(sampler.peak_above_baseline, retained),
@@ -336,7 +310,7 @@ def measure(
 
 
 def jit_headroom(
-    m: PrewarmMeasurement, margin_fraction: float = 0.1, minimum: int = 64 * MiB
+    m: Measurement, margin_fraction: float = 0.1, minimum: int = 64 * MiB
 ) -> int:
     """Bytes to keep free after sizing the KV cache, from a prewarm's measurement.
 

@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
 
 ORDER = (
     "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
-    "gpu",  # beside vLLM: the cards' memory read from any process (NVML, cudaMemGetInfo)
     "contract",  # the types of all that crosses a process or a boot: plan, run file, records
+    "gpu",  # beside vLLM: the cards' memory read from any process, as the contract's types
     "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
     "deployment",  # resolve once: the profile's derived values, each with its reason
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner

@@ -8,18 +8,18 @@ import threading
 
 import pytest
 
+from launcher.contract.record import Measurement
 from launcher.gpu.measure import (
     HighWaterSampler,
     MiB,
-    PrewarmMeasurement,
     jit_headroom,
     measure,
 )
 from tests.conftest import ROOT
 
 
-def _m(retained: int, peak: int) -> PrewarmMeasurement:
-    return PrewarmMeasurement(
+def _m(retained: int, peak: int) -> Measurement:
+    return Measurement(
         baseline_used=0,
         retained_bytes=retained,
         transient_peak_bytes=peak,
@@ -66,8 +66,8 @@ def test_headroom_rejects_negative_settings():
         jit_headroom(_m(0, 0), margin_fraction=-0.1)
 
 
-def test_to_dict_has_every_field():
-    d = _m(retained=1, peak=2).to_dict()
+def test_the_measurement_dumps_every_field_for_the_record():
+    d = _m(retained=1, peak=2).model_dump()
     assert d["retained_bytes"] == 1 and d["transient_peak_bytes"] == 2
     for key in ("baseline_used", "torch_reserved_delta", "torch_allocated_delta", "samples"):
         assert key in d
@@ -161,7 +161,15 @@ def test_headroom_counts_only_what_grew_outside_torch_when_torch_was_sampled():
     s.sample()  # torch 5,000 stable: used 5,000 -> 0 outside
     s._stop.set()
     assert s.outside_torch_peak == 1_000 and s.peak_above_baseline == 5_000
-    m = PrewarmMeasurement(
-        0, 100 * MiB, 4_000 * MiB, 0, 0, 10, 1.0, "cudart", outside_torch_peak_bytes=300 * MiB
+    m = Measurement(
+        baseline_used=0,
+        retained_bytes=100 * MiB,
+        transient_peak_bytes=4_000 * MiB,
+        torch_reserved_delta=0,
+        torch_allocated_delta=0,
+        samples=10,
+        seconds=1.0,
+        method="cudart",
+        outside_torch_peak_bytes=300 * MiB,
     )
     assert jit_headroom(m) == 200 * MiB + 64 * MiB  # not the 4 GiB of activations

@@ -28,7 +28,6 @@ from launcher.contract.record import (
     Environment,
     HeldKernel,
     KvActual,
-    Measurement,
     PrewarmOutcome,
     RankRecord,
 )
@@ -114,9 +113,7 @@ class PlannedMixin:
             budget=budget,
             prewarm=[outcome(r) for r in results],
             prewarm_seconds={r.provider: round(r.seconds, 2) for r in results},
-            prewarm_measurement=(
-                Measurement.model_validate(measurement.to_dict()) if measurement else None
-            ),
+            prewarm_measurement=measurement,
             # What earlier boots learned stays learned: a boot that replayed it compiles
             # nothing late, and without this the next plan would forget it (seen on the H200:
             # the boot after a clean one compiled the replayed kernel late again).
