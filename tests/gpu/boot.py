@@ -50,6 +50,9 @@ class BootSpec:
     workload: str = "mixed"
     """``tests.gpu.stress.KINDS``: the tier's mixed waves, qualify's worst case, or one
     streamed MTP generation beside max_num_seqs short prompts."""
+    cache_from: str = ""
+    """A cache artifact to restore before vLLM starts (``--cache-from``): its name under the
+    lab's artifacts (``Lab.artifact``); none by default."""
 
     @property
     def prewarm(self) -> bool:
@@ -129,6 +132,7 @@ class Lab:
 
     def argv(self, spec: BootSpec, port: int, run_dir: Path, *more: str) -> list[str]:
         """``python3 -m launcher PROFILE --force --run-dir RUN`` with the lab's settings."""
+        artifact = ["--cache-from", str(self.artifact(spec.cache_from))] if spec.cache_from else []
         return [
             sys.executable,
             "-m",
@@ -138,8 +142,14 @@ class Lab:
             "--run-dir",
             str(run_dir),
             *self.sets(spec, port),
+            *artifact,
             *more,
         ]
+
+    def artifact(self, name: str) -> Path:
+        """Where the artifact ``name`` is baked: beside the cache roots, not in one (kept
+        between calls on a warm machine, as the caches are)."""
+        return self.cache.parent / "artifacts" / name
 
     def sets(self, spec: BootSpec, port: int) -> list[str]:
         model = models.write(spec.model, self.models / spec.model)
@@ -305,6 +315,7 @@ def summary_facts(r: BootResult) -> dict[str, Any]:
         "idle_used_before": r.idle_used_before,
         "outcome": r.outcome.to_dict() if r.outcome else None,
         "calibrated_kv": (r.calibrated or {}).get("kv"),
+        "artifact": r.plan.get("artifact"),
         "dry_run_error": r.dry_run_error,
         "records": r.records,
     }

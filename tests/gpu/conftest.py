@@ -67,6 +67,27 @@ def lab(tmp_path_factory):
     )
 
 
+@pytest.fixture(scope="class")
+def booted(request, lab):
+    """The boot of the class's ``spec`` (a ``tests.gpu.boot.BootSpec``), once per class."""
+    import contextlib
+
+    from tests.gpu import summary
+    from tests.gpu.ballast import ballast
+    from tests.gpu.boot import boot
+
+    spec = request.cls.spec
+    need(
+        f"gpu{spec.ranks}" if spec.ranks > 1 else "gpu", spec.ranks <= len(lab.devices),
+        f"{spec.name} needs {spec.ranks} GPUs, {len(lab.devices)} visible",
+    )  # fmt: skip
+    held = ballast(lab.devices[: spec.ranks]) if lab.ballast else contextlib.nullcontext()
+    with held:
+        result = boot(lab, spec)
+    summary.add(result)
+    return result
+
+
 def pytest_terminal_summary(terminalreporter):
     from tests.gpu import summary
 

@@ -30,9 +30,15 @@ def booted() -> bool:
     return bool(_boots)
 
 
+def result(name: str) -> BootResult | None:
+    """The boot named ``name`` in this pytest session (None: not run)."""
+    return next((b for b in _boots if b.spec.name == name), None)
+
+
 def ready_seconds(name: str) -> float | None:
     """Time to ready of the boot named ``name`` in this pytest session (None: not run)."""
-    return next((b.ready_seconds for b in _boots if b.spec.name == name), None)
+    found = result(name)
+    return found.ready_seconds if found else None
 
 
 def _gib(n: int | None) -> str:

@@ -24,15 +24,12 @@ Needs a CUDA machine with vLLM importable (tests/gpu/run-tier.sh on the H200).
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from launcher.report.vllm_log import parse_kv_lines
 from tests.conftest import need
 from tests.gpu import summary
-from tests.gpu.ballast import ballast
-from tests.gpu.boot import BootResult, BootSpec, boot
+from tests.gpu.boot import BootResult, BootSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -120,20 +117,6 @@ THREE = {
     )
     for kind in ("mixed", "qualify", "stream")
 }
-
-
-@pytest.fixture(scope="class")
-def booted(request, lab) -> BootResult:
-    spec: BootSpec = request.cls.spec
-    need(
-        f"gpu{spec.ranks}" if spec.ranks > 1 else "gpu", spec.ranks <= len(lab.devices),
-        f"{spec.name} needs {spec.ranks} GPUs, {len(lab.devices)} visible",
-    )  # fmt: skip
-    held = ballast(lab.devices[: spec.ranks]) if lab.ballast else contextlib.nullcontext()
-    with held:
-        result = boot(lab, spec)
-    summary.add(result)
-    return result
 
 
 def _why(r: BootResult) -> str:
