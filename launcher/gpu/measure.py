@@ -309,9 +309,7 @@ def measure(
     )
 
 
-def jit_headroom(
-    m: Measurement, margin_fraction: float = 0.1, minimum: int = 64 * MiB
-) -> int:
+def jit_headroom(m: Measurement, margin_fraction: float = 0.1, minimum: int = 64 * MiB) -> int:
     """Bytes to keep free after sizing the KV cache, from a prewarm's measurement.
 
     The prewarm runs before vLLM measures free memory, so what it *retained*
