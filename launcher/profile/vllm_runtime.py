@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Literal
 from launcher.profile import capabilities
 from launcher.profile.capabilities import Line
 
-if TYPE_CHECKING:  # annotations only: the profile stage does not import the plan stage
-    from launcher.plan.model import ModelFacts
+if TYPE_CHECKING:  # annotations only
+    from launcher.contract.facts import ModelFacts
 
 GLM_DSA_MODEL_TYPES = ("glm_moe_dsa", "deepseek_mtp")
 """Model types whose nvfp4 record the fork lines size specially (GLM-5.2 and its draft)."""
