@@ -157,6 +157,22 @@ class Restored(Frozen):
     uncopied: list[str] = Field(default_factory=list)
     """Tensors over the copy limit: identity restored, contents not."""
 
+    def describe(self) -> str:
+        """In words, for the log: what was checked and, by kind, what was put back."""
+        parts = [f"{self.objects} objects and {self.tensors} buffers checked"]
+        for label, names in (
+            ("contents written back", self.rewritten),
+            ("rebound", self.rebound),
+            ("added, removed", self.dropped),
+            ("over the copy limit", self.uncopied),
+        ):
+            if names:
+                shown = ", ".join(names[:12]) + (
+                    f" and {len(names) - 12} more" if len(names) > 12 else ""
+                )
+                parts.append(f"{label}: {shown}")
+        return "; ".join(parts)
+
 
 class ScratchStage(Frozen):
     """The scratch-KV stage: a small real KV cache the runtime's warmups served on before

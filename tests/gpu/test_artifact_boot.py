@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -186,14 +186,14 @@ class OtherBuildRefused:
     name: str
 
     def test_the_launch_exits_1_naming_the_build_id_before_the_weights_load(self, lab):
-        spec = SPECS[self.name]["fresh"]
+        spec = replace(SPECS[self.name]["fresh"], cache=f"{self.name}-art-other-build")
         art = lab.artifact(spec.cache_from)
         assert (art / "manifest.json").is_file(), f"no artifact at {art}: run Test*Baked first"
-        cache = lab.cache / f"{self.name}-art-other-build"
+        cache = lab.cache / spec.cache
         shutil.rmtree(cache, ignore_errors=True)
-        argv = [
+        argv = [  # not lab.argv: its --force would boot without the artifact, not refuse it
             sys.executable, "-m", "launcher", str(PROFILES / spec.profile), "--cache-from",
-            str(art), *lab.sets(spec, 8000), "--set", f"runtime.cache_root={cache}",
+            str(art), *lab.sets(spec, 8000),
         ]  # fmt: skip
         env = {**lab.env(), "BLAUNCH_BUILD_ID": "another-build"}
         done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)

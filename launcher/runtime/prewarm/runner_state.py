@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.contract.record import Restored
+
 OWNED = (
     "vllm.v1.worker.",
     "vllm.v1.spec_decode.",
@@ -42,47 +44,6 @@ MAX_OBJECTS = 20_000
 COPY_LIMIT = 1 << 30
 """Host bytes for tensor copies; past it a tensor keeps its identity but not its contents (the
 restore names it). The runner's buffers are tens of MiB even for GLM-5.2."""
-
-
-@dataclass
-class Restored:
-    """What the restore found changed and put back (attribute paths from the runner)."""
-
-    objects: int = 0
-    tensors: int = 0
-    rewritten: list[str] = field(default_factory=list)
-    """Tensors and arrays whose contents the stage changed, written back in place."""
-    rebound: list[str] = field(default_factory=list)
-    """Attributes and container items the stage replaced or removed, put back."""
-    dropped: list[str] = field(default_factory=list)
-    """Attributes the stage added, removed."""
-    uncopied: list[str] = field(default_factory=list)
-    """Tensors over the copy limit: identity restored, contents not."""
-
-    def describe(self) -> str:
-        parts = [f"{self.objects} objects and {self.tensors} buffers checked"]
-        for label, names in (
-            ("contents written back", self.rewritten),
-            ("rebound", self.rebound),
-            ("added, removed", self.dropped),
-            ("over the copy limit", self.uncopied),
-        ):
-            if names:
-                shown = ", ".join(names[:12]) + (
-                    f" and {len(names) - 12} more" if len(names) > 12 else ""
-                )
-                parts.append(f"{label}: {shown}")
-        return "; ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "objects": self.objects,
-            "tensors": self.tensors,
-            "rewritten": self.rewritten,
-            "rebound": self.rebound,
-            "dropped": self.dropped,
-            "uncopied": self.uncopied,
-        }
 
 
 @dataclass

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.contract.record import Restored
+
 
 class ScratchUnsupported(RuntimeError):
     """The runner has no minimal-KV path (vLLM's V2 model runner, an older vLLM)."""
@@ -40,8 +42,8 @@ class ScratchKv:
     """What the release had to remove by hand (requests a failed step left in the batch)."""
     account: str = ""
     """What was served on it (waves, steps, tokens)."""
-    restored: Any = None
-    """What ``runner_state`` found changed after the release and put back (``Restored``)."""
+    restored: Restored | None = None
+    """What ``runner_state`` found changed after the release and put back."""
     stray: list[str] = field(default_factory=list)
     """Work the stage started that outlived it and was ended: captured graphs dropped,
     threads joined (none, when the stage keeps to its rules)."""
@@ -216,7 +218,7 @@ def scratch_kv(
 
     def put_back() -> Any:
         restored = snapshot.restore()
-        restored.rebound += bindings.restore(memory)
+        restored.rebound.extend(bindings.restore(memory))
         runner.cache_config.num_gpu_blocks = blocks_before
         _put_graph_settings(runner, graph_settings)
         return restored

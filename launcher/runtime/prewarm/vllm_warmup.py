@@ -465,7 +465,7 @@ class VllmWarmupProvider:
                     "bytes": scratch.bytes,
                     "served": scratch.account,
                     "forced": scratch.forced,
-                    "restored": scratch.restored.to_dict() if scratch.restored else None,
+                    "restored": scratch.restored.model_dump() if scratch.restored else None,
                     "stray": scratch.stray,
                 }
                 if ctx.log and scratch.restored:
