@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, model_serializer
+from pydantic import Field, JsonValue, Strict, model_serializer
 
 from launcher import atomic
 from launcher.contract import record_v1
@@ -202,8 +202,10 @@ class HeldKernel(Frozen):
     """The kernel's module (imported to find it again)."""
     qualname: str
     """Its name in the module."""
-    keys: list[Any] = Field(default_factory=list)
-    """Each key: Triton's specialization list and ``str(options)``, in JSON's shapes."""
+    keys: list[JsonValue] = Field(default_factory=list)
+    """Each key: Triton's specialization list and ``str(options)``, in JSON's shapes (a
+    Triton dtype as ``{"tl.dtype": name}``; ``launcher.runtime.prewarm.keys`` writes and reads
+    them). Anything else is refused here, so a record always serializes."""
 
 
 class Autotuned(Frozen):

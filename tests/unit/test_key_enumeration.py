@@ -457,7 +457,8 @@ def test_a_warm_boot_replays_exactly_the_keys_the_baked_boot_held(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm.fake", module)
     monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
     monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
-    held = K.held_keys()
+    held, dropped = K.held_keys()
+    assert dropped == 0
     import json
 
     held = json.loads(json.dumps(held))  # through the record's JSON, as the store keeps it
@@ -477,3 +478,72 @@ def test_a_kernel_gone_from_the_runtime_is_reported_not_fatal():
     held = [HeldKernel(kernel="vllm.gone.k", module="vllm_gone_module", qualname="k", keys=[])]
     assert K.replay(held, 0, done) == 0
     assert done.failed and "not found to replay" in done.failed[0]
+
+
+def _moe_like(x_ptr, n, compute_type: tl.constexpr, BLOCK: tl.constexpr):
+    """vLLM's fused-MoE kernel takes its compute dtype as a constexpr (``compute_type``)."""
+    pass
+
+
+def test_a_held_key_with_a_dtype_constexpr_goes_through_the_record_and_replays_equal(
+    monkeypatch, triton, tmp_path
+):
+    """On the H200 every MoE boot died writing its record: the held keys of vLLM's fused-MoE
+    kernel carried ``tl.bfloat16`` itself, which JSON has no form for. Here the key comes from
+    Triton's own binder, goes through the rank record's JSON and back, and replays equal."""
+    import json
+    import types
+
+    import torch
+
+    from launcher.runtime import jit_watch
+    from launcher.runtime.prewarm import PrewarmResult
+    from launcher.runtime.worker.planned import outcome
+
+    tl = triton.language
+    kernel = triton.jit(_real_constexprs(monkeypatch, triton, _moe_like))
+    _, spec, options = binder_of(triton, kernel)(torch.zeros(8), 5, tl.bfloat16, 16)
+    key = (tuple(spec), str(options))
+    assert any(isinstance(v, type(tl.bfloat16)) for e in spec for v in e)  # the case itself
+    monkeypatch.setattr(kernel, "device_caches", {0: ({"k": object()}, {key: "k"}, None)})
+    module = types.ModuleType("vllm.fake_moe")
+    module._moe_like = kernel
+    monkeypatch.setitem(sys.modules, "vllm.fake_moe", module)
+    monkeypatch.setattr(kernel.fn, "__module__", "vllm.fake_moe")
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [kernel])
+    monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
+
+    held, dropped = K.held_keys()
+    kept = outcome(PrewarmResult(provider="keys", held=held))
+    assert dropped == 0 and kept.held, kept.skipped  # not dropped by the record's types
+    text = json.dumps(kept.model_dump(mode="json"))  # what failed on the H200
+    back = [HeldKernel.model_validate(k) for k in json.loads(text)["held"]]
+    asked: list = []
+    monkeypatch.setattr(
+        K, "compile_missing", lambda f, device, keys, done, until=None: asked.append(keys)
+    )
+    assert K.replay(back, 0, K.Compiled()) == 1
+    assert asked == [[key]]
+
+
+def test_a_held_key_with_no_json_form_is_left_out_and_counted(monkeypatch):
+    """A constexpr of a kind JSON cannot carry costs that key's replay, never the record."""
+    from launcher.runtime import jit_watch
+
+    caches = _ran(1, 3)
+    odd = (((("*i32", "D"), ("constexpr", object())), "{'num_warpz': 4}"), "k9")
+    caches[0][1][odd[0]] = odd[1]
+    caches[0][0][odd[1]] = object()
+    fn = FakeKernel("odd_kernel", caches)
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    held, dropped = K.held_keys()
+    assert dropped == 1 and len(held[0]["keys"]) == 2
+
+
+def test_the_record_refuses_a_held_key_value_of_no_json_form():
+    """The contract, not the writer, is where a value of no JSON form stops: a record that
+    validates always serializes."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        HeldKernel(kernel="m.k", module="m", qualname="k", keys=[[[["constexpr", object()]], ""]])

@@ -643,28 +643,57 @@ def compile_missing(
     done.failed += failed
 
 
-def held_keys() -> list[dict[str, Any]]:
+def held_keys() -> tuple[list[dict[str, Any]], int]:
     """Every key each ``@triton.jit`` kernel holds now, per kernel, in JSON's shapes: what a
-    warm boot replays (``replay``)."""
+    warm boot replays (``replay``); and how many keys had a value with no JSON form (left
+    out: a warm boot compiles those on first use, and the census names them)."""
     from launcher.runtime import jit_watch
 
-    out = []
+    out, dropped = [], 0
     for fn in jit_watch._jit_functions():
         try:
             keys = list(dict.fromkeys(k for ks in launched(fn).values() for k in ks))
         except (AttributeError, TypeError, ValueError):  # a cache layout of another Triton
             continue
-        if keys:
+        encoded = []
+        for spec, options in keys:
+            try:
+                encoded.append([[[_to_json(v) for v in e] if isinstance(e, tuple) else
+                                 _to_json(e) for e in spec], options])  # fmt: skip
+            except TypeError:
+                dropped += 1
+        if encoded:
             out.append(
                 {
                     "kernel": kernel_name(fn),
                     "module": fn.fn.__module__,
                     "qualname": fn.fn.__qualname__,
-                    "keys": [[[list(e) if isinstance(e, tuple) else e for e in spec], options]
-                             for spec, options in keys],
+                    "keys": encoded,
                 }
-            )  # fmt: skip
-    return out
+            )
+    return out, dropped
+
+
+DTYPE_TAG = "tl.dtype"
+"""A constexpr that is a Triton dtype (vLLM's fused-MoE kernel takes ``compute_type``)."""
+
+
+def _to_json(value: Any) -> Any:
+    """One value of a specialization in JSON's shapes; TypeError: it has none."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    kind = type(value)
+    if kind.__module__.startswith("triton.language") and kind.__name__ == "dtype":
+        return {DTYPE_TAG: value.name}
+    raise TypeError(f"{kind.__module__}.{kind.__qualname__} has no JSON form")
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {DTYPE_TAG}:
+        import triton.language as tl
+
+        return tl.dtype(value[DTYPE_TAG])
+    return value
 
 
 def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
@@ -686,9 +715,10 @@ def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
             done.failed.append(f"{k.kernel}: not found to replay: {exc}")
             continue
         keys = [
-            (tuple(tuple(e) if isinstance(e, list) else e for e in spec), options)
+            (tuple(tuple(map(_from_json, e)) if isinstance(e, list) else _from_json(e)
+                   for e in spec), options)
             for spec, options in k.keys
-        ]
+        ]  # fmt: skip
         compile_missing(fn, device, keys, done, until)
         kernels += 1
     return kernels
@@ -771,7 +801,9 @@ class KeysProvider:
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
                 done.failed.append(f"{kernel_name(fn)}: enumeration: {type(exc).__name__}: {exc}")
         result.compiled = result.warmed = done.compiled
-        result.held = held_keys()
+        result.held, unheld = held_keys()
+        if unheld:
+            done.failed.append(f"{unheld} held keys not recorded for a warm boot (no JSON form)")
         more = len(done.failed) - SHOWN_FAILURES
         result.skipped = "; ".join(done.failed[:SHOWN_FAILURES]) + (
             f"; and {more} more failed" if more > 0 else ""

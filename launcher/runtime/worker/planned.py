@@ -536,9 +536,16 @@ class PlannedMixin:
             store.save_record(
                 self._record, self._run.run_dir, profile.runtime.cache_root, profile.hardware.gpu
             )
-        except OSError as exc:
-            logger.warning(
-                "b12x-launch rank %d: cannot write the measurement record: %s", self.rank, exc
+        except (OSError, ValueError, TypeError) as exc:
+            # The record is what the next plan learns from, not what this boot serves with: a
+            # record that cannot be written (a full disk, a value of no JSON form) is logged
+            # loudly and the boot goes on, as plain vLLM would (issue 39: never a crash).
+            logger.error(
+                "b12x-launch rank %d: cannot write the measurement record, so the next plan "
+                "will not learn from this boot: %s: %s",
+                self.rank,
+                type(exc).__name__,
+                exc,
             )
 
 
