@@ -76,6 +76,25 @@ def test_budget_is_the_plan_and_the_record_is_written(run, tmp_path):
     assert record["fingerprint"] == run.planned.fingerprint
 
 
+def test_a_record_that_cannot_be_written_is_logged_and_the_boot_goes_on(
+    run, tmp_path, monkeypatch, caplog
+):
+    """Issue 39: a record is what the next plan learns from, not what this boot serves with.
+    On the H200 a value of no JSON form in it stopped every MoE boot at sizing."""
+    from launcher.contract import store
+
+    def unwritable(*args, **kwargs):
+        raise ValueError("Unable to serialize unknown type: <class 'triton.language.core.dtype'>")
+
+    monkeypatch.setattr(store, "save_record", unwritable)
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    kv = plan["ranks"][0]["components"]["kv_cache"]["bytes"]
+    passed = int(run.argv[run.argv.index("--kv-cache-memory-bytes") + 1])
+    assert Worker(available=passed).determine_available_memory() == kv
+    assert "cannot write the measurement record" in caplog.text
+    assert not (tmp_path / "run" / "measure-rank0.json").exists()
+
+
 def test_actual_blocks_are_recorded_against_the_plan(run, tmp_path, caplog):
     worker = Worker(available=10**9)
     worker.determine_available_memory()
