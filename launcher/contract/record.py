@@ -203,9 +203,10 @@ class HeldKernel(Frozen):
     qualname: str
     """Its name in the module."""
     keys: list[JsonValue] = Field(default_factory=list)
-    """Each key: Triton's specialization list and ``str(options)``, in JSON's shapes (a
-    Triton dtype as ``{"tl.dtype": name}``; ``launcher.runtime.prewarm.keys`` writes and reads
-    them). Anything else is refused here, so a record always serializes."""
+    """Each key: Triton's specialization list and ``str(options)``, in JSON's shapes: a Triton
+    dtype as ``{"tl.dtype": name}``, a constexpr ``inf`` or ``nan`` as ``{"float": repr}``
+    (``launcher.runtime.prewarm.keys`` writes and reads them). Anything else is refused here,
+    so a record that validates always serializes."""
 
 
 class Autotuned(Frozen):

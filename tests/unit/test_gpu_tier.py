@@ -151,3 +151,56 @@ def test_the_tier_profiles_plan_for_the_generated_models(name, tmp_path, monkeyp
     assert "--enforce-eager" not in argv  # CUDA graphs on
     tp = 2 if ("tp2" in name or "dcp2" in name) else 1
     assert argv[argv.index("--tensor-parallel-size") + 1] == str(tp)
+
+
+def test_no_structured_row_of_the_features_workload_ignores_eos():
+    """The H200 MoE boots failed every non-streamed ``structured_choice`` row: a choice ends in
+    1-2 tokens, ``ignore_eos`` sampled past the finished grammar, and vLLM (plain too) ended
+    the request with an internal error. A grammar row stops where its grammar does."""
+    from launcher.profile import request_features
+
+    structured = {f.name: f for f in request_features.accepted(0) if f.structured}
+    rows = [row for _, batch in stress.feature_batches(W, 0) for row in batch]
+    with_grammar = [r for r in rows if "response_format" in r or "structured_outputs" in r]
+    assert structured and with_grammar
+    assert not any(r.get("ignore_eos") for r in with_grammar)
+    assert all(r.get("ignore_eos") for r in rows if r not in with_grammar)
+
+
+@pytest.fixture
+def sse_server():
+    """A real HTTP server answering 200 and streaming ``events`` (set by the test)."""
+    import http.server
+    import threading
+
+    events: list[bytes] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for e in events:
+                self.wfile.write(e)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", events
+    server.shutdown()
+
+
+def test_a_stream_that_fails_after_its_200_counts_as_failed(sse_server):
+    """vLLM answers a streamed request 200 before generating; a failure mid-generation comes
+    as an error event in the stream. The workload counted those as served."""
+    url, events = sse_server
+    w = stress.Workload(url, "tier", max_model_len=64, max_num_seqs=1, vocab=300)
+    chunk = b'data: {"choices": [{"text": "w4"}]}\n\n'
+    error = b'data: {"error": {"message": "internal error", "code": 500}}\n\n'
+    events[:] = [chunk, error, b"data: [DONE]\n\n"]
+    assert stress.post(w, {"stream": True}, timeout=5) == 500
+    events[:] = [chunk, b"data: [DONE]\n\n"]
+    assert stress.post(w, {"stream": True}, timeout=5) == 200

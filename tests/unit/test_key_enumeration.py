@@ -14,6 +14,7 @@ import importlib.util
 import os
 import sys
 import time
+import types
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -524,6 +525,43 @@ def test_a_held_key_with_a_dtype_constexpr_goes_through_the_record_and_replays_e
     )
     assert K.replay(back, 0, K.Compiled()) == 1
     assert asked == [[key]]
+
+
+def test_a_held_key_with_an_infinite_constexpr_goes_through_the_record_and_replays_equal(
+    monkeypatch,
+):
+    """On the H200 a MoE kernel's constexpr ``-inf`` made the record drop every held key: JSON
+    has no infinity, and the record's types refuse one."""
+    import json
+    import math
+
+    from launcher.runtime import jit_watch
+    from launcher.runtime.prewarm import PrewarmResult
+    from launcher.runtime.worker.planned import outcome
+
+    caches = _ran(1)
+    spec = (("*i32", "D"), ("constexpr", float("-inf")), ("constexpr", float("nan")))
+    caches[0][1][(spec, "{'num_warpz': 4}")] = "k9"
+    caches[0][0]["k9"] = object()
+    fn = FakeKernel("fill_kernel", caches)
+    module = types.ModuleType("vllm.fake")
+    module.fill_kernel = fn
+    monkeypatch.setitem(sys.modules, "vllm.fake", module)
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
+    held, dropped = K.held_keys()
+    kept = outcome(PrewarmResult(provider="keys", held=held))
+    assert dropped == 0 and kept.held, kept.skipped
+    back = [HeldKernel.model_validate(k) for k in json.loads(kept.model_dump_json())["held"]]
+    asked: list = []
+    monkeypatch.setattr(
+        K, "compile_missing", lambda f, device, keys, done, until=None: asked.append(keys)
+    )
+    assert K.replay(back, 0, K.Compiled()) == 1
+    (keys,) = asked
+    ((ptr, inf, nan),) = [spec for spec, _ in keys if len(spec) == 3]
+    assert ptr == ("*i32", "D") and inf == ("constexpr", float("-inf"))
+    assert nan[0] == "constexpr" and math.isnan(nan[1])
 
 
 def test_a_held_key_with_no_json_form_is_left_out_and_counted(monkeypatch):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import math
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -678,8 +679,14 @@ DTYPE_TAG = "tl.dtype"
 """A constexpr that is a Triton dtype (vLLM's fused-MoE kernel takes ``compute_type``)."""
 
 
+FLOAT_TAG = "float"
+"""A constexpr that is not a finite number (a kernel's ``-inf`` fill value), as ``repr``."""
+
+
 def _to_json(value: Any) -> Any:
     """One value of a specialization in JSON's shapes; TypeError: it has none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {FLOAT_TAG: repr(value)}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     kind = type(value)
@@ -689,6 +696,8 @@ def _to_json(value: Any) -> Any:
 
 
 def _from_json(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {FLOAT_TAG}:
+        return float(value[FLOAT_TAG])
     if isinstance(value, dict) and set(value) == {DTYPE_TAG}:
         import triton.language as tl
 
