@@ -444,20 +444,23 @@ def test_past_the_passs_deadline_no_further_kernel_is_compiled(monkeypatch):
     assert (record["missing"], record["compiled"], record["failed"]) == (3, 0, 1)
 
 
+def _the_only_kernel(monkeypatch, fn, module: str = "vllm.fake") -> None:
+    """``fn`` as the one ``@triton.jit`` kernel the process holds, importable from ``module``
+    (a warm boot finds it there to replay)."""
+    from launcher.runtime import jit_watch
+
+    mod = types.ModuleType(module)
+    setattr(mod, fn.__name__, fn)
+    monkeypatch.setitem(sys.modules, module, mod)
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
+
+
 def test_a_warm_boot_replays_exactly_the_keys_the_baked_boot_held(monkeypatch):
     """Issue 43: a boot whose caches came whole from a cache artifact loads the baked boot's
     keys (compiled there, on Triton's disk cache here) instead of serving the waves again."""
-    import sys
-    import types
-
-    from launcher.runtime import jit_watch
-
     fn = FakeKernel("decode_kernel", _ran(1, 3, 16))
-    module = types.ModuleType("vllm.fake")
-    module.decode_kernel = fn
-    monkeypatch.setitem(sys.modules, "vllm.fake", module)
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
-    monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
+    _the_only_kernel(monkeypatch, fn)
     held, dropped = K.held_keys()
     assert dropped == 0
     import json
@@ -493,11 +496,9 @@ def test_a_held_key_with_a_dtype_constexpr_goes_through_the_record_and_replays_e
     kernel carried ``tl.bfloat16`` itself, which JSON has no form for. Here the key comes from
     Triton's own binder, goes through the rank record's JSON and back, and replays equal."""
     import json
-    import types
 
     import torch
 
-    from launcher.runtime import jit_watch
     from launcher.runtime.prewarm import PrewarmResult
     from launcher.runtime.worker.planned import outcome
 
@@ -507,12 +508,8 @@ def test_a_held_key_with_a_dtype_constexpr_goes_through_the_record_and_replays_e
     key = (tuple(spec), str(options))
     assert any(isinstance(v, type(tl.bfloat16)) for e in spec for v in e)  # the case itself
     monkeypatch.setattr(kernel, "device_caches", {0: ({"k": object()}, {key: "k"}, None)})
-    module = types.ModuleType("vllm.fake_moe")
-    module._moe_like = kernel
-    monkeypatch.setitem(sys.modules, "vllm.fake_moe", module)
     monkeypatch.setattr(kernel.fn, "__module__", "vllm.fake_moe")
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [kernel])
-    monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
+    _the_only_kernel(monkeypatch, kernel, "vllm.fake_moe")
 
     held, dropped = K.held_keys()
     kept = outcome(PrewarmResult(provider="keys", held=held))
@@ -535,7 +532,6 @@ def test_a_held_key_with_an_infinite_constexpr_goes_through_the_record_and_repla
     import json
     import math
 
-    from launcher.runtime import jit_watch
     from launcher.runtime.prewarm import PrewarmResult
     from launcher.runtime.worker.planned import outcome
 
@@ -543,12 +539,7 @@ def test_a_held_key_with_an_infinite_constexpr_goes_through_the_record_and_repla
     spec = (("*i32", "D"), ("constexpr", float("-inf")), ("constexpr", float("nan")))
     caches[0][1][(spec, "{'num_warpz': 4}")] = "k9"
     caches[0][0]["k9"] = object()
-    fn = FakeKernel("fill_kernel", caches)
-    module = types.ModuleType("vllm.fake")
-    module.fill_kernel = fn
-    monkeypatch.setitem(sys.modules, "vllm.fake", module)
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
-    monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
+    _the_only_kernel(monkeypatch, FakeKernel("fill_kernel", caches))
     held, dropped = K.held_keys()
     kept = outcome(PrewarmResult(provider="keys", held=held))
     assert dropped == 0 and kept.held, kept.skipped
