@@ -205,7 +205,7 @@ class HeldKernel(Frozen):
     keys: list[JsonValue] = Field(default_factory=list)
     """Each key: Triton's specialization list and ``str(options)``, in JSON's shapes: a Triton
     dtype as ``{"tl.dtype": name}``, a constexpr ``inf`` or ``nan`` as ``{"float": repr}``
-    (``launcher.runtime.prewarm.keys`` writes and reads them). Anything else is refused here,
+    (``launcher.runtime.prewarm.key_json`` writes and reads them). Anything else is refused here,
     so a record that validates always serializes."""
 
 

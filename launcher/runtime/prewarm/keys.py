@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import math
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.contract.record import Autotuned, HeldKernel, KernelEnumeration
-from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, parallel_compile
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, key_json, parallel_compile
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles, settle
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
@@ -659,8 +658,7 @@ def held_keys() -> tuple[list[dict[str, Any]], int]:
         encoded = []
         for spec, options in keys:
             try:
-                encoded.append([[[_to_json(v) for v in e] if isinstance(e, tuple) else
-                                 _to_json(e) for e in spec], options])  # fmt: skip
+                encoded.append([key_json.spec_to_json(spec), options])
             except TypeError:
                 dropped += 1
         if encoded:
@@ -673,36 +671,6 @@ def held_keys() -> tuple[list[dict[str, Any]], int]:
                 }
             )
     return out, dropped
-
-
-DTYPE_TAG = "tl.dtype"
-"""A constexpr that is a Triton dtype (vLLM's fused-MoE kernel takes ``compute_type``)."""
-
-
-FLOAT_TAG = "float"
-"""A constexpr that is not a finite number (a kernel's ``-inf`` fill value), as ``repr``."""
-
-
-def _to_json(value: Any) -> Any:
-    """One value of a specialization in JSON's shapes; TypeError: it has none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return {FLOAT_TAG: repr(value)}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    kind = type(value)
-    if kind.__module__.startswith("triton.language") and kind.__name__ == "dtype":
-        return {DTYPE_TAG: value.name}
-    raise TypeError(f"{kind.__module__}.{kind.__qualname__} has no JSON form")
-
-
-def _from_json(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {FLOAT_TAG}:
-        return float(value[FLOAT_TAG])
-    if isinstance(value, dict) and set(value) == {DTYPE_TAG}:
-        import triton.language as tl
-
-        return tl.dtype(value[DTYPE_TAG])
-    return value
 
 
 def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
@@ -723,11 +691,7 @@ def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
         except (ImportError, AttributeError, KeyError) as exc:
             done.failed.append(f"{k.kernel}: not found to replay: {exc}")
             continue
-        keys = [
-            (tuple(tuple(map(_from_json, e)) if isinstance(e, list) else _from_json(e)
-                   for e in spec), options)
-            for spec, options in k.keys
-        ]  # fmt: skip
+        keys = [(key_json.spec_from_json(spec), options) for spec, options in k.keys]
         compile_missing(fn, device, keys, done, until)
         kernels += 1
     return kernels
