@@ -113,14 +113,18 @@ def _features(plan) -> dict[str, list]:
     return out
 
 
-def test_each_sampler_flag_combination_runs_at_one_row_and_at_eight():
-    """Top-p alone, top-k alone and both flip the sampler kernel's flags: one row takes the
-    sort path, eight or more the Triton kernel."""
-    for name in ("top_p", "top_k", "top_k_top_p"):
-        (wave,) = [w for w in sb.feature_waves(TIER) if w.name.startswith(name + " ")]
-        steps = [a.step for a in wave.arrivals]
-        assert steps.count(0) == 1 and steps.count(3) == 8, wave.describe()
-        assert all(a.feature == name for a in wave.arrivals)
+def test_each_sampler_flag_combination_runs_alone_and_the_triton_kernel_once_with_both():
+    """Top-p alone, top-k alone and both each run alone at one row (the sort path); the
+    Triton kernel runs once, at eight rows with both flags on: the template from which the
+    enumeration derives the one-sided keys (tests/unit/test_sampler_keys.py), instead of a
+    wave per combination that compiled each in series."""
+    (wave,) = [w for w in sb.feature_waves(TIER) if "at 1 row each" in w.name]
+    singles = [a for a in wave.arrivals if a.max_tokens == 2]
+    assert [a.feature for a in singles] == ["top_p", "top_k", "top_k_top_p"]
+    assert len({a.step for a in singles}) == 3  # alone: one finishes before the next arrives
+    batch = [a for a in wave.arrivals if a not in singles]
+    assert len(batch) == sb.SAMPLER_ROWS and {a.feature for a in batch} == {"top_k_top_p"}
+    assert min(a.step for a in batch) > max(a.step for a in singles)
 
 
 def test_every_other_accepted_feature_is_served_beside_the_others_in_max_num_seqs_rows():

@@ -116,22 +116,29 @@ SAMPLER_ROWS = 8
 
 
 def feature_waves(s: Shape) -> list[Wave]:
-    """Every accepted request feature before sizing: each sampler flag combination at one row
-    and at 8 or more, the rest side by side in a batch of max_num_seqs rows (drafting, the
-    rejection sampler's rows), structured rows with and without unstructured ones beside."""
+    """Every accepted request feature before sizing: each sampler flag combination at one row,
+    the sampler's Triton kernel once at 8 or more rows, the rest side by side in a batch of
+    max_num_seqs rows (drafting, the rejection sampler's rows), structured rows with and
+    without unstructured ones beside."""
     feats = served_features(s)
     if not feats:
         return []
     seqs, width = s.max_num_seqs, 1 + s.spec_tokens
     rows = min(seqs, SAMPLER_ROWS)
     out = []
-    for f in feats:
-        if f.group != "sampling" or f.sampler_flags is None:
-            continue
-        batch = tuple(Arrival(3, 16 + i, 2 + width, feature=f.name) for i in range(rows))
-        out.append(
-            Wave(f"{f.name} at 1 then {rows} rows", (Arrival(0, 20, 2, feature=f.name), *batch))
-        )
+    flagged = [f for f in feats if f.group == "sampling" and f.sampler_flags is not None]
+    if flagged:
+        # Each flag combination alone at one row (the sort path: nothing compiles), then the
+        # Triton kernel once, with the most flags on: the key enumeration derives the other
+        # combinations' keys from that launch (``keys.VARIANT_RULES``) and compiles them in
+        # parallel, where a wave per combination compiled them one by one (7-10 s each for the
+        # GLM model on the H200).
+        template = max(flagged, key=lambda f: sum(f.sampler_flags or ()))
+        singles = tuple(Arrival(3 * i, 20 + i, 2, feature=f.name) for i, f in enumerate(flagged))
+        step = 3 * len(flagged)
+        batch = tuple(Arrival(step, 16 + i, 2 + width, feature=template.name) for i in range(rows))
+        names = ", ".join(f.name for f in flagged)
+        out.append(Wave(f"{names} at 1 row each, then {template.name} at {rows}", singles + batch))
     side = [f for f in feats if f.sampler_flags is None and not f.structured]
     for start in range(0, len(side), seqs):  # every feature, max_num_seqs rows a wave
         group = side[start : start + seqs]
