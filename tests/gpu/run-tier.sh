@@ -6,6 +6,9 @@
 #   tests/gpu/run-tier.sh tests/gpu/test_real_vllm.py -k "Llama or Moe"   pytest's arguments
 #   PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh   without -x (every boot runs)
 #
+# The last kit pieces can travel with the run itself (carry .kit/vllm-site.tar.xz.02, .kit/wheels
+# and .kit/SHA256SUMS): they are staged inside the deadline, so TIER_SECONDS stays whole.
+#
 # Assembles the kit when /tmp/site is missing, prints the versions, runs pytest under a
 # deadline (TIER_SECONDS, default 560 s, so the device's 600 s limit still leaves time to
 # pack), and packs the logs, run directories and records into $OUT/gpu-tier.tar.gz next to
@@ -21,6 +24,12 @@ export GPU_TIER_MODELS=${GPU_TIER_MODELS:-/tmp/gpu-tier/models}  # kept while th
 export GPU_TIER_CACHE=${GPU_TIER_CACHE:-/tmp/gpu-tier/cache}     # JIT caches, calibration
 mkdir -p "$GPU_TIER_DIR"
 
+# Kit pieces carried into this call are staged first, inside this script's deadline (staging
+# outside it once left pytest no time to stop and pack before the device's 600 s limit).
+for piece in .kit/vllm-site.tar.xz.*; do
+  [ -f "$piece" ] && tests/gpu/stage-kit.sh "${piece##*.}" >/dev/null
+done
+[ -d .kit/wheels ] && tests/gpu/stage-kit.sh wheels >/dev/null
 . tests/gpu/kit-env.sh || exit 1
 export BLAUNCH_TEST_REQUIRE=gpu  # asked for: a tier that cannot run here fails, not skips
 

@@ -8,6 +8,7 @@
 #   tests/gpu/stage-kit.sh 00        carry .kit/vllm-site.tar.xz.00 and .kit/SHA256SUMS
 #   tests/gpu/stage-kit.sh 01 ...    carry .kit/vllm-site.tar.xz.01, and so on
 #   tests/gpu/stage-kit.sh wheels    carry .kit/wheels
+#   (or carry the last piece and the wheels with the first run: run-tier.sh stages them itself)
 #   tests/gpu/stage-kit.sh assemble  unpack /tmp/kit into /tmp/site and /tmp/site2
 #   tests/gpu/stage-kit.sh status    what /tmp/kit holds
 # Pieces land in /tmp/kit, which lasts as long as the machine stays warm. run-tier.sh
