@@ -434,3 +434,18 @@ def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch, cap
         monkeypatch.setenv(key, first[key])
     with pytest.raises(PlanMissing, match="another plan"):
         Worker(available=10**9).determine_available_memory()
+
+
+def test_a_refused_part_of_a_prewarm_result_costs_that_part_only():
+    """On the H200 one kernel's held key (a constexpr the record's types refused) dropped the
+    keys provider's whole outcome: its enumeration, which the next boot's key pass reads,
+    went with it. Only the refused field goes, and the outcome says which."""
+    from launcher.runtime.prewarm import PrewarmResult
+    from launcher.runtime.worker.planned import outcome
+
+    enumeration = [{"kernel": "vllm.k", "launched": 2, "reachable": 6}]
+    held = [{"kernel": "vllm.k", "module": "vllm", "qualname": "k", "keys": [[object()]]}]
+    result = PrewarmResult(provider="keys", compiled=4, enumeration=enumeration, held=held)
+    kept = outcome(result)
+    assert kept.compiled == 4 and [e.kernel for e in kept.enumeration] == ["vllm.k"]
+    assert kept.held == [] and "held.0.keys" in kept.skipped

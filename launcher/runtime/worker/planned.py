@@ -553,14 +553,21 @@ def outcome(result: PrewarmResult) -> PrewarmOutcome:
     """A provider's result as the record keeps it. A third party's provider may hand back
     what the record's types refuse: its outcome is then kept without those parts, and says
     so, rather than stop the boot."""
+    data = dict(vars(result))
     try:
-        return PrewarmOutcome.model_validate(vars(result))
+        return PrewarmOutcome.model_validate(data)
     except ValidationError as exc:
-        where = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors()[:3])
-        kept = {k: getattr(result, k) for k in ("provider", "compiled", "warmed", "seconds")}
-        note = f"its result's {where} not recorded (not the record's types)"
-        skipped = "; ".join(filter(None, [result.skipped, note]))
-        return PrewarmOutcome.model_validate({**kept, "skipped": skipped})
+        errors = exc.errors()
+    where = ", ".join(".".join(map(str, e["loc"])) for e in errors[:3])
+    note = f"its result's {where} not recorded (not the record's types)"
+    refused = {e["loc"][0] for e in errors if e["loc"]}
+    kept = {k: v for k, v in data.items() if k not in refused}
+    kept["skipped"] = "; ".join(filter(None, [result.skipped, note]))
+    try:  # everything but the refused fields (the H200's held keys: the scratch stage stays)
+        return PrewarmOutcome.model_validate(kept)
+    except ValidationError:
+        basic = {k: getattr(result, k) for k in ("provider", "compiled", "warmed", "seconds")}
+        return PrewarmOutcome.model_validate({**basic, "skipped": kept["skipped"]})
 
 
 def entry_line(e: EntryPoint) -> str:
