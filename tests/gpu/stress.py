@@ -128,6 +128,8 @@ def stream(w: Workload, ids: list[int], max_tokens: int, timeout: float) -> int:
     chunks = 0
     with urllib.request.urlopen(req, timeout=timeout) as r:
         for line in r:
+            if code := _stream_error(line):  # a failure after the 200: not a chunk
+                raise ValueError(f"error event in the stream after {chunks} chunks: HTTP {code}")
             if line.startswith(b"data: ") and not line.startswith(b"data: [DONE]"):
                 chunks += 1
     return chunks

@@ -204,3 +204,16 @@ def test_a_stream_that_fails_after_its_200_counts_as_failed(sse_server):
     assert stress.post(w, {"stream": True}, timeout=5) == 500
     events[:] = [chunk, b"data: [DONE]\n\n"]
     assert stress.post(w, {"stream": True}, timeout=5) == 200
+
+
+def test_the_stream_workload_fails_a_stream_that_ends_in_an_error_event(sse_server):
+    """The long streamed request of the ``stream`` workload counted an error event as one
+    more chunk; it is a failure, as in the features workload."""
+    url, events = sse_server
+    w = stress.Workload(url, "tier", max_model_len=64, max_num_seqs=1, vocab=300)
+    chunk = b'data: {"choices": [{"text": "w4"}]}\n\n'
+    events[:] = [chunk, b'data: {"error": {"message": "internal error", "code": 500}}\n\n']
+    with pytest.raises(ValueError, match="HTTP 500"):
+        stress.stream(w, [5, 6], 4, timeout=5)
+    events[:] = [chunk, chunk, b"data: [DONE]\n\n"]
+    assert stress.stream(w, [5, 6], 4, timeout=5) == 2
