@@ -380,6 +380,33 @@ def test_a_kernel_only_a_warmup_launched_is_not_enumerated_once_serving_ran(monk
     assert "warmup only" in records["vllm.fake.warmup_kernel"]["not_served"]
 
 
+def test_a_kernel_whose_module_the_waves_import_counts_as_served(monkeypatch):
+    """On the H200 the GLM features boot's structured rows imported xgrammar's bitmask kernel
+    inside the waves and compiled 3 keys of it, but the waves' launches were read before the
+    block's exit added what compiled inside it: the kernel went as "warmup only", its keys
+    were not derived, and a lone structured row (``num_rows=1``, no indices) compiled late."""
+    from launcher.runtime import jit_watch
+    from launcher.runtime.prewarm import PrewarmResult, vllm_warmup
+
+    imported = FakeKernel("bitmask_kernel", {})
+    present: list[FakeKernel] = []
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: list(present))
+
+    def waves() -> None:  # the structured rows import the kernel's module and launch it
+        imported.device_caches = _ran(8, 3, 1)
+        present.append(imported)
+
+    point = vllm_warmup.EntryPoint(
+        "serving_batches", lambda ctx: "waves", lambda ctx: [("waves", waves)], serving=True
+    )
+    ctx = _keys_ctx()
+    ctx.serving_launches, ctx.served_kernels = set(), None
+    vllm_warmup._run_points([point], ctx, PrewarmResult("vllm"))
+    assert ctx.served_kernels == {"vllm.fake.bitmask_kernel"}
+    (record,) = K.KeysProvider().run(ctx).enumeration
+    assert record.get("not_served") is None and record["missing"] > 0, record
+
+
 def test_inside_a_worker_the_ranges_take_the_live_speculative_tokens():
     """The request and token counts came from the live config, the speculative tokens from
     the profile: a forced ``--speculative-config`` (3 drafts where the profile says none)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from typing import Any
 from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
+    compiled_helpers,
     moe_buckets,
     run_after_forward,
     runtime_function,
@@ -339,6 +341,14 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             serving=True,
         ),
         EntryPoint(
+            "compiled_helpers",
+            lambda c: (
+                "vLLM's torch.compile'd helpers outside the model at each size class "
+                "(update_num_computed_tokens_for_batch_change under async speculative decoding)"
+            ),
+            compiled_helpers.find,
+        ),
+        EntryPoint(
             "serving_batches",
             lambda c: _describe_waves(c),
             _serving,
@@ -498,6 +508,13 @@ def _report(
     result.entry_points.append(entry)  # the one account (the worker logs it): not in notes
 
 
+def _dynamo_graphs() -> int:
+    """Graphs ``torch.compile`` traced in this process so far (Dynamo's own counter; 0 while
+    torch is not loaded)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
+
+
 def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmResult) -> None:
     """Call each entry point's thunks; count the Triton kernels each brought in."""
     from launcher.runtime import jit_watch
@@ -513,15 +530,18 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
             _report(result, ep.name, status, detail or found)
             continue
         for label, thunk in found:
-            before = jit_watch.loaded()
+            before, graphs_before = jit_watch.loaded(), _dynamo_graphs()
             t0 = time.perf_counter()
             try:
                 if ep.serving:
-                    with jit_watch.launched_in_block() as kernels:
-                        try:
+                    kernels: set[str] = set()
+                    try:
+                        with jit_watch.launched_in_block() as kernels:
                             thunk()
-                        finally:
-                            ctx.serving_launches |= kernels
+                    finally:
+                        # after the block's exit, which adds what compiled inside it: a kernel
+                        # whose module the waves imported (xgrammar's) has no wrapper to count it
+                        ctx.serving_launches |= kernels
                     if ep.name == "serving_batches" or ctx.served_kernels is not None:
                         # the waves ran: what serving launches is known from now on
                         ctx.served_kernels = frozenset(ctx.serving_launches)
@@ -539,10 +559,20 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
                 continue
             new = jit_watch.new_since(before)
             kernels = sum(new.values())
+            graphs = _dynamo_graphs() - graphs_before
             took = f"{time.perf_counter() - t0:.2f}s"
             result.compiled += kernels
             result.warmed += 1
-            if kernels:
+            if graphs and not kernels:  # Inductor's kernels do not go through Triton's JIT
+                _report(
+                    result,
+                    label,
+                    "called",
+                    f"{graphs} torch.compile graphs traced and compiled in {took}",
+                    0,
+                    time.perf_counter() - t0,
+                )
+            elif kernels:
                 names = ", ".join(f"{k.rsplit('.', 1)[-1]} x{n}" for k, n in sorted(new.items()))
                 result.specializations.append(f"{label}: {names}")
                 _report(
