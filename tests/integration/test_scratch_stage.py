@@ -44,8 +44,12 @@ def test_the_stage_served_every_wave_through_vllms_scheduler(staged):
     assert stage["scratch"]["forced"] == []  # every request finished and left the batch
     points = {e["name"].split(":")[0]: e for e in stage["entry_points"]}
     assert {"vLLM's scheduler and execute_model", "model_runner._dummy_run"} <= set(points)
-    # no Triton on the CPU backend: honest accounting says the stage brought in none
-    assert all(e["status"] == "no-op" and e["kernels"] == 0 for e in points.values()), points
+    # no Triton on the CPU backend: honest accounting says the stage brought in none, and
+    # an entry point counts as called only for the torch.compile graphs it traced
+    assert all(e["kernels"] == 0 for e in points.values()), points
+    assert all(
+        e["status"] == "no-op" or "torch.compile graphs" in e["detail"] for e in points.values()
+    ), points
 
 
 def test_the_runner_buffers_the_waves_wrote_are_put_back_before_vllm_profiles(staged):
