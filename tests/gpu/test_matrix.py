@@ -5,7 +5,8 @@ row, and ``Generated.command`` boots one again). Each boots through b12x-launch 
 cache root of its own and serves the tier's mixed workload. Where it fails, plain vLLM boots
 the same deployment from empty caches to tell the two apart: a deployment plain vLLM refuses
 or crashes on is reported as such (xfail) and not counted. ``GPU_MATRIX_PLAIN=1`` boots plain
-vLLM beside every deployment, for the ready times side by side.
+vLLM beside every deployment, for the ready times side by side; ``GPU_MATRIX_PLAIN=gen1-1,gen1-7``
+beside those named only.
 
     GPU_MATRIX_SEED=1 GPU_MATRIX_COUNT=8 tests/gpu/run-tier.sh tests/gpu/test_matrix.py
     GPU_MATRIX_SEED=1 tests/gpu/run-tier.sh tests/gpu/test_matrix.py -k "gen1-0 or gen1-2"
@@ -25,6 +26,14 @@ pytestmark = pytest.mark.gpu
 
 SEED = int(os.environ.get("GPU_MATRIX_SEED", "1"))
 COUNT = int(os.environ.get("GPU_MATRIX_COUNT", "8"))
+PLAIN = os.environ.get("GPU_MATRIX_PLAIN", "")
+
+
+def _plain_beside(name: str) -> bool:
+    """Whether plain vLLM boots beside ``name`` even when b12x-launch boots it."""
+    return PLAIN == "1" or name in PLAIN.split(",")
+
+
 DEPLOYMENTS = generate(SEED, COUNT)
 
 
@@ -44,7 +53,7 @@ def test_b12x_launch_boots_what_plain_vllm_boots(lab, deployment: Generated):
     summary.add(planned)
     why = _failure(planned)
     plain = None
-    if why or os.environ.get("GPU_MATRIX_PLAIN") == "1":
+    if why or _plain_beside(deployment.name):
         plain = boot(lab, deployment.spec(plain=True))
         summary.add(plain)
     if why:

@@ -595,52 +595,78 @@ class Compiled:
     failed: list[str] = field(default_factory=list)
 
 
-def compile_missing(
-    fn: Any, device: Any, missing: list[Launch], done: Compiled, until: float | None = None
-) -> None:
-    """Compile each missing key as ``run`` would have, without launching, then load it; what
-    is unfinished at ``until`` (the pass's deadline) is dropped and reported."""
+@dataclass
+class Job:
+    """One kernel's missing keys on one device, and what became of them."""
+
+    fn: Any
+    device: Any
+    missing: list[Launch]
+    compiled: int = 0
+    failed: int = 0
+    submitted: list[Any] = field(default_factory=list)
+    """Triton cache keys handed to the compile threads (settled after the pool drains)."""
+
+
+def compile_missing(jobs: Sequence[Job], done: Compiled, until: float | None = None) -> None:
+    """Compile every job's missing keys as ``run`` would have, without launching, then load
+    them; what is unfinished at ``until`` (the pass's deadline) is dropped and reported.
+
+    All kernels share one pool: per kernel, a pass waited on its slowest key before the next
+    kernel started (on the H200, 9 kernels of 1-56 keys took 14 rounds of 16 threads where
+    134 keys need 9)."""
+    if until is not None and time.monotonic() >= until:
+        for job in jobs:
+            job.failed += len(job.missing)
+            done.failed.append(
+                f"{kernel_name(job.fn)}: {len(job.missing)} keys not compiled: past the deadline"
+            )
+        return
+    with parallel_compiles(until):
+        for job in jobs:
+            try:
+                _submit(job, done)
+            except Exception as exc:  # this kernel's keys are left to the census; the rest go on
+                job.failed += len(job.missing) - len(job.submitted)
+                done.failed.append(f"{kernel_name(job.fn)}: {type(exc).__name__}: {exc}")
+    for job in jobs:
+        if job.submitted:
+            loaded, failed = settle(job.fn, job.submitted)
+            job.compiled += loaded
+            job.failed += len(failed)
+            done.compiled += loaded
+            done.failed += failed
+
+
+def _submit(job: Job, done: Compiled) -> None:
+    """Hand ``job``'s keys that the kernel's cache lacks to the compile threads."""
     from triton.runtime.jit import compute_cache_key
 
-    if until is not None and time.monotonic() >= until:
-        done.failed.append(
-            f"{kernel_name(fn)}: {len(missing)} keys not compiled: past the deadline"
-        )
-        return
-
-    kernel_cache, key_cache, _target, backend, _binder = fn.device_caches[device]
-    todo = []
-    for spec, options_text in missing:
+    fn = job.fn
+    kernel_cache, key_cache, _target, backend, _binder = fn.device_caches[job.device]
+    for spec, options_text in job.missing:
         try:
             options = ast.literal_eval(options_text)
         except (ValueError, SyntaxError):
+            job.failed += 1
             done.failed.append(f"{kernel_name(fn)}: options not readable: {options_text}")
             continue
         key = compute_cache_key(key_cache, list(spec), options)
-        if key not in kernel_cache:
-            todo.append((key, spec, options))
-    if not todo:
-        return
-
-    def compile_one(key: str, spec: Spec, options: dict) -> None:
-        bound = {
-            p.name: (entry[1] if isinstance(entry, tuple) and entry[0] == "constexpr" else None)
-            for p, entry in zip(fn.params, spec, strict=False)
-        }
-        opts, signature, constexprs, attrs = fn._pack_args(
-            backend, dict(options), bound, list(spec), options
-        )
-        fn._do_compile(key, signature, device, constexprs, opts, attrs, warmup=True)
-
-    with parallel_compiles(until):
-        for key, spec, options in todo:
-            try:
-                compile_one(key, spec, options)
-            except Exception as exc:  # reported per kernel; serving would compile it late
-                done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
-    loaded, failed = settle(fn, [key for key, _, _ in todo])
-    done.compiled += loaded
-    done.failed += failed
+        if key in kernel_cache:
+            continue
+        try:
+            bound = {
+                p.name: (entry[1] if isinstance(entry, tuple) and entry[0] == "constexpr" else None)
+                for p, entry in zip(fn.params, spec, strict=False)
+            }
+            opts, signature, constexprs, attrs = fn._pack_args(
+                backend, dict(options), bound, list(spec), options
+            )
+            fn._do_compile(key, signature, job.device, constexprs, opts, attrs, warmup=True)
+            job.submitted.append(key)
+        except Exception as exc:  # reported per kernel; serving would compile it late
+            job.failed += 1
+            done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
 
 
 def held_keys() -> tuple[list[dict[str, Any]], int]:
@@ -680,8 +706,7 @@ def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
 
     from launcher.runtime import jit_watch
 
-    until = parallel_compile.deadline()
-    kernels = 0
+    jobs = []
     for k in held:
         try:
             obj: Any = importlib.import_module(k.module)
@@ -692,9 +717,9 @@ def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
             done.failed.append(f"{k.kernel}: not found to replay: {exc}")
             continue
         keys = [(key_json.spec_from_json(spec), options) for spec, options in k.keys]
-        compile_missing(fn, device, keys, done, until)
-        kernels += 1
-    return kernels
+        jobs.append(Job(fn, device, keys))
+    compile_missing(jobs, done, parallel_compile.deadline())
+    return len(jobs)
 
 
 def ranges_of(ctx: PrewarmContext) -> Ranges:
@@ -765,14 +790,20 @@ class KeysProvider:
                 "record (cache artifact)"
             )
         served = getattr(ctx, "served_kernels", None)
+        pending: list[tuple[Job, dict[str, Any]]] = []
         for fn in jit_watch._jit_functions():
             if served is not None and launched(fn) and kernel_name(fn) not in served:
                 result.enumeration.append(_warmup_only(fn))
                 continue
             try:
-                self._close(fn, ranges, result, done, until, tuners.get(id(fn)))
+                pending += self._close(fn, ranges, result, tuners.get(id(fn)))
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
                 done.failed.append(f"{kernel_name(fn)}: enumeration: {type(exc).__name__}: {exc}")
+        compile_missing([job for job, _ in pending], done, until)
+        for job, record in pending:
+            record["compiled"], record["failed"] = job.compiled, job.failed
+            account = _account(KernelEnumeration.model_validate(record))
+            result.specializations.append(f"{record['kernel']}: {account}")
         result.compiled = result.warmed = done.compiled
         result.held, unheld = held_keys()
         if unheld:
@@ -785,15 +816,11 @@ class KeysProvider:
         return result
 
     def _close(
-        self,
-        fn: Any,
-        ranges: Ranges,
-        result: PrewarmResult,
-        done: Compiled,
-        until: float | None = None,
-        tuner: Any = None,
-    ) -> None:
-        """Enumerate ``fn``'s keys on each device it ran on and compile the missing ones."""
+        self, fn: Any, ranges: Ranges, result: PrewarmResult, tuner: Any = None
+    ) -> list[tuple[Job, dict[str, Any]]]:
+        """Enumerate ``fn``'s keys on each device it ran on: a compile job for the missing ones
+        per device, with the record it accounts to."""
+        jobs = []
         for device, launches in launched(fn).items():
             e = enumerate_keys(kernel_name(fn), params_of(fn), launches, ranges)
             record = e.to_dict()
@@ -804,12 +831,8 @@ class KeysProvider:
                 result.specializations.append(f"{e.kernel}: {_autotune_note(tuned)}")
             result.enumeration.append(record)
             if e.missing:
-                compiled, failed = done.compiled, len(done.failed)
-                compile_missing(fn, device, e.missing, done, until)
-                record["compiled"] = done.compiled - compiled
-                record["failed"] = len(done.failed) - failed
-                account = _account(KernelEnumeration.model_validate(record))
-                result.specializations.append(f"{e.kernel}: {account}")
+                jobs.append((Job(fn, device, e.missing), record))
+        return jobs
 
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
