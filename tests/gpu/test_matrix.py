@@ -28,13 +28,12 @@ SEED = int(os.environ.get("GPU_MATRIX_SEED", "1"))
 COUNT = int(os.environ.get("GPU_MATRIX_COUNT", "8"))
 PLAIN = os.environ.get("GPU_MATRIX_PLAIN", "")
 
+DEPLOYMENTS = generate(SEED, COUNT)
+
 
 def _plain_beside(name: str) -> bool:
     """Whether plain vLLM boots beside ``name`` even when b12x-launch boots it."""
     return PLAIN == "1" or name in PLAIN.split(",")
-
-
-DEPLOYMENTS = generate(SEED, COUNT)
 
 
 def _failure(r: BootResult) -> str | None:
