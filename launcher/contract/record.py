@@ -321,9 +321,12 @@ class Activation(Frozen):
     """Torch's activation peak across vLLM's profile run, and what its warmup left cached."""
 
     profile_peak: Bytes
-    """torch's activation peak across vLLM's profile run."""
+    """torch's activation peak across vLLM's profile run (allocated bytes)."""
     warmup_cached: Bytes
     """What vLLM's warmup left cached in torch's default pool."""
+    profile_segments: Bytes = 0
+    """What torch's caching allocator grew its segments by across the profile run: the
+    allocated peak plus the fragmentation around it, which the warmup caches again."""
 
 
 class RankRecord(Contract):

@@ -83,6 +83,7 @@ def rows() -> list[dict[str, Any]]:
                     "low_water_free": low,
                     "safety_margin": b.margin if b.plan else None,
                     "free_after_warmup": rec.get("free_after_warmup"),
+                    "activation": rec.get("activation"),
                     "late_compiles": len(rec.get("late_compiles", [])),
                     "late_files": len(b.late_files) if rank == 0 else 0,
                     "late_file_names": b.late_files[:20] if rank == 0 else [],

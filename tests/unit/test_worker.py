@@ -189,11 +189,12 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
     need_serving("torch")  # the code under test imports torch
     import torch
 
-    state = {"allocated": 1000, "peak": 1000}
+    state = {"allocated": 1000, "peak": 1000, "reserved": 1200, "reserved_peak": 1200}
 
     class Runner:
         def profile_run(self):
             state["peak"] = state["allocated"] + 700  # the dummy batch's activations
+            state["reserved_peak"] = state["reserved"] + 650  # the segments fit them closely
             return "profiled"
 
     class GpuWorker(PlannedMixin):
@@ -214,11 +215,54 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: state["allocated"])
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: state["peak"])
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: state["reserved"])
+    monkeypatch.setattr(
+        torch.cuda, "max_memory_reserved", lambda device=None: state["reserved_peak"]
+    )
     worker = GpuWorker()
     with worker._activation_probe():
         assert GpuWorker.determine_available_memory(worker) == "profiled"
     assert worker._peak_activation() == 700  # not 5 - 900 clamped to 0
     assert "profile_run" not in vars(worker.model_runner)  # the class's method again
+
+
+def test_the_activation_reserve_covers_the_segments_the_profile_batch_grew(monkeypatch):
+    """vLLM empties torch's cache after profiling and its warmup runs the batch again, which
+    keeps the segments, fragmentation included, not the allocated peak: the reserve is the
+    larger of the two (the H200's PIECEWISE rows ended boot 1 0.43 GiB under the margin)."""
+    need_serving("torch")  # the code under test imports torch
+    import torch
+
+    state = {"allocated": 1000, "peak": 1000, "reserved": 1000, "reserved_peak": 1000}
+
+    class Runner:
+        def profile_run(self):
+            state["peak"] = state["allocated"] + 2000
+            state["reserved_peak"] = state["reserved"] + 2450  # split blocks left unused
+            return "profiled"
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+
+        def __init__(self):
+            self.model_runner = Runner()
+
+        def _device_index(self):
+            return 0
+
+    for name, key in (
+        ("memory_allocated", "allocated"),
+        ("max_memory_allocated", "peak"),
+        ("memory_reserved", "reserved"),
+        ("max_memory_reserved", "reserved_peak"),
+    ):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None, key=key: state[key])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    worker = GpuWorker()
+    with worker._activation_probe():
+        worker.model_runner.profile_run()
+    assert worker._peak_activation() == 2450
 
 
 def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeypatch):
@@ -249,9 +293,17 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
     worker._record = record_with(activation_peak=1000)
     worker._net_activation()  # a cache smaller than the peak is incidental: not relied on
     assert worker._record.measured["activation_peak"] == 1000
-    assert worker._record.to_json()["activation"] == {"profile_peak": 1000, "warmup_cached": 700}
+    assert worker._record.to_json()["activation"] == {
+        "profile_peak": 1000,
+        "warmup_cached": 700,
+        "profile_segments": 0,
+    }
     worker._record = record_with(activation_peak=600)
     worker._net_activation()  # the warmup's cache holds the whole peak: counted there
+    assert worker._record.measured["activation_peak"] == 0
+    worker._activation_peak, worker._activation_segments = 650, 900
+    worker._record = record_with(activation_peak=900)  # the reserve was the segments
+    worker._net_activation()  # the warmup ran the batch again: its cache holds the peak
     assert worker._record.measured["activation_peak"] == 0
 
     def Run(source):

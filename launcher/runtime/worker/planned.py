@@ -311,7 +311,12 @@ class PlannedMixin:
         """Measure torch's peak above the start of vLLM's own profile run (its dummy batch of
         max_num_batched_tokens): the activations serving comes back to. vLLM reports this as
         ``peak_activation_memory`` with or without its CUDA-graph estimate depending on the
-        release (0.26 without, 0.33 with), so the worker measures it itself."""
+        release (0.26 without, 0.33 with), so the worker measures it itself.
+
+        Both the allocated peak and the segments the caching allocator grew by are kept: vLLM
+        empties the cache after profiling, and its warmup runs the batch again and keeps the
+        segments, not the peak (H200, GLM-5 architecture, PIECEWISE: 0.43 GiB more, which
+        left 63 MiB free against a 512 MiB margin when only the peak was reserved)."""
         runner = getattr(self, "model_runner", None)
         profile = getattr(runner, "profile_run", None)
         device = self._device_index()
@@ -324,11 +329,14 @@ class PlannedMixin:
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
             base = torch.cuda.memory_allocated(device)
+            base_reserved = torch.cuda.memory_reserved(device)
             try:
                 return profile()
             finally:
                 torch.cuda.synchronize(device)
                 self._activation_peak = max(0, torch.cuda.max_memory_allocated(device) - base)
+                grown = torch.cuda.max_memory_reserved(device) - base_reserved
+                self._activation_segments = max(0, grown)
 
         runner.profile_run = probed
         try:
@@ -337,9 +345,11 @@ class PlannedMixin:
             del runner.profile_run  # the class's method again
 
     def _peak_activation(self) -> int:
+        """The activations to reserve: what the allocator held for the profile batch (the
+        larger of its allocated peak and its segments' growth), else vLLM's figure."""
         measured = getattr(self, "_activation_peak", None)
         if measured is not None:
-            return int(measured)
+            return max(int(measured), int(getattr(self, "_activation_segments", 0)))
         peak = int(getattr(self, "peak_activation_memory", 0) or 0)
         return max(0, peak - self._cudagraph_applied())
 
@@ -371,8 +381,14 @@ class PlannedMixin:
         if peak is None or device is None:
             return
         cached = _default_pool_cached(device)
-        self._record.measured[Name.ACTIVATION_PEAK] = 0 if cached >= peak else peak
-        self._record.activation = Activation(profile_peak=peak, warmup_cached=cached)
+        # The warmup ran the batch again when its cache holds the allocated peak; the
+        # reserve (the segments) may be larger than what it happened to keep.
+        allocated = int(getattr(self, "_activation_peak", None) or peak)
+        self._record.measured[Name.ACTIVATION_PEAK] = 0 if cached >= allocated else peak
+        segments = int(getattr(self, "_activation_segments", 0))
+        self._record.activation = Activation(
+            profile_peak=allocated, warmup_cached=cached, profile_segments=segments
+        )
 
     def _cudagraph_reserve(self, run: RunPlan) -> int:
         """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
