@@ -370,6 +370,9 @@ class RankRecord(Contract):
     """The KV cache vLLM allocated (None: not yet)."""
     free_after_warmup: Bytes | None = None
     """Free device memory after vLLM's warmup (None: not yet, or on CPU)."""
+    serving_low_free: Bytes | None = None
+    """The least free device memory at a serving step's edges since the warmup, to 16 MiB
+    (None: nothing served yet, or on CPU)."""
     activation: Activation | None = None
     """The activation peak and what vLLM's warmup left cached (None: not measured)."""
 

@@ -11,7 +11,7 @@ from launcher.contract import store
 from launcher.contract.artifact import ArtifactRecord
 from launcher.contract.base import JSON_MAX, ContractError
 from launcher.contract.names import ORDER, ComponentName
-from launcher.contract.plan import PlanRecord
+from launcher.contract.plan import ComponentRecord, PlanRecord
 from launcher.contract.record import RankRecord
 from launcher.contract.runfile import plan_of
 from launcher.errors import EnvironmentProblem
@@ -107,6 +107,9 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
             line += "KV cache not allocated yet (the run stopped before, or is still starting)"
         line += f"; {len(r.late_compiles)} late compile(s)"
         console.print(line)
+        free = _free_memory(r, first.components.get(ComponentName.SAFETY_MARGIN))
+        if free:
+            console.print(f"  free memory: {free}")
         for entry in r.late_compiles:  # each late kernel, and what the next boot does about it
             console.print(f"  late: {entry.describe()}")
     if not records:
@@ -136,6 +139,28 @@ def plot_run_dir(run_dir: Path, path: str) -> Path:
 
     run = load_run(run_dir)
     return plot_run(run.plan, run.records, run_dir.name, path)
+
+
+def _free_memory(record: RankRecord, margin: ComponentRecord | None) -> str:
+    """Free device memory after vLLM's warmup and at its lowest while serving, as the worker
+    read it, against the safety margin ("" on CPU or before the warmup)."""
+    parts = [
+        f"{what} {format_size(value)}"
+        for what, value in (
+            ("after vLLM's warmup", record.free_after_warmup),
+            ("lowest while serving", record.serving_low_free),
+        )
+        if value is not None
+    ]
+    if not parts:
+        return ""
+    below = (
+        margin is not None
+        and min(v for v in (record.free_after_warmup, record.serving_low_free) if v is not None)
+        < margin.bytes
+    )
+    said = f" (safety margin {format_size(margin.bytes)}{': BELOW IT' if below else ''})"
+    return ", ".join(parts) + (said if margin is not None else "")
 
 
 def artifact_lines(record: ArtifactRecord) -> list[str]:

@@ -186,3 +186,24 @@ def test_report_on_records_with_parts_no_worker_writes(tmp_path, write):
     assert "measure-rank1.json: malformed late_compiles.0.cost_bytes" in text
     assert "measure-rank2.json: malformed" in text and "kv.tokens" in text
     assert "RANK 1 (GiB)" not in text and "RANK 3 (GiB)" in text
+
+
+def test_report_says_free_memory_after_the_warmup_and_while_serving_against_the_margin(
+    tmp_path, write
+):
+    from launcher.contract.record import RankRecord
+
+    run, _ = make_run(tmp_path, write)
+    profile = load_profile(write("p.yaml", MINIMAL), [f"runtime.cache_root={tmp_path}"]).profile
+    path = run / "measure-rank1.json"
+    record = RankRecord.model_validate(json.loads(path.read_text()))
+    served = record.model_copy(update={"free_after_warmup": 2**30, "serving_low_free": 2**28})
+    save_record(served, run, profile)
+    out = CliRunner().invoke(cli, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("rank 1:"))
+    said = lines[at + 1]
+    assert said.startswith("  free memory: after vLLM's warmup 1.00 GiB, lowest while serving 256")
+    assert "BELOW IT" in said, said  # MINIMAL keeps 512 MiB
+    assert sum("free memory:" in x for x in lines) == 1  # the other ranks measured none

@@ -35,6 +35,7 @@ from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_budget
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load, run_after_forward
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
+from launcher.runtime.worker.serving import ServingWatch
 from launcher.units import format_size
 
 logger = logging.getLogger("vllm.b12x_launch")
@@ -159,6 +160,8 @@ class PlannedMixin:
                 )
             self._record.free_after_warmup = after["free"]
             self._net_activation()
+            activation = self._record.measured.get(Name.ACTIVATION_PEAK, 0)
+            self._serving = ServingWatch(self._record, margin, activation)
             if after["free"] < margin:
                 logger.warning(
                     "b12x-launch rank %d: %s free after vLLM's warmup, below the safety margin %s",
@@ -492,7 +495,7 @@ class PlannedMixin:
         jit_watch.arm(late, strict=strict)
         for provider, ctx in getattr(self, "_providers", []):
             provider.freeze(ctx, late)
-        self._cost_late_compiles()
+        self._watch_steps()
         self._watch_caches()
         _say(f"rank {self.rank}: late-JIT watchdog armed{' (strict)' if strict else ''}")
 
@@ -517,34 +520,50 @@ class PlannedMixin:
 
         self._cache_poller = cache_oracle.Poller(dirs, known, appeared).start()
 
-    def _cost_late_compiles(self) -> None:
-        """Charge each serving step that compiled late with the device memory it kept
-        outside torch's allocator (modules, local memory): the census's cost."""
+    def _watch_steps(self) -> None:
+        """Read free device memory at each serving step's edges: charge a step that compiled
+        late with what it kept outside torch's allocator (modules, local memory: the census's
+        cost), and keep serving's low-water for the next plan (``ServingWatch``)."""
         runner = getattr(self, "model_runner", None)
         step = getattr(runner, "execute_model", None)
         device = self._device_index()
+        serving = getattr(self, "_serving", None)
         if step is None or device is None:
             return
         import torch
 
         late = self._record.late_compiles
 
-        def costed(*args: Any, **kwargs: Any) -> Any:
+        def watched(*args: Any, **kwargs: Any) -> Any:
             seen = len(late)
             free0, _ = torch.cuda.mem_get_info(device)
             reserved0 = torch.cuda.memory_reserved(device)
             try:
                 return step(*args, **kwargs)
             finally:
+                changed = False
                 if len(late) > seen:
                     torch.cuda.synchronize(device)
-                    free1, _ = torch.cuda.mem_get_info(device)
+                free1, _ = torch.cuda.mem_get_info(device)
+                if len(late) > seen:
                     grown = torch.cuda.memory_reserved(device) - reserved0
                     cost = min(max(0, int(free0 - free1 - grown)), census.COST_MAX)
                     late[seen] = late[seen].model_copy(update={"cost_bytes": cost})
+                    changed = True
+                if serving is not None:
+                    changed = serving.seen(min(free0, free1)) or changed
+                    if serving.below_margin():
+                        logger.warning(
+                            "b12x-launch rank %d: %s free while serving, below the safety "
+                            "margin %s; the next plan reserves what serving took",
+                            self.rank,
+                            format_size(min(free0, free1)),
+                            format_size(serving.margin),
+                        )
+                if changed:
                     self._save()
 
-        runner.execute_model = costed
+        runner.execute_model = watched
 
     def _save(self) -> None:
         profile = self._run.profile

@@ -1,0 +1,66 @@
+"""What serving takes past vLLM's warmup, read at each step's edges, for the next plan.
+
+vLLM's warmup leaves some activations cached and some not (its V2 model runner keeps none),
+and mixed batches can fragment torch's segments beyond the profile batch's: on the H200 a
+DeepSeek-V2 row took 1.18 GiB past the warmup against a 1.05 GiB activation reserve, 0.05 GiB
+into the safety margin. The worker reads free device memory before and after every serving
+step (an allocation happens on the host's timeline, so no synchronize is needed), keeps the
+least in the record and, where serving took more than the record's activation figure, raises
+that figure: the next plan then keeps what serving took free, measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.contract.names import ComponentName as Name
+from launcher.contract.record import RankRecord
+from launcher.units import MiB, format_size
+
+STEP = 16 * MiB
+"""A new low is recorded when it is this much below the last (bounds the record's writes)."""
+
+
+def serving_reserve(activation: int, free_after_warmup: int, low_free: int, late: int) -> int:
+    """The activation figure the next plan reserves: the larger of the recorded one and what
+    serving took past the warmup, less what late compiles kept (the census reserves that)."""
+    return max(activation, free_after_warmup - low_free - late)
+
+
+@dataclass
+class ServingWatch:
+    """The low-water of free device memory while serving, kept in ``record``."""
+
+    record: RankRecord
+    margin: int
+    activation: int
+    """The record's activation figure when serving began (after the warmup's netting)."""
+    warned: bool = False
+
+    def seen(self, free: int) -> bool:
+        """Take one reading; True when the record changed (the caller saves it)."""
+        rec = self.record
+        after = rec.free_after_warmup
+        if after is None or (
+            rec.serving_low_free is not None and free > rec.serving_low_free - STEP
+        ):
+            return False
+        rec.serving_low_free = free
+        late = sum(e.cost_bytes or 0 for e in rec.late_compiles)
+        need = serving_reserve(self.activation, after, free, late)
+        if need > self.activation:
+            rec.measured[Name.ACTIVATION_PEAK] = need
+            rec.measured_why[Name.ACTIVATION_PEAK] = (
+                f"serving took {format_size(after - free)} past vLLM's warmup"
+                + (f", less {format_size(late)} late compiles kept" if late else "")
+                + f"; the warmup's figure was {format_size(self.activation)}"
+            )
+        return True
+
+    def below_margin(self) -> bool:
+        """Whether the low is under the safety margin and not yet said (said once)."""
+        low = self.record.serving_low_free
+        if low is None or low >= self.margin or self.warned:
+            return False
+        self.warned = True
+        return True

@@ -1,0 +1,97 @@
+"""Serving's low-water of free device memory, read at each step's edges after vLLM's warmup,
+raises the record's activation figure where serving took more than it (the next plan keeps
+that free)."""
+
+from __future__ import annotations
+
+from launcher.contract.names import ComponentName
+from launcher.contract.record import RankRecord
+from launcher.runtime.worker.planned import PlannedMixin
+from launcher.runtime.worker.serving import STEP, ServingWatch, serving_reserve
+from tests.conftest import need_serving
+
+MiB = 2**20
+GiB = 2**30
+
+
+def warmed(activation: int, free_after_warmup: int) -> RankRecord:
+    measured = {ComponentName.ACTIVATION_PEAK: activation}
+    return RankRecord(
+        fingerprint="fp", rank=0, when="2026-12-03", measured=measured,
+        free_after_warmup=free_after_warmup,
+    )  # fmt: skip
+
+
+def test_serving_past_the_activation_figure_becomes_the_next_plans_reserve():
+    """The H200's DeepSeek-V2 row: 1.62 GiB free after the warmup, 0.45 GiB at the lowest
+    while serving, against a 1.05 GiB activation figure."""
+    record = warmed(int(1.05 * GiB), int(1.62 * GiB))
+    watch = ServingWatch(record, margin=512 * MiB, activation=int(1.05 * GiB))
+    assert watch.seen(int(1.62 * GiB)) and not watch.below_margin()
+    assert record.measured[ComponentName.ACTIVATION_PEAK] == int(1.05 * GiB)
+    assert watch.seen(int(0.45 * GiB))
+    assert record.serving_low_free == int(0.45 * GiB)
+    assert record.measured[ComponentName.ACTIVATION_PEAK] == int(1.62 * GiB) - int(0.45 * GiB)
+    assert "past vLLM's warmup" in record.measured_why[ComponentName.ACTIVATION_PEAK]
+    assert watch.below_margin() and not watch.below_margin()  # said once
+
+
+def test_a_low_within_the_activation_figure_changes_no_reserve():
+    """The GLM rows: vLLM's warmup kept the activations cached (figure 0) and serving took
+    nothing past it; a reading less than STEP below the last is not a new low."""
+    record = warmed(0, 600 * MiB)
+    watch = ServingWatch(record, margin=512 * MiB, activation=0)
+    assert watch.seen(600 * MiB)
+    assert not watch.seen(600 * MiB - STEP + 1)
+    assert record.measured[ComponentName.ACTIVATION_PEAK] == 0
+    assert record.serving_low_free == 600 * MiB
+
+
+def test_what_late_compiles_kept_is_left_to_the_census():
+    assert serving_reserve(100, 1000, 400, late=200) == 400
+    assert serving_reserve(500, 1000, 400, late=200) == 500
+
+
+def test_nothing_is_read_before_the_warmup_measured_free_memory():
+    record = RankRecord(fingerprint="fp", rank=0, when="2026-12-03")
+    assert not ServingWatch(record, margin=0, activation=0).seen(0)
+    assert record.serving_low_free is None
+
+
+def test_the_worker_reads_free_memory_at_every_serving_steps_edges(monkeypatch, tmp_path):
+    """Through the worker's own step wrapper: a step that grows torch's segments lowers free
+    memory; the record keeps the low and the larger activation figure, and is saved."""
+    need_serving("torch")  # the code under test imports torch
+    import torch
+
+    state = {"free": 2 * GiB}
+
+    class Runner:
+        def execute_model(self, grow: int) -> str:
+            state["free"] -= grow
+            return "stepped"
+
+    saved: list[int | None] = []
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+        rank = 0
+
+        def _device_index(self):
+            return 0
+
+        def _save(self):
+            saved.append(self._record.serving_low_free)
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    worker = GpuWorker()
+    worker.model_runner = Runner()
+    worker._record = warmed(GiB // 2, 2 * GiB)
+    worker._serving = ServingWatch(worker._record, margin=512 * MiB, activation=GiB // 2)
+    worker._watch_steps()
+    assert worker.model_runner.execute_model(0) == "stepped"
+    assert worker.model_runner.execute_model(GiB) == "stepped"
+    assert worker.model_runner.execute_model(0) == "stepped"  # no new low: no write
+    assert saved == [2 * GiB, GiB]
+    assert worker._record.measured[ComponentName.ACTIVATION_PEAK] == GiB
