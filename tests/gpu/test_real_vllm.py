@@ -168,6 +168,15 @@ class Served:
                 f"margin {booted.margin / 2**20:.0f} MiB"
             )
 
+    def test_the_record_keeps_the_lowest_free_memory_while_serving(self, booted):
+        """The worker's own reading at the steps' edges, against NVML's sampled low-water on
+        the same card: it cannot be lower than what NVML saw, beyond NVML's sampling."""
+        for rank, rec in booted.records.items():
+            low = rec.get("serving_low_free")
+            assert low is not None, f"rank {rank}: no serving low-water recorded"
+            nvml = min(booted.outcome.low_free.values())
+            assert low >= nvml - 64 * 2**20, (rank, low, nvml)
+
     def test_the_next_plan_is_calibrated(self, booted):
         assert booted.calibrated is not None, booted.dry_run_error
         for rank, rec in booted.records.items():

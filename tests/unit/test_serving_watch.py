@@ -95,3 +95,35 @@ def test_the_worker_reads_free_memory_at_every_serving_steps_edges(monkeypatch, 
     assert worker.model_runner.execute_model(0) == "stepped"  # no new low: no write
     assert saved == [2 * GiB, GiB]
     assert worker._record.measured[ComponentName.ACTIVATION_PEAK] == GiB
+
+
+def test_a_watch_that_fails_stops_and_the_step_goes_on(monkeypatch, caplog):
+    need_serving("torch")  # the code under test imports torch
+    import torch
+
+    class Runner:
+        def execute_model(self) -> str:
+            return "stepped"
+
+    class Broken(ServingWatch):
+        def seen(self, free: int) -> bool:
+            raise ValueError("a reading no record takes")
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+        rank = 0
+
+        def _device_index(self):
+            return 0
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (GiB, 4 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    worker = GpuWorker()
+    worker.model_runner = Runner()
+    worker._record = warmed(0, GiB)
+    worker._serving = Broken(worker._record, margin=0, activation=0)
+    worker._watch_steps()
+    assert worker.model_runner.execute_model() == "stepped"
+    assert worker.model_runner.execute_model() == "stepped"
+    assert worker._serving.stopped
+    assert sum("watch stopped" in r.getMessage() for r in caplog.records) == 1

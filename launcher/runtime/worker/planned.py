@@ -551,19 +551,37 @@ class PlannedMixin:
                     late[seen] = late[seen].model_copy(update={"cost_bytes": cost})
                     changed = True
                 if serving is not None:
-                    changed = serving.seen(min(free0, free1)) or changed
-                    if serving.below_margin():
-                        logger.warning(
-                            "b12x-launch rank %d: %s free while serving, below the safety "
-                            "margin %s; the next plan reserves what serving took",
-                            self.rank,
-                            format_size(min(free0, free1)),
-                            format_size(serving.margin),
-                        )
+                    changed = self._serving_seen(serving, min(free0, free1)) or changed
                 if changed:
                     self._save()
 
         runner.execute_model = watched
+
+    def _serving_seen(self, serving: ServingWatch, free: int) -> bool:
+        """One low-water reading; a watch that fails is stopped with a warning, never the
+        step it reads around (issue 39: never a crash)."""
+        if serving.stopped:
+            return False
+        try:
+            changed = serving.seen(free)
+        except Exception as exc:
+            serving.stopped = True
+            logger.warning(
+                "b12x-launch rank %d: serving's free-memory watch stopped: %s: %s",
+                self.rank,
+                type(exc).__name__,
+                exc,
+            )
+            return False
+        if serving.below_margin():
+            logger.warning(
+                "b12x-launch rank %d: %s free while serving, below the safety margin %s; "
+                "the next plan reserves what serving took",
+                self.rank,
+                format_size(free),
+                format_size(serving.margin),
+            )
+        return changed
 
     def _save(self) -> None:
         profile = self._run.profile

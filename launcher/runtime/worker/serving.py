@@ -36,6 +36,8 @@ class ServingWatch:
     activation: int
     """The record's activation figure when serving began (after the warmup's netting)."""
     warned: bool = False
+    stopped: bool = False
+    """Set by the worker when a reading failed: the watch reads no more."""
 
     def seen(self, free: int) -> bool:
         """Take one reading; True when the record changed (the caller saves it)."""
