@@ -33,7 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.contract.record import Autotuned, HeldKernel, KernelEnumeration
-from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, key_json, parallel_compile
+from launcher.runtime.prewarm import (
+    PrewarmContext,
+    PrewarmResult,
+    call_sites,
+    key_json,
+    parallel_compile,
+)
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles, settle
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
@@ -191,6 +197,9 @@ class Param:
     stored_only: bool = False
     """A pointer the kernel only writes through (an output): call sites allocate those fresh,
     so no request-array slice moves its alignment."""
+    fresh: str = ""
+    """How every call site in the kernel's module allocates this argument fresh (``call_sites``),
+    else empty: aligned at every launch, whatever its name says."""
 
 
 @dataclass
@@ -242,6 +251,10 @@ def reach(
         lo, hi, basis = site(ranges)
         return Reach(name, kind, int_classes(lo, hi), basis, True)
     if kind == "pointer":
+        if param.fresh and seen <= {ALIGNED}:
+            return Reach(
+                name, kind, (ALIGNED,), f"allocated at every call site: {param.fresh}", True
+            )
         loaded = not param.stored_only
         if loaded and typ[1:] in INT_TYPES and REQUEST_ARRAYS.search(name.lower()):
             return Reach(
@@ -508,6 +521,7 @@ def entry_for(
 
 def params_of(fn: Any) -> list[Param]:
     outputs = stored_only(getattr(fn, "src", "") or "")
+    fresh = call_sites.of(fn)
     return [
         Param(
             p.name,
@@ -516,6 +530,7 @@ def params_of(fn: Any) -> list[Param]:
             bool(getattr(p, "do_not_specialize_on_alignment", False)),
             _int_annotation(p),
             p.name in outputs,
+            fresh.get(p.name, ""),
         )
         for p in fn.params
     ]
