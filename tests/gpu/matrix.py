@@ -68,6 +68,10 @@ class Generated:
         name = self.name + ("-plain" if plain else "")
         return BootSpec(name, self.profile, self.model, self.sets, cache=name, plain=plain)
 
+    def again(self) -> BootSpec:
+        """Boot 2: the same deployment on boot 1's cache root (its records calibrate the plan)."""
+        return BootSpec(self.name + "-again", self.profile, self.model, self.sets, cache=self.name)
+
     def command(self) -> str:
         """The one command that boots this deployment again (on the device, kit staged)."""
         where = "tests/gpu/run-tier.sh tests/gpu/test_matrix.py"

@@ -6,9 +6,12 @@ cache root of its own and serves the tier's mixed workload. Where it fails, plai
 the same deployment from empty caches to tell the two apart: a deployment plain vLLM refuses
 or crashes on is reported as such (xfail) and not counted. A boot that serves must also keep
 the plan's safety margin free after vLLM's warmup and under the workload: boot 1 is where the
-plan has measured least. ``GPU_MATRIX_PLAIN=1`` boots plain
-vLLM beside every deployment, for the ready times side by side; ``GPU_MATRIX_PLAIN=gen1-1,gen1-7``
-beside those named only.
+plan has measured least.
+
+``GPU_MATRIX_PLAIN=1`` boots plain vLLM beside every deployment, for the ready times side by
+side; ``GPU_MATRIX_PLAIN=gen1-1,gen1-7`` beside those named only. ``GPU_MATRIX_AGAIN`` (the same
+forms) boots a row a second time on its own caches: the calibrated plan must be what vLLM
+allocates, to the block, within the margin.
 
     GPU_MATRIX_SEED=1 GPU_MATRIX_COUNT=8 tests/gpu/run-tier.sh tests/gpu/test_matrix.py
     GPU_MATRIX_SEED=1 tests/gpu/run-tier.sh tests/gpu/test_matrix.py -k "gen1-0 or gen1-2"
@@ -29,6 +32,9 @@ pytestmark = pytest.mark.gpu
 SEED = int(os.environ.get("GPU_MATRIX_SEED", "1"))
 COUNT = int(os.environ.get("GPU_MATRIX_COUNT", "8"))
 PLAIN = os.environ.get("GPU_MATRIX_PLAIN", "")
+AGAIN = os.environ.get("GPU_MATRIX_AGAIN", "")
+"""Rows booted a second time on their own caches (``1``: every row; or a comma list): the
+calibrated boot must allocate its plan's blocks and keep the margin too."""
 
 DEPLOYMENTS = generate(SEED, COUNT)
 
@@ -36,6 +42,10 @@ DEPLOYMENTS = generate(SEED, COUNT)
 def _plain_beside(name: str) -> bool:
     """Whether plain vLLM boots beside ``name`` even when b12x-launch boots it."""
     return PLAIN == "1" or name in PLAIN.split(",")
+
+
+def _again(name: str) -> bool:
+    return AGAIN == "1" or name in AGAIN.split(",")
 
 
 def _failure(r: BootResult) -> str | None:
@@ -86,6 +96,14 @@ def test_b12x_launch_boots_what_plain_vllm_boots_within_the_margin(lab, deployme
         f"{deployment.name}: below the {planned.margin / 2**30:.2f} GiB safety margin on boot 1: "
         f"{short}\nagain: {deployment.command()}"
     )
+    if _again(deployment.name):
+        calibrated = boot(lab, deployment.again())
+        summary.add(calibrated)
+        why = _failure(calibrated) or ", ".join(_under_margin(calibrated))
+        assert not why, f"{deployment.name}, boot 2: {why}\nagain: {deployment.command()}"
+        blocks = calibrated.plan["kv"]["blocks_per_rank"]
+        got = {r: rec["kv"]["blocks"] for r, rec in calibrated.records.items()}
+        assert got == {r: blocks for r in got}, (got, blocks)
     late = {r: e for r, e in planned.late_compiles.items() if e}
     if late:  # not the bar here (the tier's fixed deployments hold it); said, with the seed
         print(f"{deployment.name}: late compiles {late}")
