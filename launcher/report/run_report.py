@@ -144,23 +144,21 @@ def plot_run_dir(run_dir: Path, path: str) -> Path:
 def _free_memory(record: RankRecord, margin: ComponentRecord | None) -> str:
     """Free device memory after vLLM's warmup and at its lowest while serving, as the worker
     read it, against the safety margin ("" on CPU or before the warmup)."""
-    parts = [
-        f"{what} {format_size(value)}"
+    read = {
+        what: value
         for what, value in (
             ("after vLLM's warmup", record.free_after_warmup),
             ("lowest while serving", record.serving_low_free),
         )
         if value is not None
-    ]
-    if not parts:
+    }
+    if not read:
         return ""
-    below = (
-        margin is not None
-        and min(v for v in (record.free_after_warmup, record.serving_low_free) if v is not None)
-        < margin.bytes
-    )
-    said = f" (safety margin {format_size(margin.bytes)}{': BELOW IT' if below else ''})"
-    return ", ".join(parts) + (said if margin is not None else "")
+    text = ", ".join(f"{what} {format_size(value)}" for what, value in read.items())
+    if margin is None:
+        return text
+    below = ": BELOW IT" if min(read.values()) < margin.bytes else ""
+    return f"{text} (safety margin {format_size(margin.bytes)}{below})"
 
 
 def artifact_lines(record: ArtifactRecord) -> list[str]:

@@ -541,15 +541,14 @@ class PlannedMixin:
             try:
                 return step(*args, **kwargs)
             finally:
-                changed = False
-                if len(late) > seen:
+                changed = len(late) > seen  # a late compile: its cost needs the step finished
+                if changed:
                     torch.cuda.synchronize(device)
                 free1, _ = torch.cuda.mem_get_info(device)
-                if len(late) > seen:
+                if changed:
                     grown = torch.cuda.memory_reserved(device) - reserved0
                     cost = min(max(0, int(free0 - free1 - grown)), census.COST_MAX)
                     late[seen] = late[seen].model_copy(update={"cost_bytes": cost})
-                    changed = True
                 if serving is not None:
                     changed = self._serving_seen(serving, min(free0, free1)) or changed
                 if changed:
