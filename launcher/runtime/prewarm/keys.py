@@ -621,6 +621,11 @@ class Job:
     failed: int = 0
     submitted: list[Any] = field(default_factory=list)
     """Triton cache keys handed to the compile threads (settled after the pool drains)."""
+    last_done: float = 0.0
+    """When (monotonic) the job's last compile finished: which kernel holds the pass up."""
+
+    def _done(self, _future: Any) -> None:
+        self.last_done = max(self.last_done, time.monotonic())
 
 
 def compile_missing(jobs: Sequence[Job], done: Compiled, until: float | None = None) -> None:
@@ -679,6 +684,9 @@ def _submit(job: Job, done: Compiled) -> None:
             )
             fn._do_compile(key, signature, job.device, constexprs, opts, attrs, warmup=True)
             job.submitted.append(key)
+            future = getattr(kernel_cache.get(key), "future", None)
+            if future is not None:
+                future.add_done_callback(job._done)
         except Exception as exc:  # reported per kernel; serving would compile it late
             job.failed += 1
             done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
@@ -814,10 +822,13 @@ class KeysProvider:
                 pending += self._close(fn, ranges, result, tuners.get(id(fn)))
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
                 done.failed.append(f"{kernel_name(fn)}: enumeration: {type(exc).__name__}: {exc}")
+        compiling = time.monotonic()
         compile_missing([job for job, _ in pending], done, until)
         for job, record in pending:
             record["compiled"], record["failed"] = job.compiled, job.failed
             account = _account(KernelEnumeration.model_validate(record))
+            if job.last_done:
+                account += f"; its last key done {job.last_done - compiling:.1f}s into the pass"
             result.specializations.append(f"{record['kernel']}: {account}")
         result.compiled = result.warmed = done.compiled
         result.held, unheld = held_keys()
