@@ -91,19 +91,20 @@ def test_b12x_launch_boots_what_plain_vllm_boots_within_the_margin(lab, deployme
             f"{deployment.name}: b12x-launch {why}; plain vLLM boots and serves it\n"
             f"again: {deployment.command()}\n--- {planned.log_path} (tail) ---\n{planned.tail()}"
         )
-    short = _under_margin(planned)
-    assert not short, (
-        f"{deployment.name}: below the {planned.margin / 2**30:.2f} GiB safety margin on boot 1: "
-        f"{short}\nagain: {deployment.command()}"
-    )
+    # Boot 2 runs even when boot 1 dipped: it shows whether calibration took the dip back.
+    failures = []
+    if short := _under_margin(planned):
+        failures.append(f"below the {planned.margin / 2**30:.2f} GiB margin on boot 1: {short}")
     if _again(deployment.name):
         calibrated = boot(lab, deployment.again())
         summary.add(calibrated)
-        why = _failure(calibrated) or ", ".join(_under_margin(calibrated))
-        assert not why, f"{deployment.name}, boot 2: {why}\nagain: {deployment.command()}"
+        if why := _failure(calibrated) or ", ".join(_under_margin(calibrated)):
+            failures.append(f"boot 2: {why}")
         blocks = calibrated.plan["kv"]["blocks_per_rank"]
         got = {r: rec["kv"]["blocks"] for r, rec in calibrated.records.items()}
-        assert got == {r: blocks for r in got}, (got, blocks)
+        if got != {r: blocks for r in got}:
+            failures.append(f"boot 2 allocated {got} blocks, the calibrated plan {blocks}")
+    assert not failures, f"{deployment.name}: {'; '.join(failures)}\nagain: {deployment.command()}"
     late = {r: e for r, e in planned.late_compiles.items() if e}
     if late:  # not the bar here (the tier's fixed deployments hold it); said, with the seed
         print(f"{deployment.name}: late compiles {late}")

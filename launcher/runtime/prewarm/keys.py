@@ -682,9 +682,12 @@ def _submit(job: Job, done: Compiled) -> None:
             opts, signature, constexprs, attrs = fn._pack_args(
                 backend, dict(options), bound, list(spec), options
             )
-            fn._do_compile(key, signature, job.device, constexprs, opts, attrs, warmup=True)
+            kernel = fn._do_compile(
+                key, signature, job.device, constexprs, opts, attrs, warmup=True
+            )
             job.submitted.append(key)
-            future = getattr(kernel_cache.get(key), "future", None)
+            # Triton 3.6 puts the future in the cache only when it finishes: take the returned one
+            future = getattr(kernel, "future", None)
             if future is not None:
                 future.add_done_callback(job._done)
         except Exception as exc:  # reported per kernel; serving would compile it late
