@@ -110,7 +110,7 @@ def fork_modules(monkeypatch):
     monkeypatch.setattr(
         serving_batches,
         "serve",
-        lambda worker, cfg, plan, log: (
+        lambda worker, cfg, plan, log, after_wave=None: (
             calls.append(("serve", cfg.num_blocks, len(plan)))
             or worker.model_runner.log.append("served")
             or "served"

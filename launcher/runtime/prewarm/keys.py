@@ -808,6 +808,12 @@ class KeysProvider:
         done = Compiled()
         tuners = jit_watch.autotuners()
         until = parallel_compile.deadline()  # one for the pass: a stuck ptxas costs it once
+        early = getattr(ctx, "early", None)
+        if early is not None:  # its threads end here; what it compiled loads from disk below
+            early.close(until)
+            result.specializations.append(early.account())
+            if ctx.log:
+                ctx.log(f"keys: {early.account()}")
         replayed = getattr(ctx, "replay", ())
         if replayed:
             kernels = replay(replayed, _device(), done)

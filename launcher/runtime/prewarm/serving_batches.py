@@ -424,8 +424,15 @@ class _Loop:
                 raise RuntimeError(f"wave {wave.name!r} did not finish in {max_steps} steps")
 
 
-def serve(worker: Any, kv_cache_config: Any, plan: list[Wave], log: Callable[[str], None]) -> str:
-    """Serve every wave through vLLM's scheduler and the worker; a one-line account."""
+def serve(
+    worker: Any,
+    kv_cache_config: Any,
+    plan: list[Wave],
+    log: Callable[[str], None],
+    after_wave: Callable[[], Any] | None = None,
+) -> str:
+    """Serve every wave through vLLM's scheduler and the worker, calling ``after_wave`` after
+    each (the early key enumeration); a one-line account."""
     loop = _Loop(worker, kv_cache_config)
     vocab = shape_of(worker).vocab
     for n, wave in enumerate(plan):
@@ -433,6 +440,8 @@ def serve(worker: Any, kv_cache_config: Any, plan: list[Wave], log: Callable[[st
         loop.run(wave, n, vocab, max_steps=4096)
         took = time.perf_counter() - t0  # per wave: where boot 1's minutes go (issue 39's 1.2x)
         log(f"scratch KV: served wave {n} in {took:.1f}s, {loop.steps - steps} steps, {wave.name}")
+        if after_wave is not None:
+            after_wave()
     return f"{len(plan)} waves, {loop.steps} scheduler steps, {loop.tokens:,} tokens"
 
 

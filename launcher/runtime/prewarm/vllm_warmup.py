@@ -45,6 +45,7 @@ from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
     compiled_helpers,
+    early_keys,
     moe_buckets,
     run_after_forward,
     runtime_function,
@@ -266,7 +267,11 @@ def _serving(ctx: PrewarmContext):
     config = ctx.scratch.kv_cache_config
 
     def run() -> None:
-        ctx.scratch.account = sb.serve(ctx.worker, config, plan, ctx.log or (lambda _: None))
+        early = getattr(ctx, "early", None)
+        after = early.submit if early is not None else None
+        ctx.scratch.account = sb.serve(
+            ctx.worker, config, plan, ctx.log or (lambda _: None), after_wave=after
+        )
 
     return [(f"vLLM's scheduler and execute_model: {len(plan)} waves", run)]
 
@@ -444,6 +449,10 @@ class VllmWarmupProvider:
             result.skipped = "needs the vLLM worker (runs inside it before sizing)"
             return result
         points = entry_points(ctx)
+        if early_keys.wanted() and "keys" in ctx.deployment.prewarm:
+            from launcher.runtime.prewarm import keys
+
+            ctx.early = early_keys.EarlyKeys(keys.ranges_of(ctx))
         early = [e for e in points if not e.needs_kv]
         late = [e for e in points if e.needs_kv]
         notes: list[str] = []
@@ -535,13 +544,18 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
             try:
                 if ep.serving:
                     kernels: set[str] = set()
+                    early = getattr(ctx, "early", None)
                     try:
                         with jit_watch.launched_in_block() as kernels:
+                            if early is not None:  # its enumerations read the live set
+                                early.served = (ctx.serving_launches, kernels)
                             thunk()
                     finally:
                         # after the block's exit, which adds what compiled inside it: a kernel
                         # whose module the waves imported (xgrammar's) has no wrapper to count it
                         ctx.serving_launches |= kernels
+                        if early is not None:
+                            early.submit()
                     if ep.name == "serving_batches" or ctx.served_kernels is not None:
                         # the waves ran: what serving launches is known from now on
                         ctx.served_kernels = frozenset(ctx.serving_launches)

@@ -196,8 +196,12 @@ class PlannedMixin:
         names = list(deployment.prewarm)
 
         def run_all() -> None:
-            with self._vllm_config_context():
-                run_providers()
+            try:
+                with self._vllm_config_context():
+                    run_providers()
+            finally:
+                if ctx.early is not None:  # no compile thread outlives the stage
+                    ctx.early.close()
 
         def run_providers() -> None:
             for name in names:
