@@ -27,6 +27,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.report.vllm_log import parse_kv_lines
+from launcher.runtime.prewarm import early_keys
 from tests.conftest import need
 from tests.gpu import summary
 from tests.gpu.boot import BootResult, BootSpec
@@ -374,6 +375,18 @@ class LearnsNothing(Served, CompilesNothingLate):
             # Llama on FlashAttention launches no Triton kernel before sizing: nothing to derive
             assert keys is not None and not keys["skipped"], (rank, rec["prewarm_seconds"])
             assert all("assumed" in e for e in keys["enumeration"])
+
+    def test_the_early_enumeration_ran_only_when_asked_and_compiled_without_failures(self, booted):
+        """``BLAUNCH_EARLY_KEYS=1`` in the tier's environment (the boots inherit it): the key
+        pass's record says how many keys compiled early and none failed; without it, nothing
+        ran early."""
+        asked = early_keys.wanted()
+        for rank, rec in booted.records.items():
+            keys = next(p for p in rec["prewarm"] if p["provider"] == "keys")
+            lines = [s for s in keys["specializations"] if s.startswith("early: ")]
+            assert bool(lines) == asked, (rank, lines)
+            if lines:
+                assert " failed" not in lines[0] and "stopped" not in lines[0], (rank, lines)
 
 
 class TestGlm3Mixed(LearnsNothing):

@@ -24,7 +24,7 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.runtime.prewarm import parallel_compile
+from launcher.runtime.prewarm import keys, parallel_compile
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,6 @@ class EarlyKeys:
 
     def _submit(self, served: set[str]) -> int:
         from launcher.runtime import jit_watch
-        from launcher.runtime.prewarm import keys
 
         handed = 0
         for fn in jit_watch._jit_functions():
@@ -167,13 +166,7 @@ def disk_compile(
     if key in kernel_cache or (id(fn), key) in handed:
         return None
     handed.add((id(fn), key))
-    bound = {
-        p.name: (entry[1] if isinstance(entry, tuple) and entry[0] == "constexpr" else None)
-        for p, entry in zip(fn.params, spec, strict=False)
-    }
-    opts, signature, constexprs, attrs = fn._pack_args(
-        backend, dict(options), bound, list(spec), options
-    )
+    opts, signature, constexprs, attrs = keys.packed(fn, backend, spec, options)
     src = fn.ASTSource(fn, signature, constexprs, attrs)
     compile_ = fn.compile
     return lambda: compile_(src, target=target, options=opts.__dict__)

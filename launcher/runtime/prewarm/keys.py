@@ -675,13 +675,7 @@ def _submit(job: Job, done: Compiled) -> None:
         if key in kernel_cache:
             continue
         try:
-            bound = {
-                p.name: (entry[1] if isinstance(entry, tuple) and entry[0] == "constexpr" else None)
-                for p, entry in zip(fn.params, spec, strict=False)
-            }
-            opts, signature, constexprs, attrs = fn._pack_args(
-                backend, dict(options), bound, list(spec), options
-            )
+            opts, signature, constexprs, attrs = packed(fn, backend, spec, options)
             kernel = fn._do_compile(
                 key, signature, job.device, constexprs, opts, attrs, warmup=True
             )
@@ -693,6 +687,16 @@ def _submit(job: Job, done: Compiled) -> None:
         except Exception as exc:  # reported per kernel; serving would compile it late
             job.failed += 1
             done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
+
+
+def packed(fn: Any, backend: Any, spec: Spec, options: dict[str, Any]) -> tuple[Any, ...]:
+    """Triton's compile inputs for a key, without its arguments: (options, signature,
+    constexprs, attrs), as ``JITFunction.run`` packs them (constexprs from the key itself)."""
+    bound = {
+        p.name: (entry[1] if isinstance(entry, tuple) and entry[0] == "constexpr" else None)
+        for p, entry in zip(fn.params, spec, strict=False)
+    }
+    return fn._pack_args(backend, dict(options), bound, list(spec), options)
 
 
 def held_keys() -> tuple[list[dict[str, Any]], int]:
