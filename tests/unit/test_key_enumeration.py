@@ -654,3 +654,17 @@ def test_the_record_refuses_a_held_key_value_of_no_json_form():
 
     with pytest.raises(ValidationError):
         HeldKernel(kernel="m.k", module="m", qualname="k", keys=[[[["constexpr", object()]], ""]])
+
+
+def test_the_pass_hands_the_longest_kernels_keys_to_the_threads_first(monkeypatch):
+    """The pass ends with its slowest compile: a long kernel queued behind 43 short keys ends
+    it late, one queued first runs beside them."""
+    order: list[str] = []
+    monkeypatch.setattr(K, "_submit", lambda job, done: order.append(job.fn.__name__))
+    monkeypatch.setattr(K, "settle", lambda fn, keys: (0, []))
+    short = SimpleNamespace(__name__="slot_mapping", src="x = 1\n")
+    long = SimpleNamespace(__name__="topk_topp", src="x = 1\n" * 200)
+    middle = SimpleNamespace(__name__="fused_moe", src="x = 1\n" * 50)
+    jobs = [K.Job(fn, 0, [("spec", "{}")]) for fn in (short, middle, long)]
+    K.compile_missing(jobs, K.Compiled())
+    assert order == ["topk_topp", "fused_moe", "slot_mapping"]

@@ -73,7 +73,10 @@ class EarlyKeys:
         from launcher.runtime import jit_watch
 
         handed = 0
-        for fn in jit_watch._jit_functions():
+        longest_first = sorted(
+            jit_watch._jit_functions(), key=lambda f: -len(getattr(f, "src", "") or "")
+        )
+        for fn in longest_first:  # as the key pass orders its jobs (keys.biggest_first)
             name = keys.kernel_name(fn)
             if name not in served:
                 continue

@@ -643,7 +643,7 @@ def compile_missing(jobs: Sequence[Job], done: Compiled, until: float | None = N
             )
         return
     with parallel_compiles(until):
-        for job in jobs:
+        for job in biggest_first(jobs):
             try:
                 _submit(job, done)
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
@@ -656,6 +656,14 @@ def compile_missing(jobs: Sequence[Job], done: Compiled, until: float | None = N
             job.failed += len(failed)
             done.compiled += loaded
             done.failed += failed
+
+
+def biggest_first(jobs: Sequence[Job]) -> list[Job]:
+    """The jobs of the longest kernel sources first: the pass ends with its slowest compile,
+    and a long kernel compiles long. On the H200 vLLM's top-k/top-p sampler kernel (7-10 s a
+    key) was handed to the threads after 43 other keys, 32 of them fused-MoE's, in a pass of
+    18.5 s."""
+    return sorted(jobs, key=lambda job: -len(getattr(job.fn, "src", "") or ""))
 
 
 def _submit(job: Job, done: Compiled) -> None:
