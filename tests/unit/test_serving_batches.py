@@ -159,3 +159,18 @@ def test_structured_rows_run_alone_and_beside_an_unstructured_row():
     assert all(a.feature for a in alone.arrivals) and len(alone.arrivals) == 8
     assert {a.feature for a in alone.arrivals} == {"json_object", "structured_choice"}
     assert [bool(a.feature) for a in beside.arrivals] == [True, False]
+
+
+@pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
+def test_with_early_keys_the_sampler_kernels_wave_comes_first_and_nothing_else_changes(shape):
+    """The early key enumeration compiles what a wave's launches derive while the later waves
+    run: the sampler's Triton kernel (the slowest compile) then goes first."""
+    default, early = sb.waves(shape), sb.waves(shape, sampler_first=True)
+    assert early[0].sampler_kernel and not default[0].sampler_kernel
+    assert sorted(early, key=repr) == sorted(default, key=repr)
+    assert sb.blocks_needed(shape, early) == sb.blocks_needed(shape, default)
+
+
+def test_without_a_sampled_feature_the_early_order_is_the_default():
+    greedy_only = replace(TIER, sampling=False)
+    assert sb.waves(greedy_only, sampler_first=True) == sb.waves(greedy_only)

@@ -4,7 +4,8 @@ Triton's disk cache in background threads, so the key pass after the waves loads
 On boot 1 the key pass waits on its slowest key: vLLM's top-k/top-p sampler kernel took 7-10 s
 a key on the H200, and the pass took 14-18 s on every tier model however many keys it had
 (31 to 138). Enumerated after each serving pass (the MoE buckets, each wave), the same keys
-compile while the waves go on. Experimental: on with ``BLAUNCH_EARLY_KEYS=1``.
+compile while the waves go on; the wave that launches the sampler's kernel then goes first
+(``serving_batches.waves``). Experimental: on with ``BLAUNCH_EARLY_KEYS=1``.
 
 Nothing here touches a kernel's in-process caches: a thread runs Triton's ``compile``, which
 writes its disk cache and returns a kernel nobody loads; the key pass's own compile of that

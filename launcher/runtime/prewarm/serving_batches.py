@@ -85,6 +85,8 @@ class Arrival:
 class Wave:
     name: str
     arrivals: tuple[Arrival, ...]
+    sampler_kernel: bool = False
+    """It launches the sampler's Triton top-k/top-p kernel (the slowest compile of a boot)."""
 
     def describe(self) -> str:
         shown = ", ".join(
@@ -93,9 +95,14 @@ class Wave:
         return f"{self.name}: {len(self.arrivals)} request(s) prompt+decode[@step] {shown}"
 
 
-def waves(s: Shape) -> list[Wave]:
-    """The requests the stage serves, wave by wave (each wave ends before the next)."""
-    return _shape_waves(s) + feature_waves(s)
+def waves(s: Shape, sampler_first: bool = False) -> list[Wave]:
+    """The requests the stage serves, wave by wave (each wave ends before the next).
+    ``sampler_first`` (with the early key enumeration) serves the sampler's Triton kernel
+    before the shape waves, so the keys derived from it compile while those run."""
+    features = feature_waves(s)
+    if sampler_first and features and features[0].sampler_kernel:
+        return features[:1] + _shape_waves(s) + features[1:]
+    return _shape_waves(s) + features
 
 
 def served_features(s: Shape) -> list[Any]:
@@ -138,7 +145,8 @@ def feature_waves(s: Shape) -> list[Wave]:
         step = 3 * len(flagged)
         batch = tuple(Arrival(step, 16 + i, 2 + width, feature=template.name) for i in range(rows))
         names = ", ".join(f.name for f in flagged)
-        out.append(Wave(f"{names} at 1 row each, then {template.name} at {rows}", singles + batch))
+        name = f"{names} at 1 row each, then {template.name} at {rows}"
+        out.append(Wave(name, singles + batch, sampler_kernel=True))
     side = [f for f in feats if f.sampler_flags is None and not f.structured]
     for start in range(0, len(side), seqs):  # every feature, max_num_seqs rows a wave
         group = side[start : start + seqs]

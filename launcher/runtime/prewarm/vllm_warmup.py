@@ -263,11 +263,11 @@ def _serving(ctx: PrewarmContext):
     shape = sb.shape_of(ctx.worker)
     # A warm boot from a cache artifact replays the baked boot's keys (the ``keys`` provider):
     # only the request features' waves still run (vLLM's torch.compile'd sampler helpers).
-    plan = sb.feature_waves(shape) if ctx.replay else sb.waves(shape)
+    early = getattr(ctx, "early", None)
+    plan = sb.feature_waves(shape) if ctx.replay else sb.waves(shape, early is not None)
     config = ctx.scratch.kv_cache_config
 
     def run() -> None:
-        early = getattr(ctx, "early", None)
         after = early.submit if early is not None else None
         ctx.scratch.account = sb.serve(
             ctx.worker, config, plan, ctx.log or (lambda _: None), after_wave=after
