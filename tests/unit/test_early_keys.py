@@ -97,10 +97,26 @@ def test_a_kernel_no_serving_pass_launched_is_left_to_the_key_pass(launched_once
     assert not _cubins(cache)
 
 
+def _served_kernel_missing(specs: str, thunk, monkeypatch) -> early_keys.EarlyKeys:
+    """Early keys on one thread for a served kernel missing a key per letter of ``specs``,
+    each compiled by ``thunk()``."""
+    from launcher.runtime import jit_watch
+
+    fn = SimpleNamespace(fn=SimpleNamespace(__module__="vllm.fake", __qualname__="k"), params=[])
+    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(keys, "launched", lambda f: {0: [("launched", OPTIONS)]})
+    monkeypatch.setattr(keys, "params_of", lambda f: [])
+    missing = SimpleNamespace(missing=[(spec, OPTIONS) for spec in specs])
+    monkeypatch.setattr(keys, "enumerate_keys", lambda *a: missing)
+    monkeypatch.setattr(early_keys, "disk_compile", lambda *a: thunk())
+    early = early_keys.EarlyKeys(RANGES, threads=1)
+    early.served = ({"vllm.fake.k"},)
+    return early
+
+
 def test_close_cancels_what_has_not_started_and_waits_for_what_runs(monkeypatch):
     """One thread, three keys: the first runs when the key pass starts, the two queued behind
     it go to the pass's own 16 threads instead of waiting their turn here."""
-    from launcher.runtime import jit_watch
 
     running, release = threading.Event(), threading.Event()
     done: list[str] = []
@@ -114,16 +130,7 @@ def test_close_cancels_what_has_not_started_and_waits_for_what_runs(monkeypatch)
         return compile_
 
     specs = iter("abc")
-    monkeypatch.setattr(early_keys, "disk_compile", lambda *a: thunk_for(next(specs)))
-    fn = SimpleNamespace(fn=SimpleNamespace(__module__="vllm.fake", __qualname__="k"))
-    fn.params = []
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
-    monkeypatch.setattr(keys, "launched", lambda f: {0: [("launched", OPTIONS)]})
-    monkeypatch.setattr(keys, "params_of", lambda f: [])
-    missing = SimpleNamespace(missing=[("a", OPTIONS), ("b", OPTIONS), ("c", OPTIONS)])
-    monkeypatch.setattr(keys, "enumerate_keys", lambda *a: missing)
-    early = early_keys.EarlyKeys(RANGES, threads=1)
-    early.served = ({"vllm.fake.k"},)
+    early = _served_kernel_missing("abc", lambda: thunk_for(next(specs)), monkeypatch)
     assert early.submit() == 3
     assert running.wait(5)
     threading.Timer(0.2, release.set).start()
@@ -152,19 +159,11 @@ def test_the_environment_switch_turns_early_keys_on(monkeypatch, value, on):
 
 
 def test_a_failed_early_compile_is_counted_and_left_to_the_key_pass(monkeypatch):
-    from launcher.runtime import jit_watch
 
     def ptxas_died() -> None:
         raise RuntimeError("ptxas died")
 
-    monkeypatch.setattr(early_keys, "disk_compile", lambda *a: ptxas_died)
-    fn = SimpleNamespace(fn=SimpleNamespace(__module__="vllm.fake", __qualname__="k"), params=[])
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
-    monkeypatch.setattr(keys, "launched", lambda f: {0: [("launched", OPTIONS)]})
-    monkeypatch.setattr(keys, "params_of", lambda f: [])
-    monkeypatch.setattr(keys, "enumerate_keys", lambda *a: SimpleNamespace(missing=[("a", "")]))
-    early = early_keys.EarlyKeys(RANGES, threads=1)
-    early.served = ({"vllm.fake.k"},)
+    early = _served_kernel_missing("a", lambda: ptxas_died, monkeypatch)
     assert early.submit() == 1 and early.settled(timeout=5)
     assert early.close().failed == 1
     assert "1 failed (compiled again here), first: RuntimeError: ptxas died" in early.account()

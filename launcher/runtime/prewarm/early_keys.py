@@ -74,9 +74,7 @@ class EarlyKeys:
         from launcher.runtime import jit_watch
 
         handed = 0
-        longest_first = sorted(
-            jit_watch._jit_functions(), key=lambda f: -len(getattr(f, "src", "") or "")
-        )
+        longest_first = sorted(jit_watch._jit_functions(), key=lambda f: -keys.source_size(f))
         for fn in longest_first:  # as the key pass orders its jobs (keys.biggest_first)
             name = keys.kernel_name(fn)
             if name not in served:
@@ -162,15 +160,12 @@ def disk_compile(
     """A thunk compiling ``fn``'s key into Triton's disk cache, as ``JITFunction._do_compile``
     would (same source, target and options: the same cache entry); None where the process
     holds the key already or it was handed before (``handed`` gains it)."""
-    from triton.runtime.jit import compute_cache_key
-
-    kernel_cache, key_cache, target, backend, _binder = fn.device_caches[device]
     options = ast.literal_eval(options_text)
-    key = compute_cache_key(key_cache, list(spec), options)
-    if key in kernel_cache or (id(fn), key) in handed:
+    key = keys.unheld(fn, device, spec, options)
+    if key is None or (id(fn), key) in handed:
         return None
     handed.add((id(fn), key))
-    opts, signature, constexprs, attrs = keys.packed(fn, backend, spec, options)
+    opts, signature, constexprs, attrs = keys.packed(fn, device, spec, options)
     src = fn.ASTSource(fn, signature, constexprs, attrs)
-    compile_ = fn.compile
+    target, compile_ = fn.device_caches[device][2], fn.compile
     return lambda: compile_(src, target=target, options=opts.__dict__)

@@ -663,15 +663,17 @@ def biggest_first(jobs: Sequence[Job]) -> list[Job]:
     and a long kernel compiles long. On the H200 vLLM's top-k/top-p sampler kernel (7-10 s a
     key) was handed to the threads after 43 other keys, 32 of them fused-MoE's, in a pass of
     18.5 s."""
-    return sorted(jobs, key=lambda job: -len(getattr(job.fn, "src", "") or ""))
+    return sorted(jobs, key=lambda job: -source_size(job.fn))
+
+
+def source_size(fn: Any) -> int:
+    """The length of a kernel's source: what ``biggest_first`` takes for its compile time."""
+    return len(getattr(fn, "src", "") or "")
 
 
 def _submit(job: Job, done: Compiled) -> None:
     """Hand ``job``'s keys that the kernel's cache lacks to the compile threads."""
-    from triton.runtime.jit import compute_cache_key
-
     fn = job.fn
-    kernel_cache, key_cache, _target, backend, _binder = fn.device_caches[job.device]
     for spec, options_text in job.missing:
         try:
             options = ast.literal_eval(options_text)
@@ -679,11 +681,11 @@ def _submit(job: Job, done: Compiled) -> None:
             job.failed += 1
             done.failed.append(f"{kernel_name(fn)}: options not readable: {options_text}")
             continue
-        key = compute_cache_key(key_cache, list(spec), options)
-        if key in kernel_cache:
+        key = unheld(fn, job.device, spec, options)
+        if key is None:
             continue
         try:
-            opts, signature, constexprs, attrs = packed(fn, backend, spec, options)
+            opts, signature, constexprs, attrs = packed(fn, job.device, spec, options)
             kernel = fn._do_compile(
                 key, signature, job.device, constexprs, opts, attrs, warmup=True
             )
@@ -697,9 +699,19 @@ def _submit(job: Job, done: Compiled) -> None:
             done.failed.append(f"{kernel_name(fn)}: {type(exc).__name__}: {exc}")
 
 
-def packed(fn: Any, backend: Any, spec: Spec, options: dict[str, Any]) -> tuple[Any, ...]:
+def unheld(fn: Any, device: Any, spec: Spec, options: dict[str, Any]) -> str | None:
+    """Triton's cache key of ``spec`` on ``device``, or None where the process holds it."""
+    from triton.runtime.jit import compute_cache_key
+
+    kernel_cache, key_cache = fn.device_caches[device][:2]
+    key = compute_cache_key(key_cache, list(spec), options)
+    return None if key in kernel_cache else key
+
+
+def packed(fn: Any, device: Any, spec: Spec, options: dict[str, Any]) -> tuple[Any, ...]:
     """Triton's compile inputs for a key, without its arguments: (options, signature,
     constexprs, attrs), as ``JITFunction.run`` packs them (constexprs from the key itself)."""
+    backend = fn.device_caches[device][3]
     bound = {
         p.name: (entry[1] if isinstance(entry, tuple) and entry[0] == "constexpr" else None)
         for p, entry in zip(fn.params, spec, strict=False)
@@ -823,9 +835,10 @@ class KeysProvider:
         early = getattr(ctx, "early", None)
         if early is not None:  # its threads end here; what it compiled loads from disk below
             early.close(until)
-            result.specializations.append(early.account())
+            said = early.account()
+            result.specializations.append(said)
             if ctx.log:
-                ctx.log(f"keys: {early.account()}")
+                ctx.log(f"keys: {said}")
         replayed = getattr(ctx, "replay", ())
         if replayed:
             kernels = replay(replayed, _device(), done)

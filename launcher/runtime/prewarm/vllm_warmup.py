@@ -45,7 +45,6 @@ from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
     compiled_helpers,
-    early_keys,
     moe_buckets,
     run_after_forward,
     runtime_function,
@@ -449,10 +448,6 @@ class VllmWarmupProvider:
             result.skipped = "needs the vLLM worker (runs inside it before sizing)"
             return result
         points = entry_points(ctx)
-        if early_keys.wanted() and "keys" in ctx.deployment.prewarm:
-            from launcher.runtime.prewarm import keys
-
-            ctx.early = early_keys.EarlyKeys(keys.ranges_of(ctx))
         early = [e for e in points if not e.needs_kv]
         late = [e for e in points if e.needs_kv]
         notes: list[str] = []

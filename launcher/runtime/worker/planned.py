@@ -33,7 +33,14 @@ from launcher.contract.record import (
 )
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_budget
-from launcher.runtime.prewarm import PrewarmContext, PrewarmResult, load, run_after_forward
+from launcher.runtime.prewarm import (
+    PrewarmContext,
+    PrewarmResult,
+    early_keys,
+    load,
+    run_after_forward,
+)
+from launcher.runtime.prewarm.keys import ranges_of
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.runtime.worker.serving import ServingWatch
 from launcher.units import format_size
@@ -196,6 +203,8 @@ class PlannedMixin:
         names = list(deployment.prewarm)
 
         def run_all() -> None:
+            if early_keys.wanted() and "keys" in names:  # started before the scratch stage
+                ctx.early = early_keys.EarlyKeys(ranges_of(ctx))
             try:
                 with self._vllm_config_context():
                     run_providers()
