@@ -190,6 +190,8 @@ class ScratchStage(Frozen):
     """What the release put back on the runner."""
     stray: list[str] = Field(default_factory=list)
     """Work the stage started that outlived it and was ended."""
+    serving_peak: Bytes = 0
+    """torch's allocated peak over the served waves above what they left allocated."""
 
 
 class HeldKernel(Frozen):
@@ -327,6 +329,9 @@ class Activation(Frozen):
     profile_segments: Bytes = 0
     """What torch's caching allocator grew its segments by across the profile run: the
     allocated peak plus the fragmentation around it, which the warmup caches again."""
+    stage_peak: Bytes = 0
+    """torch's allocated peak over the scratch stage's served waves above what they left:
+    the deployment's own request shapes, a prompt reaching the context among them."""
 
 
 class RankRecord(Contract):

@@ -376,10 +376,12 @@ class LearnsNothing(Served, CompilesNothingLate):
             assert keys is not None and not keys["skipped"], (rank, rec["prewarm_seconds"])
             assert all("assumed" in e for e in keys["enumeration"])
 
-    def test_the_early_enumeration_ran_only_when_asked_and_compiled_without_failures(self, booted):
-        """``BLAUNCH_EARLY_KEYS=1`` in the tier's environment (the boots inherit it): the key
-        pass's record says how many keys compiled early and none failed; without it, nothing
-        ran early."""
+    def test_the_early_enumeration_ran_unless_turned_off_and_compiled_without_failures(
+        self, booted
+    ):
+        """On by default; ``BLAUNCH_EARLY_KEYS=0`` in the tier's environment (the boots inherit
+        it) turns it off. The key pass's record says how many keys compiled early and that
+        none failed; turned off, nothing ran early."""
         asked = early_keys.wanted()
         for rank, rec in booted.records.items():
             keys = next(p for p in rec["prewarm"] if p["provider"] == "keys")

@@ -152,8 +152,10 @@ def test_a_failing_enumeration_stops_early_submitting_and_never_raises(monkeypat
     assert "early submitting stopped: RuntimeError: a cache layout" in early.account()
 
 
-@pytest.mark.parametrize(("value", "on"), [("1", True), ("on", True), ("0", False), ("", False)])
-def test_the_environment_switch_turns_early_keys_on(monkeypatch, value, on):
+@pytest.mark.parametrize(
+    ("value", "on"), [("", True), ("1", True), ("0", False), ("off", False), ("False", False)]
+)
+def test_early_keys_are_on_unless_the_environment_turns_them_off(monkeypatch, value, on):
     monkeypatch.setenv(early_keys.ENV, value)
     assert early_keys.wanted() is on
 

@@ -22,15 +22,16 @@ TIER = sb.Shape(20480, 2048, 8, 2, 64, 1, (3, 6, 12, 24), index_topk=256)
 
 
 @pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
-def test_the_long_prompt_spans_full_chunks_and_a_ragged_last_one(shape):
-    long = sb.waves(shape)[0].arrivals[0]
+def test_the_long_prompt_reaches_the_context_in_full_chunks_and_a_ragged_last_one(shape):
+    long = sb.waves(shape)[1].arrivals[0]
     chunk = shape.max_num_batched_tokens
-    assert long.prompt // chunk == sb.LONG_CHUNKS and long.prompt % chunk == sb.RAGGED
+    assert long.prompt % chunk == sb.RAGGED and long.prompt // chunk >= 1
     assert long.prompt + long.max_tokens <= shape.max_model_len
+    assert long.prompt + chunk + long.max_tokens > shape.max_model_len  # no chunk more fits
 
 
 def test_single_prompts_cross_every_triton_integer_class_up_to_the_chunk():
-    prompts = [w.arrivals[0].prompt for w in sb.waves(TIER)[1:] if len(w.arrivals) == 1]
+    prompts = [w.arrivals[0].prompt for w in sb.waves(TIER)[2:] if len(w.arrivals) == 1]
     assert {1, 15, 16, 17, 2047, 2048} <= set(prompts)
     assert {n % 16 for n in prompts} >= {0, 1, 15}
     assert max(prompts) <= TIER.max_num_batched_tokens
@@ -61,10 +62,11 @@ def test_a_short_context_deployment_keeps_every_prompt_inside_max_model_len():
 def test_the_scratch_cache_holds_the_largest_wave_in_logical_blocks():
     plan = sb.waves(GLM52)
     blocks = sb.blocks_needed(GLM52, plan)
-    long = plan[0].arrivals[0]
-    assert blocks >= -(-long.prompt // (64 * 4))  # a logical block is block x DCP tokens
-    assert blocks < 200  # small: ~0.1% of what serving gives the KV cache on glm52
-    assert sb.blocks_needed(TIER, sb.waves(TIER)) > blocks  # DCP1: 4x the blocks per token
+    long = plan[1].arrivals[0]
+    held = -(-(long.prompt + long.max_tokens) // (64 * 4))  # a logical block: block x DCP
+    assert held <= blocks <= held * 5 // 4 + 200  # the long prompt, and room to spare
+    dcp4 = replace(TIER, dcp=4)  # a logical block holds 4x the tokens
+    assert sb.blocks_needed(dcp4, sb.waves(dcp4)) < sb.blocks_needed(TIER, sb.waves(TIER)) / 3
 
 
 def test_a_continuing_chunk_shares_a_step_with_a_fresh_prompt():
@@ -162,15 +164,17 @@ def test_structured_rows_run_alone_and_beside_an_unstructured_row():
 
 
 @pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
-def test_with_early_keys_the_sampler_kernels_wave_comes_first_and_nothing_else_changes(shape):
+def test_the_sampler_kernels_wave_comes_first_then_the_shape_waves(shape):
     """The early key enumeration compiles what a wave's launches derive while the later waves
-    run: the sampler's Triton kernel (the slowest compile) then goes first."""
-    default, early = sb.waves(shape), sb.waves(shape, sampler_first=True)
-    assert early[0].sampler_kernel and not default[0].sampler_kernel
-    assert sorted(early, key=repr) == sorted(default, key=repr)
-    assert sb.blocks_needed(shape, early) == sb.blocks_needed(shape, default)
+    run: the sampler's Triton kernel (the slowest compile) goes first."""
+    plan = sb.waves(shape)
+    features = sb.feature_waves(shape)
+    assert plan[0].sampler_kernel and plan[0] == features[0]
+    assert plan[1].name.startswith("long prompt")
+    assert plan[1:] == sb._shape_waves(shape) + features[1:]
 
 
-def test_without_a_sampled_feature_the_early_order_is_the_default():
+def test_without_a_sampled_feature_the_shape_waves_come_first():
     greedy_only = replace(TIER, sampling=False)
-    assert sb.waves(greedy_only, sampler_first=True) == sb.waves(greedy_only)
+    assert not any(w.sampler_kernel for w in sb.waves(greedy_only))
+    assert sb.waves(greedy_only)[0].name.startswith("long prompt")

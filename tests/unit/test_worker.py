@@ -226,7 +226,9 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
     assert "profile_run" not in vars(worker.model_runner)  # the class's method again
 
 
-def test_the_activation_reserve_covers_the_segments_the_profile_batch_grew(monkeypatch):
+def test_the_activation_reserve_covers_the_profile_segments_and_the_stages_served_peak(
+    monkeypatch,
+):
     """vLLM empties torch's cache after profiling and its warmup runs the batch again, which
     keeps the segments, fragmentation included, not the allocated peak: the reserve is the
     larger of the two (the H200's PIECEWISE rows ended boot 1 0.43 GiB under the margin)."""
@@ -263,6 +265,9 @@ def test_the_activation_reserve_covers_the_segments_the_profile_batch_grew(monke
     with worker._activation_probe():
         worker.model_runner.profile_run()
     assert worker._peak_activation() == 2450
+    # The scratch stage's served waves took more (a prompt reaching the context): reserved.
+    worker._stage_peak = 3100
+    assert worker._peak_activation() == 3100
 
 
 def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeypatch):
@@ -297,6 +302,7 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
         "profile_peak": 1000,
         "warmup_cached": 700,
         "profile_segments": 0,
+        "stage_peak": 0,
     }
     worker._record = record_with(activation_peak=600)
     worker._net_activation()  # the warmup's cache holds the whole peak: counted there

@@ -56,8 +56,8 @@ class PrewarmContext:
     shapes, MoE buckets), once any ran: the key enumeration derives only theirs. None: no
     serving pass ran, every launched kernel is a template."""
     early: Any = None
-    """``early_keys.EarlyKeys`` while the stage runs with ``BLAUNCH_EARLY_KEYS=1``: the key
-    enumeration after each serving pass, compiling in the background until the key pass."""
+    """``early_keys.EarlyKeys`` while the stage runs (unless ``BLAUNCH_EARLY_KEYS=0``): the
+    key enumeration after each serving pass, compiling in the background until the key pass."""
     after_forward: list[Any] = field(default_factory=list)
     """Work a provider leaves for after the model's first forward (callables taking no
     argument): the runtime provider runs them after its serving waves, on the scratch KV

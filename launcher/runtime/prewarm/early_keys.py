@@ -4,8 +4,10 @@ Triton's disk cache in background threads, so the key pass after the waves loads
 On boot 1 the key pass waits on its slowest key: vLLM's top-k/top-p sampler kernel took 7-10 s
 a key on the H200, and the pass took 14-18 s on every tier model however many keys it had
 (31 to 138). Enumerated after each serving pass (the MoE buckets, each wave), the same keys
-compile while the waves go on; the wave that launches the sampler's kernel then goes first
-(``serving_batches.waves``). Experimental: on with ``BLAUNCH_EARLY_KEYS=1``.
+compile while the waves go on; the wave that launches the sampler's kernel goes first
+(``serving_batches.waves``). On by default since the H200 measured it (docs/benchmarks.md,
+"Session 14": glm39's key pass 18.5 s -> 3.0 s, 0 late compiles); ``BLAUNCH_EARLY_KEYS=0``
+turns it off.
 
 Nothing here touches a kernel's in-process caches: a thread runs Triton's ``compile``, which
 writes its disk cache and returns a kernel nobody loads; the key pass's own compile of that
@@ -35,7 +37,8 @@ THREADS = max(2, parallel_compile.COMPILE_THREADS // 4)
 
 
 def wanted() -> bool:
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """On unless the environment turns it off (``0``, ``false``, ``no``, ``off``)."""
+    return os.environ.get(ENV, "").strip().lower() not in ("0", "false", "no", "off")
 
 
 class EarlyKeys:

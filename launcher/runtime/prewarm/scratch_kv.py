@@ -47,6 +47,10 @@ class ScratchKv:
     stray: list[str] = field(default_factory=list)
     """Work the stage started that outlived it and was ended: captured graphs dropped,
     threads joined (none, when the stage keeps to its rules)."""
+    serving_peak: int = 0
+    """torch's allocated peak over the served waves above what they left allocated: the
+    activations the deployment's own request shapes took (a prompt reaching the context
+    among them), which vLLM's profile batch, a prompt with no context, does not run."""
 
 
 def unsupported(runner: Any) -> str | None:
@@ -166,6 +170,29 @@ def _end_stray_work(threads_before: set[int], graphs_before: int, join_s: float 
         )
         CUDAGraphWrapper.clear_all_graphs()
     return out
+
+
+@contextlib.contextmanager
+def transient_peak(device: Any) -> Iterator[list[int]]:
+    """Yields a list that holds, after the block, torch's allocated peak during it above
+    what it left allocated (0 without a CUDA device)."""
+    out = [0]
+    try:
+        import torch
+    except ImportError:
+        yield out
+        return
+    if not torch.cuda.is_available() or device is None:
+        yield out
+        return
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    try:
+        yield out
+    finally:
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device)
+        out[0] = max(0, int(peak - torch.cuda.memory_allocated(device)))
 
 
 def _allocated(device: Any) -> int:

@@ -32,9 +32,11 @@ from typing import Any
 
 FIRST_ID = 4
 """Prompt ids start after the special tokens of the usual vocabularies."""
-LONG_CHUNKS = 4
-"""The long prompt spans this many full prefill chunks, then a ragged one."""
 RAGGED = 37
+"""The long prompt's last prefill chunk: ragged, after as many full chunks as the context
+holds, so its attention runs over nearly the whole context (vLLM's profile batch runs
+none; the H200's MoE row took 0.13 GiB more than that batch serving a prompt of the whole
+context, docs/benchmarks.md, "Session 13")."""
 PREFILL_CLASSES = (1, 2, 3, 15, 16, 17, 63, 64, 65, 127, 257, 1000)
 """Single prompts: Triton specializes integer arguments on 1 and on divisibility by 16, and
 pointer arguments on 16-byte alignment, so lengths on each side of those lines."""
@@ -95,12 +97,13 @@ class Wave:
         return f"{self.name}: {len(self.arrivals)} request(s) prompt+decode[@step] {shown}"
 
 
-def waves(s: Shape, sampler_first: bool = False) -> list[Wave]:
-    """The requests the stage serves, wave by wave (each wave ends before the next).
-    ``sampler_first`` (with the early key enumeration) serves the sampler's Triton kernel
-    before the shape waves, so the keys derived from it compile while those run."""
+def waves(s: Shape) -> list[Wave]:
+    """The requests the stage serves, wave by wave (each wave ends before the next). The
+    wave that launches the sampler's Triton kernel goes first: the keys the early key
+    enumeration derives from it (the slowest compiles of the stage) compile while the shape
+    waves run."""
     features = feature_waves(s)
-    if sampler_first and features and features[0].sampler_kernel:
+    if features and features[0].sampler_kernel:
         return features[:1] + _shape_waves(s) + features[1:]
     return _shape_waves(s) + features
 
@@ -171,10 +174,11 @@ def feature_waves(s: Shape) -> list[Wave]:
 def _shape_waves(s: Shape) -> list[Wave]:
     room = s.max_model_len - 8
     chunk = s.max_num_batched_tokens
+    full = max(0, (room - RAGGED) // chunk)
     out = [
         Wave(
-            "long prompt in prefill chunks, then decode",
-            (Arrival(0, max(1, min(room, LONG_CHUNKS * chunk + RAGGED)), 6),),
+            f"long prompt in {full} prefill chunks and a ragged one, then decode",
+            (Arrival(0, max(1, min(room, full * chunk + RAGGED)), 6),),
         )
     ]
     classes = sorted(

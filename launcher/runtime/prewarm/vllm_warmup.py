@@ -263,14 +263,18 @@ def _serving(ctx: PrewarmContext):
     # A warm boot from a cache artifact replays the baked boot's keys (the ``keys`` provider):
     # only the request features' waves still run (vLLM's torch.compile'd sampler helpers).
     early = getattr(ctx, "early", None)
-    plan = sb.feature_waves(shape) if ctx.replay else sb.waves(shape, early is not None)
+    plan = sb.feature_waves(shape) if ctx.replay else sb.waves(shape)
     config = ctx.scratch.kv_cache_config
 
     def run() -> None:
+        from launcher.runtime.prewarm.scratch_kv import transient_peak
+
         after = early.submit if early is not None else None
-        ctx.scratch.account = sb.serve(
-            ctx.worker, config, plan, ctx.log or (lambda _: None), after_wave=after
-        )
+        with transient_peak(getattr(ctx.model_runner, "device", None)) as peak:
+            ctx.scratch.account = sb.serve(
+                ctx.worker, config, plan, ctx.log or (lambda _: None), after_wave=after
+            )
+        ctx.scratch.serving_peak = max(ctx.scratch.serving_peak, peak[0])
 
     return [(f"vLLM's scheduler and execute_model: {len(plan)} waves", run)]
 
@@ -481,6 +485,7 @@ class VllmWarmupProvider:
                     "forced": scratch.forced,
                     "restored": scratch.restored.model_dump() if scratch.restored else None,
                     "stray": scratch.stray,
+                    "serving_peak": scratch.serving_peak,
                 }
                 if ctx.log and scratch.restored:
                     ctx.log(f"scratch KV released; runner restored: {scratch.restored.describe()}")

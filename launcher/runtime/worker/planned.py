@@ -85,6 +85,9 @@ class PlannedMixin:
             vllm_available = super().determine_available_memory()
         after = self._device_snapshot()
         served = any(r.scratch for r in results)
+        self._stage_peak = max(
+            (int((r.scratch or {}).get("serving_peak", 0)) for r in results), default=0
+        )
         headroom = self._headroom(run, measurement, served)
         self._after_profile = after
         pinned = run.component(rank, Name.KV_CACHE) if run.pinned else None
@@ -361,11 +364,15 @@ class PlannedMixin:
             del runner.profile_run  # the class's method again
 
     def _peak_activation(self) -> int:
-        """The activations to reserve: what the allocator held for the profile batch (the
-        larger of its allocated peak and its segments' growth), else vLLM's figure."""
+        """The activations to reserve: the largest of what the allocator held for the profile
+        batch (its allocated peak, its segments' growth) and what the scratch stage's served
+        waves took above what they left (a prompt reaching the context: vLLM's profile batch
+        has none; the H200's MoE row took 0.13 GiB past the profile's figure serving one),
+        else vLLM's figure."""
         measured = getattr(self, "_activation_peak", None)
         if measured is not None:
-            return max(int(measured), int(getattr(self, "_activation_segments", 0)))
+            segments = int(getattr(self, "_activation_segments", 0))
+            return max(int(measured), segments, int(getattr(self, "_stage_peak", 0)))
         peak = int(getattr(self, "peak_activation_memory", 0) or 0)
         return max(0, peak - self._cudagraph_applied())
 
@@ -403,7 +410,10 @@ class PlannedMixin:
         self._record.measured[Name.ACTIVATION_PEAK] = 0 if cached >= allocated else peak
         segments = int(getattr(self, "_activation_segments", 0))
         self._record.activation = Activation(
-            profile_peak=allocated, warmup_cached=cached, profile_segments=segments
+            profile_peak=allocated,
+            warmup_cached=cached,
+            profile_segments=segments,
+            stage_peak=int(getattr(self, "_stage_peak", 0)),
         )
 
     def _cudagraph_reserve(self, run: RunPlan) -> int:
