@@ -191,7 +191,8 @@ class ScratchStage(Frozen):
     stray: list[str] = Field(default_factory=list)
     """Work the stage started that outlived it and was ended."""
     serving_peak: Bytes = 0
-    """torch's allocated peak over the served waves above what they left allocated."""
+    """What the served waves took from torch's allocator above what they left: the larger of
+    the allocated peak and the segments grown from an empty cache."""
 
 
 class HeldKernel(Frozen):
@@ -330,8 +331,9 @@ class Activation(Frozen):
     """What torch's caching allocator grew its segments by across the profile run: the
     allocated peak plus the fragmentation around it, which the warmup caches again."""
     stage_peak: Bytes = 0
-    """torch's allocated peak over the scratch stage's served waves above what they left:
-    the deployment's own request shapes, a prompt reaching the context among them."""
+    """What the scratch stage's served waves took from torch's allocator above what they
+    left (allocated peak or segments grown, the larger): the deployment's own request
+    shapes, a prompt reaching the context among them."""
 
 
 class RankRecord(Contract):

@@ -56,6 +56,8 @@ class CompileEvent:
     late: bool = False
     """Compiled while the watchdog was armed."""
     started: float = field(default_factory=time.monotonic)
+    thread: int = field(default_factory=threading.get_ident)
+    """The thread Triton compiled on (its pre-compile hook's)."""
     seconds: float | None = None
     """Compile time, filled in by the post-compile hook."""
     kind: str = "triton"

@@ -262,3 +262,45 @@ def test_a_cache_vllm_fails_to_build_is_not_staged_and_the_runner_is_put_back():
     ):
         raise AssertionError("the block must not run")
     assert sk.leftovers(runner) == [] and runner.attn_groups == []
+
+
+def test_the_served_waves_transient_counts_their_peak_and_segments_not_what_they_keep(
+    monkeypatch,
+):
+    """What the waves took above what they left: the allocated peak, and the segments grown
+    from an empty cache less what stays allocated (a buffer the waves keep is counted as
+    retained, not as an activation)."""
+    need_serving("torch")  # the code under test reads torch's allocator
+    import torch
+
+    state = {"allocated": 1000, "peak": 1000, "reserved": 4000, "reserved_peak": 4000}
+    emptied = []
+
+    def empty_cache() -> None:
+        emptied.append(True)
+        state["reserved"] = state["reserved_peak"] = 1000
+
+    for name, key in (
+        ("memory_allocated", "allocated"),
+        ("max_memory_allocated", "peak"),
+        ("memory_reserved", "reserved"),
+        ("max_memory_reserved", "reserved_peak"),
+    ):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None, key=key: state[key])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    with sk.transient_peak("cuda:0") as took:
+        state["peak"] = 1000 + 300 + 700  # a 300 kept buffer, then a 700 activation
+        state["reserved_peak"] = 1000 + 1400  # its segments, fragmentation included
+        state["allocated"] = 1300
+    assert emptied  # measured from an empty cache, as serving starts after vLLM's
+    assert took.peak == 700
+    assert took.segments == 1100
+
+
+def test_without_a_device_the_transient_is_zero():
+    with sk.transient_peak(None) as took:
+        pass
+    assert (took.peak, took.segments) == (0, 0)

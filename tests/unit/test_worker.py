@@ -1,6 +1,7 @@
 """The planned worker's logic on a stand-in base class (the real vLLM runs in integration)."""
 
 import json
+import logging
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import ClassVar
@@ -180,6 +181,54 @@ def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
     assert ConfigProbe.seen == [worker.vllm_config]
     record = json.loads((tmp_path / "run" / "measure-rank0.json").read_text())
     assert record["prewarm"][0]["provider"] == "config-probe"
+
+
+class CompilingProvider(ConfigProbe):
+    """A provider whose work compiles one Triton key, reported through Triton's own hooks
+    the way its JIT reports a compile on the calling thread."""
+
+    name = "compiling"
+
+    def run(self, ctx):
+        from launcher.runtime import jit_watch
+        from launcher.runtime.prewarm import PrewarmResult
+
+        obj, pre, post = jit_watch._runtime_slots()
+        fn = SimpleNamespace(module="vllm.sampler", name="_topk_topp_kernel")
+        kw = dict(key="k", repr="r", fn=fn, compile={}, is_manual_warmup=False)
+        for hook in (getattr(obj, pre), getattr(obj, post)):
+            if hook is not None:
+                hook(**kw)
+        return PrewarmResult(self.name, compiled=1)
+
+
+def test_asked_for_the_prewarm_logs_what_its_thread_compiled_and_unhooks_triton(
+    tmp_path, monkeypatch, caplog
+):
+    config_mod = need_serving("vllm.config")
+    from launcher.runtime import jit_watch
+
+    monkeypatch.setenv("BLAUNCH_COMPILE_TIMES", "1")
+    sets = (
+        f"runtime.cache_root={tmp_path / 'cache'}",
+        "prewarm.providers=['tests.unit.test_worker:CompilingProvider']",
+    )
+    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
+    prepared = pipeline.prepare(
+        planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
+    )
+    for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
+        monkeypatch.setenv(key, prepared.env[key])
+    argv = prepared.argv
+    worker = Worker(available=int(argv[argv.index("--kv-cache-memory-bytes") + 1]))
+    worker.vllm_config = config_mod.VllmConfig()
+    obj, pre, post = jit_watch._runtime_slots()
+    before = (getattr(obj, pre), getattr(obj, post))
+    with caplog.at_level(logging.INFO, logger="vllm.b12x_launch"):
+        worker.determine_available_memory()
+    assert "compiles in the prewarm: 1 Triton keys on its thread" in caplog.text
+    assert "(slowest: _topk_topp_kernel " in caplog.text
+    assert (getattr(obj, pre), getattr(obj, post)) == before
 
 
 def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatch):

@@ -48,9 +48,10 @@ class ScratchKv:
     """Work the stage started that outlived it and was ended: captured graphs dropped,
     threads joined (none, when the stage keeps to its rules)."""
     serving_peak: int = 0
-    """torch's allocated peak over the served waves above what they left allocated: the
-    activations the deployment's own request shapes took (a prompt reaching the context
-    among them), which vLLM's profile batch, a prompt with no context, does not run."""
+    """What the served waves took from torch's allocator above what they left (the larger
+    of ``Transient``'s two figures): the deployment's own request shapes (a prompt reaching
+    the context among them), which vLLM's profile batch, a prompt with no context, does not
+    run."""
 
 
 def unsupported(runner: Any) -> str | None:
@@ -172,11 +173,22 @@ def _end_stray_work(threads_before: set[int], graphs_before: int, join_s: float 
     return out
 
 
+@dataclass
+class Transient:
+    """What a block of served steps took from torch's allocator above what it left."""
+
+    peak: int = 0
+    """The allocated peak above what the block left allocated."""
+    segments: int = 0
+    """The segments the allocator grew by, from an empty cache, less what the block left
+    allocated: fragmentation included, as serving's first requests take them after vLLM
+    empties the cache."""
+
+
 @contextlib.contextmanager
-def transient_peak(device: Any) -> Iterator[list[int]]:
-    """Yields a list that holds, after the block, torch's allocated peak during it above
-    what it left allocated (0 without a CUDA device)."""
-    out = [0]
+def transient_peak(device: Any) -> Iterator[Transient]:
+    """Yields a ``Transient`` filled in after the block (zeros without a CUDA device)."""
+    out = Transient()
     try:
         import torch
     except ImportError:
@@ -186,13 +198,17 @@ def transient_peak(device: Any) -> Iterator[list[int]]:
         yield out
         return
     torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
+    allocated, reserved = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
     try:
         yield out
     finally:
         torch.cuda.synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device)
-        out[0] = max(0, int(peak - torch.cuda.memory_allocated(device)))
+        left = torch.cuda.memory_allocated(device)
+        out.peak = max(0, int(torch.cuda.max_memory_allocated(device) - left))
+        grown = torch.cuda.max_memory_reserved(device) - reserved
+        out.segments = max(0, int(grown - max(0, left - allocated)))
 
 
 def _allocated(device: Any) -> int:

@@ -274,7 +274,7 @@ def _serving(ctx: PrewarmContext):
             ctx.scratch.account = sb.serve(
                 ctx.worker, config, plan, ctx.log or (lambda _: None), after_wave=after
             )
-        ctx.scratch.serving_peak = max(ctx.scratch.serving_peak, peak[0])
+        ctx.scratch.serving_peak = max(ctx.scratch.serving_peak, peak.peak, peak.segments)
 
     return [(f"vLLM's scheduler and execute_model: {len(plan)} waves", run)]
 
@@ -487,6 +487,7 @@ class VllmWarmupProvider:
                     "stray": scratch.stray,
                     "serving_peak": scratch.serving_peak,
                 }
+                result.serving_peak = scratch.serving_peak
                 if ctx.log and scratch.restored:
                     ctx.log(f"scratch KV released; runner restored: {scratch.restored.describe()}")
                 if scratch.forced:

@@ -36,6 +36,7 @@ from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_bud
 from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
+    compile_times,
     early_keys,
     load,
     run_after_forward,
@@ -85,9 +86,7 @@ class PlannedMixin:
             vllm_available = super().determine_available_memory()
         after = self._device_snapshot()
         served = any(r.scratch for r in results)
-        self._stage_peak = max(
-            (int((r.scratch or {}).get("serving_peak", 0)) for r in results), default=0
-        )
+        self._stage_peak = max((r.serving_peak for r in results), default=0)
         headroom = self._headroom(run, measurement, served)
         self._after_profile = after
         pinned = run.component(rank, Name.KV_CACHE) if run.pinned else None
@@ -208,12 +207,16 @@ class PlannedMixin:
         def run_all() -> None:
             if early_keys.wanted() and "keys" in names:  # started before the scratch stage
                 ctx.early = early_keys.EarlyKeys(ranges_of(ctx))
-            try:
-                with self._vllm_config_context():
-                    run_providers()
-            finally:
-                if ctx.early is not None:  # no compile thread outlives the stage
-                    ctx.early.close()
+            timed = compile_times.wanted()  # its hooks come off before vLLM's own steps
+            with compile_times.timed() if timed else contextlib.nullcontext() as compiles:
+                try:
+                    with self._vllm_config_context():
+                        run_providers()
+                finally:
+                    if ctx.early is not None:  # no compile thread outlives the stage
+                        ctx.early.close()
+            if compiles is not None:
+                _say(f"rank {self.rank}: {compiles.describe()}")
 
         def run_providers() -> None:
             for name in names:
@@ -241,7 +244,8 @@ class PlannedMixin:
             return results, None
         from launcher.gpu.measure import measure
 
-        # No Triton hook before sizing: the prewarm counts compiles by reading Triton's
+        # No Triton hook before sizing (BLAUNCH_COMPILE_TIMES=1 adds the timer's, off after
+        # the prewarm): the prewarm counts compiles by reading Triton's
         # caches (jit_watch.loaded); the watchdog's hooks go in after vLLM's own warmup.
         _, measurement = measure(run_all, device)
         _say(
