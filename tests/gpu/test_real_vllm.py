@@ -27,7 +27,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.report.vllm_log import parse_kv_lines
-from launcher.runtime.prewarm import early_keys
+from launcher.runtime.prewarm import compile_times, early_keys, sampler_ahead
 from tests.conftest import need
 from tests.gpu import summary
 from tests.gpu.boot import BootResult, BootSpec
@@ -389,6 +389,18 @@ class LearnsNothing(Served, CompilesNothingLate):
             assert bool(lines) == asked, (rank, lines)
             if lines:
                 assert " failed" not in lines[0] and "stopped" not in lines[0], (rank, lines)
+
+    def test_asked_for_the_sampler_ahead_compiled_beside_the_first_wave_and_compile_times_ran(
+        self, booted
+    ):
+        """``BLAUNCH_SAMPLER_AHEAD=1`` / ``BLAUNCH_COMPILE_TIMES=1`` in the tier's environment:
+        each rank's log says what the ahead thread did, and names the prewarm's compiles."""
+        log = booted.log_path.read_text(errors="replace")
+        if sampler_ahead.wanted():
+            assert "sampler ahead: " in log, booted.tail()
+            assert "sampler ahead: not done" not in log and "still compiling" not in log
+        if compile_times.wanted():
+            assert "compiles in the prewarm: " in log, booted.tail()
 
 
 class TestGlm3Mixed(LearnsNothing):

@@ -267,13 +267,24 @@ def _serving(ctx: PrewarmContext):
     config = ctx.scratch.kv_cache_config
 
     def run() -> None:
+        from launcher.runtime.prewarm import sampler_ahead
         from launcher.runtime.prewarm.scratch_kv import transient_peak
 
+        log = ctx.log or (lambda _: None)
         after = early.submit if early is not None else None
-        with transient_peak(getattr(ctx.model_runner, "device", None)) as peak:
-            ctx.scratch.account = sb.serve(
-                ctx.worker, config, plan, ctx.log or (lambda _: None), after_wave=after
-            )
+        rows = sampler_ahead.rows_for(shape.max_num_seqs, shape.spec_tokens)
+        ahead = None
+        if sampler_ahead.wanted():
+            if rows and shape.sampling and not ctx.replay:
+                ahead = sampler_ahead.SamplerAhead(ctx.device, shape.vocab, rows).start()
+            else:
+                log("sampler ahead: nothing to do (no sampled rows reach vLLM's Triton sampler)")
+        try:
+            with transient_peak(getattr(ctx.model_runner, "device", None)) as peak:
+                ctx.scratch.account = sb.serve(ctx.worker, config, plan, log, after_wave=after)
+        finally:
+            if ahead is not None:  # its thread and wrapper end with the waves
+                log(ahead.join())
         ctx.scratch.serving_peak = max(ctx.scratch.serving_peak, peak.peak, peak.segments)
 
     return [(f"vLLM's scheduler and execute_model: {len(plan)} waves", run)]

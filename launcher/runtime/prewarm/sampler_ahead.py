@@ -1,0 +1,138 @@
+"""The sampler's Triton keys compiled beside the first wave's torch.compile.
+
+On boot 1 the stage's first step compiles the model with torch.compile (26-41 s on the H200's
+GLM tier model), and then the sampler's first launch of vLLM's top-k/top-p Triton kernel
+compiles on the same thread: a 37 KB kernel, 7-10 s a key (docs/benchmarks.md, "Session 14").
+Nothing about those keys waits on the model: the kernel's wrapper takes logits as wide as the
+vocabulary and each row's k and p. So a thread calls vLLM's own wrapper while the first step
+compiles, and that thread's launches of the kernel are compile-only (Triton's ``warmup``:
+compiled and cached, not run); the step's sampler then finds its key compiled. A Triton compile
+of that kernel left a busy Python thread 68-90% of its speed on a 2-core CPU: most of it runs
+outside the GIL. Experimental, off unless ``BLAUNCH_SAMPLER_AHEAD=1``; not yet run on a GPU.
+
+The thread ends before the waves do (``join``), and its compile-only wrapper comes off the
+kernel with it, so the wrappers put on before it (the serving pass's launch record) are back
+as they were. What it leaves is what the sampler wave leaves: vLLM's per-device buffer and
+tables for the kernel, and the compiled keys. A failure is logged and left to the wave.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+ENV = "BLAUNCH_SAMPLER_AHEAD"
+WRAPPER = "vllm.v1.sample.ops.topk_topp_triton:apply_top_k_top_p_triton"
+KERNEL = "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel"
+TRITON_ROWS = 8
+"""vLLM's sampler takes its Triton top-k/top-p path from this many rows."""
+
+
+def wanted() -> bool:
+    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def rows_for(max_num_seqs: int, spec_tokens: int) -> list[int]:
+    """One row count per ``BATCH_SIZE`` class the deployment's sampler reaches on the Triton
+    path: Triton specializes integers on 1 and on divisibility by 16, and the rejection
+    sampler runs ``max_num_seqs x (1 + spec)`` rows."""
+    most = max_num_seqs * (1 + spec_tokens)
+    return [n for n in (TRITON_ROWS, 16) if n <= most]
+
+
+class CompileOnlyHere:
+    """``fn``'s launches from one thread compile only; every other thread's run as before.
+    ``close`` puts back the ``run`` that was there when it was made."""
+
+    def __init__(self, fn: Any, thread: int) -> None:
+        self._fn = fn
+        self._before = vars(fn).get("run")
+        run = fn.run
+
+        def run_here(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            here = threading.get_ident() == thread
+            return run(*args, grid=grid, warmup=warmup or here, **kwargs)
+
+        self._run = run_here
+        fn.run = run_here
+
+    def close(self) -> None:
+        if vars(self._fn).get("run") is not self._run:
+            return  # someone wrapped it after us: theirs stays, ours went with it
+        if self._before is None:
+            del vars(self._fn)["run"]
+        else:
+            self._fn.run = self._before
+
+
+class SamplerAhead:
+    """A thread that calls vLLM's top-k/top-p wrapper with both flags on, ``rows`` rows at a
+    time, compile-only, on ``device`` (``cuda:N``)."""
+
+    def __init__(
+        self,
+        device: str,
+        vocab: int,
+        rows: list[int],
+        find: Callable[[str], Any] | None = None,
+    ) -> None:
+        from launcher.runtime.prewarm import runtime_function
+
+        self._device, self._vocab, self._rows = device, vocab, rows
+        self._find = find or runtime_function
+        self._thread = threading.Thread(target=self._run, name="b12x-sampler-ahead", daemon=True)
+        self._ready = threading.Event()
+        self._patch: CompileOnlyHere | None = None
+        self.seconds = 0.0
+        self.error = ""
+
+    def start(self) -> SamplerAhead:
+        wrapper, kernel = self._find(WRAPPER), self._find(KERNEL)
+        if wrapper is None or kernel is None or not hasattr(kernel, "run"):
+            self.error = "this vLLM has no Triton top-k/top-p wrapper"
+            return self
+        self._wrapper = wrapper
+        self._thread.start()
+        # The wrapper goes on from here, once the thread's id is known: before the thread runs.
+        self._patch = CompileOnlyHere(kernel, self._thread.ident or 0)
+        self._ready.set()
+        return self
+
+    def _run(self) -> None:
+        self._ready.wait()
+        start = time.perf_counter()
+        try:
+            import torch
+
+            device = torch.device(self._device)
+            if device.type == "cuda":
+                torch.cuda.set_device(device)  # Triton compiles for the current device
+            for rows in self._rows:
+                logits = torch.zeros(rows, self._vocab, dtype=torch.float32, device=device)
+                k = torch.full((rows,), 20, dtype=torch.int32, device=device)
+                p = torch.full((rows,), 0.9, dtype=torch.float32, device=device)
+                self._wrapper(logits, k, p)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except Exception as exc:  # the sampler wave compiles it as before
+            self.error = f"{type(exc).__name__}: {exc}"
+        self.seconds = time.perf_counter() - start
+
+    def join(self, timeout: float = 60.0) -> str:
+        """Waits for the thread, takes the wrapper off, and says what it did."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        if self._patch is not None:
+            self._patch.close()
+        if self._thread.is_alive():
+            return f"sampler ahead: still compiling after {timeout:.0f}s (a daemon thread)"
+        if self.error:
+            return f"sampler ahead: not done: {self.error}"
+        rows = " and ".join(str(r) for r in self._rows)
+        return (
+            f"sampler ahead: the top-k/top-p kernel at {rows} rows compiled in "
+            f"{self.seconds:.1f}s beside the first wave"
+        )

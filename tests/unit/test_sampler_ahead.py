@@ -1,0 +1,125 @@
+"""The sampler's Triton keys compiled beside the first wave: launches from the ahead thread are
+compile-only, every other thread's run as before, and the kernel's ``run`` is back as it was
+after ``join``. Triton's own ``kernel[grid](...)`` dispatch is used where Triton is installed."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from launcher.runtime.prewarm import sampler_ahead as sa
+from tests.conftest import need_serving
+
+
+@pytest.mark.parametrize(
+    ("seqs", "spec", "rows"),
+    [(12, 3, [8, 16]), (8, 0, [8]), (4, 1, [8]), (4, 0, []), (1, 3, [])],
+)
+def test_one_row_count_per_batch_size_class_the_triton_sampler_reaches(seqs, spec, rows):
+    assert sa.rows_for(seqs, spec) == rows
+
+
+class Kernel:
+    """A ``@triton.jit`` stand-in: ``kernel[grid](...)`` calls ``self.run`` as Triton's does."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, bool, tuple]] = []
+
+    def run(self, *args, grid, warmup, **kwargs):
+        self.calls.append(
+            (threading.get_ident(), warmup, tuple(getattr(a, "shape", a) for a in args))
+        )
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+
+def test_only_the_ahead_threads_launches_are_compile_only_and_run_comes_back():
+    kernel = Kernel()
+    patched = threading.Event()
+    ahead = threading.Thread(target=lambda: patched.wait() and kernel[(1,)]("ahead"))
+    ahead.start()
+    patch = sa.CompileOnlyHere(kernel, ahead.ident)
+    patched.set()
+    ahead.join()
+    kernel[(1,)]("main")
+    patch.close()
+    assert [(w, a) for _, w, a in kernel.calls] == [(True, ("ahead",)), (False, ("main",))]
+    assert "run" not in vars(kernel)
+
+
+def test_a_wrapper_put_on_before_stays_and_one_put_on_after_is_not_removed():
+    kernel = Kernel()
+    seen = []
+    record = kernel.run
+
+    def serving_record(*args, **kwargs):  # what jit_watch.launched_in_block puts on
+        seen.append(kwargs["warmup"])
+        return record(*args, **kwargs)
+
+    kernel.run = serving_record
+    patch = sa.CompileOnlyHere(kernel, threading.get_ident())
+    kernel[(1,)]("here")
+    patch.close()
+    assert seen == [True] and vars(kernel)["run"] is serving_record
+    patch = sa.CompileOnlyHere(kernel, threading.get_ident())
+    later = kernel.run
+    kernel.run = lambda *a, **k: later(*a, **k)  # someone wraps after us
+    theirs = kernel.run
+    patch.close()
+    assert vars(kernel)["run"] is theirs
+
+
+def test_the_thread_calls_vllms_wrapper_at_each_row_count_compile_only():
+    need_serving("torch")  # the thread makes the wrapper's tensors
+    kernel = Kernel()
+
+    def wrapper(logits, k, p):  # vLLM's apply_top_k_top_p_triton, reduced to its launch
+        kernel[(logits.shape[0],)](logits, k, p)
+        return logits
+
+    found = {sa.WRAPPER: wrapper, sa.KERNEL: kernel}
+    ahead = sa.SamplerAhead("cpu", 1000, [8, 16], find=found.get).start()
+    line = ahead.join()
+    assert line.startswith("sampler ahead: the top-k/top-p kernel at 8 and 16 rows compiled in ")
+    shapes = [(w, a[0]) for _, w, a in kernel.calls]
+    assert [w for w, _ in shapes] == [True, True]
+    assert [tuple(s) for _, s in shapes] == [(8, 1000), (16, 1000)]
+    assert "run" not in vars(kernel)
+
+
+def test_a_failing_wrapper_is_reported_and_leaves_the_kernel_as_it_was():
+    need_serving("torch")
+    kernel = Kernel()
+
+    def wrapper(logits, k, p):
+        raise RuntimeError("no CUDA here")
+
+    found = {sa.WRAPPER: wrapper, sa.KERNEL: kernel}
+    line = sa.SamplerAhead("cpu", 1000, [8], find=found.get).start().join()
+    assert line == "sampler ahead: not done: RuntimeError: no CUDA here"
+    assert "run" not in vars(kernel)
+
+
+def test_a_vllm_without_the_triton_sampler_starts_no_thread():
+    ahead = sa.SamplerAhead("cpu", 1000, [8], find=lambda path: None).start()
+    assert ahead.join() == "sampler ahead: not done: this vLLM has no Triton top-k/top-p wrapper"
+
+
+def test_tritons_own_launch_syntax_goes_through_the_ahead_wrapper():
+    triton = need_serving("triton")
+
+    def _noop(x):
+        pass
+
+    fn = triton.jit(_noop)
+    seen = []
+    fn.run = lambda *args, grid, warmup, **kwargs: seen.append(warmup)
+    patch = sa.CompileOnlyHere(fn, threading.get_ident())
+    fn[(1,)](0)
+    other = threading.Thread(target=lambda: fn[(1,)](0))
+    other.start()
+    other.join()
+    patch.close()
+    assert seen == [True, False]
