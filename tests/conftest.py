@@ -99,6 +99,23 @@ def need_serving(module: str):
     return need_module("integration", module, "tests/run installs it for the integration tier")
 
 
+def fake_allocator(monkeypatch, state: dict[str, int]) -> None:
+    """torch.cuda's allocator counters read from ``state`` (``allocated``, ``peak``,
+    ``reserved``, ``reserved_peak``) as it stands at each call; synchronising and resetting
+    the peaks do nothing."""
+    import torch
+
+    for name, key in (
+        ("memory_allocated", "allocated"),
+        ("max_memory_allocated", "peak"),
+        ("memory_reserved", "reserved"),
+        ("max_memory_reserved", "reserved_peak"),
+    ):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None, key=key: state[key])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+
+
 def _tier_of(nodeid: str) -> str:
     parts = nodeid.split("/")
     return parts[1] if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS else "other"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from launcher.runtime.prewarm import scratch_kv as sk
-from tests.conftest import need_serving
+from tests.conftest import fake_allocator, need_serving
 
 
 def owned(obj) -> bool:
@@ -280,17 +280,9 @@ def test_the_served_waves_transient_counts_their_peak_and_segments_not_what_they
         emptied.append(True)
         state["reserved"] = state["reserved_peak"] = 1000
 
-    for name, key in (
-        ("memory_allocated", "allocated"),
-        ("max_memory_allocated", "peak"),
-        ("memory_reserved", "reserved"),
-        ("max_memory_reserved", "reserved_peak"),
-    ):
-        monkeypatch.setattr(torch.cuda, name, lambda device=None, key=key: state[key])
+    fake_allocator(monkeypatch, state)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     with sk.transient_peak("cuda:0") as took:
         state["peak"] = 1000 + 300 + 700  # a 300 kept buffer, then a 700 activation
         state["reserved_peak"] = 1000 + 1400  # its segments, fragmentation included

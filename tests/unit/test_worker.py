@@ -14,7 +14,7 @@ from launcher.contract.plan import ComponentRecord, KvRecord, PlanRecord, RankPl
 from launcher.contract.record import RankRecord
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.runplan import PlanMissing
-from tests.conftest import PROFILES, need_serving
+from tests.conftest import PROFILES, fake_allocator, need_serving
 
 
 class FakeCPUWorker:
@@ -159,13 +159,13 @@ class ConfigProbe:
         pass
 
 
-def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
-    """A provider calling get_current_vllm_config() fails outside set_current_vllm_config
-    (FORK-AUDIT Q1): the worker runs every provider inside the live config."""
+def _worker_running(provider: type, tmp_path, monkeypatch) -> Worker:
+    """A planned worker whose plan (the tiny CPU profile) runs ``provider`` alone, inside a
+    vLLM config of its own."""
     config_mod = need_serving("vllm.config")
     sets = (
         f"runtime.cache_root={tmp_path / 'cache'}",
-        "prewarm.providers=['tests.unit.test_worker:ConfigProbe']",
+        f"prewarm.providers=['tests.unit.test_worker:{provider.__name__}']",
     )
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
     prepared = pipeline.prepare(
@@ -176,6 +176,13 @@ def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
     argv = prepared.argv
     worker = Worker(available=int(argv[argv.index("--kv-cache-memory-bytes") + 1]))
     worker.vllm_config = config_mod.VllmConfig()
+    return worker
+
+
+def test_the_prewarm_runs_inside_vllms_config_context(tmp_path, monkeypatch):
+    """A provider calling get_current_vllm_config() fails outside set_current_vllm_config
+    (FORK-AUDIT Q1): the worker runs every provider inside the live config."""
+    worker = _worker_running(ConfigProbe, tmp_path, monkeypatch)
     ConfigProbe.seen.clear()
     worker.determine_available_memory()
     assert ConfigProbe.seen == [worker.vllm_config]
@@ -205,23 +212,10 @@ class CompilingProvider(ConfigProbe):
 def test_asked_for_the_prewarm_logs_what_its_thread_compiled_and_unhooks_triton(
     tmp_path, monkeypatch, caplog
 ):
-    config_mod = need_serving("vllm.config")
     from launcher.runtime import jit_watch
 
     monkeypatch.setenv("BLAUNCH_COMPILE_TIMES", "1")
-    sets = (
-        f"runtime.cache_root={tmp_path / 'cache'}",
-        "prewarm.providers=['tests.unit.test_worker:CompilingProvider']",
-    )
-    planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
-    prepared = pipeline.prepare(
-        planned, force=False, run_dir=str(tmp_path / "run"), check_vllm=False
-    )
-    for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
-        monkeypatch.setenv(key, prepared.env[key])
-    argv = prepared.argv
-    worker = Worker(available=int(argv[argv.index("--kv-cache-memory-bytes") + 1]))
-    worker.vllm_config = config_mod.VllmConfig()
+    worker = _worker_running(CompilingProvider, tmp_path, monkeypatch)
     obj, pre, post = jit_watch._runtime_slots()
     before = (getattr(obj, pre), getattr(obj, post))
     with caplog.at_level(logging.INFO, logger="vllm.b12x_launch"):
@@ -282,7 +276,6 @@ def test_the_activation_reserve_covers_the_profile_segments_and_the_stages_serve
     keeps the segments, fragmentation included, not the allocated peak: the reserve is the
     larger of the two (the H200's PIECEWISE rows ended boot 1 0.43 GiB under the margin)."""
     need_serving("torch")  # the code under test imports torch
-    import torch
 
     state = {"allocated": 1000, "peak": 1000, "reserved": 1000, "reserved_peak": 1000}
 
@@ -301,15 +294,7 @@ def test_the_activation_reserve_covers_the_profile_segments_and_the_stages_serve
         def _device_index(self):
             return 0
 
-    for name, key in (
-        ("memory_allocated", "allocated"),
-        ("max_memory_allocated", "peak"),
-        ("memory_reserved", "reserved"),
-        ("max_memory_reserved", "reserved_peak"),
-    ):
-        monkeypatch.setattr(torch.cuda, name, lambda device=None, key=key: state[key])
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    fake_allocator(monkeypatch, state)
     worker = GpuWorker()
     with worker._activation_probe():
         worker.model_runner.profile_run()
