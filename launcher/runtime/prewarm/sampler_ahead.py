@@ -39,7 +39,9 @@ def rows_for(max_num_seqs: int, spec_tokens: int) -> list[int]:
     """One row count per ``BATCH_SIZE`` class the deployment's sampler reaches on the Triton
     path: Triton specializes integers on 1 and on divisibility by 16, and the rejection
     sampler runs ``max_num_seqs x (1 + spec)`` rows."""
-    most = max_num_seqs * (1 + spec_tokens)
+    from launcher.profile.rules import draft_rows
+
+    most = draft_rows(max_num_seqs, spec_tokens)
     return [n for n in (TRITON_ROWS, 16) if n <= most]
 
 
