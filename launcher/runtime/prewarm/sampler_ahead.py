@@ -6,9 +6,10 @@ compiles on the same thread: a 37 KB kernel, 7-10 s a key (docs/benchmarks.md, "
 Nothing about those keys waits on the model: the kernel's wrapper takes logits as wide as the
 vocabulary and each row's k and p. So a thread calls vLLM's own wrapper while the first step
 compiles, and that thread's launches of the kernel are compile-only (Triton's ``warmup``:
-compiled and cached, not run); the step's sampler then finds its key compiled. A Triton compile
-of that kernel left a busy Python thread 68-90% of its speed on a 2-core CPU: most of it runs
-outside the GIL. Experimental, off unless ``BLAUNCH_SAMPLER_AHEAD=1``; not yet run on a GPU.
+compiled and cached, not run); the step's sampler then finds its key compiled. A compile in a
+thread left a busy Python thread 91-98% of its speed on a 2-core CPU, as a compile process did
+(``benchmarks/compile_parallelism.py``): the compile does not hold the GIL against the stage.
+Experimental, off unless ``BLAUNCH_SAMPLER_AHEAD=1``; not yet run on a GPU.
 
 The thread ends before the waves do (``join``), and its compile-only wrapper comes off the
 kernel with it, so the wrappers put on before it (the serving pass's launch record) are back
