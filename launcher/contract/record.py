@@ -190,9 +190,6 @@ class ScratchStage(Frozen):
     """What the release put back on the runner."""
     stray: list[str] = Field(default_factory=list)
     """Work the stage started that outlived it and was ended."""
-    serving_peak: Bytes = 0
-    """What the served waves took from torch's allocator above what they left: the larger of
-    the allocated peak and the segments grown from an empty cache."""
 
 
 class HeldKernel(Frozen):

@@ -19,6 +19,7 @@ from typing import Any
 from launcher import bounded
 from launcher.atomic import write_text
 from launcher.plan.checkpoint import TensorInfo, tensor_info
+from launcher.switches import switch
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 CACHE_VERSION = 1
@@ -50,7 +51,7 @@ def is_repo_id(path: str) -> bool:
 
 
 def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return switch("HF_HUB_OFFLINE")
 
 
 def cache_file(cache_root: str, repo_id: str) -> Path:

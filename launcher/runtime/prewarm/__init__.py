@@ -88,7 +88,8 @@ class PrewarmResult:
     """The scratch KV stage: blocks, bytes, what was served, what its release removed."""
     serving_peak: int = 0
     """What the scratch stage's served waves took from torch's allocator above what they left
-    (``ScratchKv.serving_peak``): the worker reserves it when larger than the profile's."""
+    (``ScratchKv.serving_peak``): the worker reserves it when larger than the profile's, and
+    records it as ``Activation.stage_peak``."""
     held: list[dict] = field(default_factory=list)
     """Every Triton key the process held when the key enumeration ended, per kernel
     (``keys.held_keys``): what a warm boot from a cache artifact replays instead of serving

@@ -15,13 +15,13 @@ bit, docs/benchmarks.md, "watch fidelity").
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from launcher.runtime import jit_watch
+from launcher.switches import switch
 
 ENV = "BLAUNCH_COMPILE_TIMES"
 SLOWEST = 6
@@ -69,7 +69,7 @@ class StageCompiles:
 
 
 def wanted() -> bool:
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return switch(ENV)
 
 
 @contextlib.contextmanager

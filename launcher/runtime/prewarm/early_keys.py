@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.runtime.prewarm import keys, parallel_compile
+from launcher.switches import switch
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ THREADS = max(2, parallel_compile.COMPILE_THREADS // 4)
 
 def wanted() -> bool:
     """On unless the environment turns it off (``0``, ``false``, ``no``, ``off``)."""
-    return os.environ.get(ENV, "").strip().lower() not in ("0", "false", "no", "off")
+    return switch(ENV, default=True)
 
 
 class EarlyKeys:

@@ -154,9 +154,13 @@ def compile_only(kernels: Sequence[Any]) -> Iterator[None]:
                 )
 
 
-def _compiling(run: Any) -> Any:
+def _compiling(run: Any, thread: int | None = None) -> Any:
+    """``run`` whose launches compile only (Triton's ``warmup``): every launch, or those made
+    on ``thread`` alone (the others run as before)."""
+
     def compile_key(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-        return run(*args, grid=grid, warmup=True, **kwargs)
+        here = thread is None or threading.get_ident() == thread
+        return run(*args, grid=grid, warmup=warmup or here, **kwargs)
 
     return compile_key
 

@@ -19,11 +19,12 @@ tables for the kernel, and the compiled keys. A failure is logged and left to th
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from launcher.switches import switch
 
 ENV = "BLAUNCH_SAMPLER_AHEAD"
 WRAPPER = "vllm.v1.sample.ops.topk_topp_triton:apply_top_k_top_p_triton"
@@ -33,7 +34,7 @@ TRITON_ROWS = 8
 
 
 def wanted() -> bool:
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return switch(ENV)
 
 
 def rows_for(max_num_seqs: int, spec_tokens: int) -> list[int]:
@@ -46,21 +47,31 @@ def rows_for(max_num_seqs: int, spec_tokens: int) -> list[int]:
     return [n for n in (TRITON_ROWS, 16) if n <= most]
 
 
+def for_stage(
+    shape: Any, device: str, replay: bool, log: Callable[[str], None]
+) -> SamplerAhead | None:
+    """Started when asked for and the deployment's sampled rows reach vLLM's Triton sampler
+    (``shape``: ``serving_batches.Shape``); else None, said in the log when asked for."""
+    if not wanted():
+        return None
+    rows = rows_for(shape.max_num_seqs, shape.spec_tokens)
+    if rows and shape.sampling and not replay:
+        return SamplerAhead(device, shape.vocab, rows).start()
+    log("sampler ahead: nothing to do (no sampled rows reach vLLM's Triton sampler)")
+    return None
+
+
 class CompileOnlyHere:
     """``fn``'s launches from one thread compile only; every other thread's run as before.
     ``close`` puts back the ``run`` that was there when it was made."""
 
     def __init__(self, fn: Any, thread: int) -> None:
+        from launcher.runtime.prewarm.parallel_compile import _compiling
+
         self._fn = fn
         self._before = vars(fn).get("run")
-        run = fn.run
-
-        def run_here(*args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-            here = threading.get_ident() == thread
-            return run(*args, grid=grid, warmup=warmup or here, **kwargs)
-
-        self._run = run_here
-        fn.run = run_here
+        self._run = _compiling(fn.run, thread)
+        fn.run = self._run
 
     def close(self) -> None:
         if vars(self._fn).get("run") is not self._run:

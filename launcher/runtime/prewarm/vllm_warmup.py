@@ -272,20 +272,14 @@ def _serving(ctx: PrewarmContext):
 
         log = ctx.log or (lambda _: None)
         after = early.submit if early is not None else None
-        rows = sampler_ahead.rows_for(shape.max_num_seqs, shape.spec_tokens)
-        ahead = None
-        if sampler_ahead.wanted():
-            if rows and shape.sampling and not ctx.replay:
-                ahead = sampler_ahead.SamplerAhead(ctx.device, shape.vocab, rows).start()
-            else:
-                log("sampler ahead: nothing to do (no sampled rows reach vLLM's Triton sampler)")
+        ahead = sampler_ahead.for_stage(shape, ctx.device, bool(ctx.replay), log)
         try:
             with transient_peak(getattr(ctx.model_runner, "device", None)) as peak:
                 ctx.scratch.account = sb.serve(ctx.worker, config, plan, log, after_wave=after)
         finally:
             if ahead is not None:  # its thread and wrapper end with the waves
                 log(ahead.join())
-        ctx.scratch.serving_peak = max(ctx.scratch.serving_peak, peak.peak, peak.segments)
+        ctx.scratch.serving_peak = max(peak.peak, peak.segments)
 
     return [(f"vLLM's scheduler and execute_model: {len(plan)} waves", run)]
 
@@ -496,7 +490,6 @@ class VllmWarmupProvider:
                     "forced": scratch.forced,
                     "restored": scratch.restored.model_dump() if scratch.restored else None,
                     "stray": scratch.stray,
-                    "serving_peak": scratch.serving_peak,
                 }
                 result.serving_peak = scratch.serving_peak
                 if ctx.log and scratch.restored:

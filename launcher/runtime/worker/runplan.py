@@ -20,6 +20,7 @@ from launcher.contract.runfile import (
 )
 from launcher.deployment import Deployment
 from launcher.profile.schema import BYTES_CONTEXT, Profile
+from launcher.switches import switch
 
 NO_PLAN = (
     f"b12x-launch: no plan in the environment ({PLAN_ENV} unset): this worker sizes the KV "
@@ -46,7 +47,7 @@ class RunPlan:
     def from_env(cls, env: dict[str, str] | None = None) -> RunPlan | None:
         env = os.environ if env is None else env
         path = env.get(PLAN_ENV)
-        required = env.get(REQUIRE_PLAN_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+        required = switch(REQUIRE_PLAN_ENV, env=env)
         if not path:
             if required:
                 raise PlanMissing(
