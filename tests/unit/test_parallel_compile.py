@@ -113,3 +113,54 @@ def test_compile_only_settles_its_kernels_when_the_block_raises(monkeypatch):
     with pytest.raises(RuntimeError, match="bucket"), compile_only([fn]):
         raise RuntimeError("a bucket's forward failed")
     assert set(cache) == {"good"} and cache["good"].module == "loaded"
+
+
+def _submitting_kernel(cache: dict, compile_fn) -> SimpleNamespace:
+    """A kernel whose launch does what Triton's ``_do_compile`` does under the compile mode:
+    puts the mode's future in its cache, the compile in the mode's threads."""
+    from triton.runtime import _async_compile
+
+    def run(*args, grid, warmup, **kwargs):
+        assert warmup, "a compile-only launch runs nothing"
+        key = args[0]
+        mode = _async_compile.active_mode.get()
+        finalize = lambda kernel: cache.__setitem__(key, kernel)  # noqa: E731 (Triton's shape)
+        cache[key] = mode.submit(key, compile_fn, finalize)
+
+    return SimpleNamespace(__name__="fused_moe_kernel", device_caches={0: (cache, {})}, run=run)
+
+
+def test_compile_only_later_ends_its_block_before_its_compiles_and_settles_them_after():
+    need_serving("triton")  # the code under test imports Triton
+    from triton.runtime import _async_compile
+
+    release, cache, later = threading.Event(), {}, []
+    fn = _submitting_kernel(cache, lambda: release.wait(30) and Compiled())
+    launch = fn.run
+    with compile_only([fn], later=later):
+        fn.run("n=16", grid=(1,), warmup=False)
+    # Out of the block with the compile still running: the caller's next pass goes on.
+    assert _async_compile.active_mode.get() is None and fn.run is launch
+    assert [c.keys for c in later] == [1] and not isinstance(cache["n=16"], Compiled)
+    release.set()
+    loaded, failed, _ = later[0].settle()
+    assert (loaded, failed) == (1, []) and cache["n=16"].module == "loaded"
+
+
+def test_compile_only_later_drops_a_compile_still_stuck_at_the_deadline(monkeypatch):
+    need_serving("triton")  # the code under test imports Triton
+    from launcher.runtime.prewarm import parallel_compile
+
+    monkeypatch.setattr(parallel_compile, "DEADLINE_S", 0.2)
+    release, cache, later = threading.Event(), {}, []
+    fn = _submitting_kernel(cache, lambda: release.wait(30) and Compiled())
+    try:
+        with compile_only([fn], later=later):
+            fn.run("n=16", grid=(1,), warmup=False)
+        loaded, failed, _ = later[0].settle()
+    finally:
+        release.set()
+    assert loaded == 0 and failed == [
+        "fused_moe_kernel: TimeoutError: still compiling at the deadline (stuck)"
+    ]
+    assert not cache  # serving's first launch of that key compiles it itself

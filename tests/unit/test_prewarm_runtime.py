@@ -324,6 +324,28 @@ def test_the_moe_blocks_run_at_every_bucket_and_config_change_on_either_runner(
     assert ctx.model_runner.dummy_runs == []
 
 
+def test_the_runtime_provider_settles_what_a_pass_left_compiling_and_says_so(fork_modules):
+    need_serving("torch")  # the code under test imports torch
+    settled, lines = [], []
+
+    class Compiling:
+        keys = 30
+
+        def settle(self):
+            settled.append(True)
+            return 29, ["fused_moe_kernel: RuntimeError: ptxas died"], 1.25
+
+    ctx = ctx_for("gilded-gnosis", 1, 1)
+    ctx.log, ctx.compiling = lines.append, [Compiling()]
+    run_in_config(ctx)
+    assert settled == [True] and ctx.compiling == []
+    assert (
+        "compile-only keys: 30 compiled beside the passes after theirs, 29 loaded; waited "
+        "1.2s for the last; 1 dropped (compiled again if used): fused_moe_kernel: "
+        "RuntimeError: ptxas died"
+    ) in lines
+
+
 def test_a_warmup_outside_the_config_context_fails_and_is_reported(fork_modules):
     need_serving("torch")  # the code under test imports torch
     ctx = ctx_for("gilded-gnosis", 4, 1)

@@ -71,7 +71,7 @@ def test_a_wrapper_put_on_before_stays_and_one_put_on_after_is_not_removed():
     assert vars(kernel)["run"] is theirs
 
 
-def test_the_thread_calls_vllms_wrapper_at_each_row_count_compile_only():
+def test_the_thread_calls_vllms_wrapper_at_each_row_count_and_flag_compile_only():
     need_serving("torch")  # the thread makes the wrapper's tensors
     kernel = Kernel()
 
@@ -82,10 +82,18 @@ def test_the_thread_calls_vllms_wrapper_at_each_row_count_compile_only():
     found = {sa.WRAPPER: wrapper, sa.KERNEL: kernel}
     ahead = sa.SamplerAhead("cpu", 1000, [8, 16], find=found.get).start()
     line = ahead.join()
-    assert line.startswith("sampler ahead: the top-k/top-p kernel at 8 and 16 rows compiled in ")
-    shapes = [(w, a[0]) for _, w, a in kernel.calls]
-    assert [w for w, _ in shapes] == [True, True]
-    assert [tuple(s) for _, s in shapes] == [(8, 1000), (16, 1000)]
+    assert line.startswith(
+        "sampler ahead: the top-k/top-p kernel at 8 and 16 rows, top-k and top-p, each alone "
+        "and both, compiled in "
+    )
+    assert [w for _, w, _ in kernel.calls] == [True] * 6
+    # top-p alone hands the wrapper no k (the kernel then gets the logits as K), and so on
+    launched = [(tuple(a[0]), a[1] is not None, a[2] is not None) for _, _, a in kernel.calls]
+    assert launched == [
+        (shape, top_k, top_p)
+        for shape in ((8, 1000), (16, 1000))
+        for top_k, top_p in ((True, True), (True, False), (False, True))
+    ]
     assert "run" not in vars(kernel)
 
 

@@ -58,6 +58,9 @@ class PrewarmContext:
     early: Any = None
     """``early_keys.EarlyKeys`` while the stage runs (unless ``BLAUNCH_EARLY_KEYS=0``): the
     key enumeration after each serving pass, compiling in the background until the key pass."""
+    compiling: list[Any] = field(default_factory=list)
+    """Compile-only passes whose compiles go on beside the passes after them
+    (``parallel_compile.Compiling``): the runtime provider settles them when its passes end."""
     after_forward: list[Any] = field(default_factory=list)
     """Work a provider leaves for after the model's first forward (callables taking no
     argument): the runtime provider runs them after its serving waves, on the scratch KV

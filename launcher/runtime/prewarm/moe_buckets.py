@@ -130,8 +130,11 @@ def find(ctx: PrewarmContext):
 
         dtype = config.model_config.dtype
         # Compile-only launches of the fused-MoE kernels, in threads: 28 keys took 23 s one by
-        # one on the H200 (GLM tier), the largest part of boot 1 after the serving waves.
-        with compile_only(moe_kernels()):
+        # one on the H200 (GLM tier), and 8.8 s waited for in threads (session 14). Nobody waits
+        # here: the compiles go on beside the next passes (the first wave's torch.compile), a
+        # wave's launch of a key still compiling waits for that key, and the runtime provider
+        # settles the rest after its waves.
+        with compile_only(moe_kernels(), later=ctx.compiling):
             for block, layer, weights in blocks:
                 device = weights.w13_weight.device
                 hidden = int(getattr(weights, "hidden_size", 0) or weights.w2_weight.shape[1])

@@ -122,36 +122,105 @@ def _bounded(module: Any, pool: Any, until: float) -> Any:
 
 
 @contextlib.contextmanager
-def compile_only(kernels: Sequence[Any]) -> Iterator[None]:
+def compile_only(kernels: Sequence[Any], later: list[Compiling] | None = None) -> Iterator[None]:
     """Inside the block, a launch of one of ``kernels`` (``@triton.jit`` functions) compiles
     its key in a thread and returns without running: the caller's outputs hold garbage. When
     the block ends each key is compiled and loaded (``settle``), also when the block raises: an
     unfinished compile left in a cache would stop serving's first launch of its key; what
-    failed is logged."""
+    failed is logged.
+
+    With ``later`` the block ends without waiting: the launches run as before from then on,
+    the compiles go on in their threads beside whatever the caller does next, and a
+    ``Compiling`` appended to ``later`` settles them. A launch of a key still compiling waits
+    for it (the cache holds Triton's ``FutureKernel``, whose attributes wait for the compile).
+    """
+    compiling = Compiling.start(kernels) if later is not None else None
+    if compiling is not None:
+        try:
+            with _compile_only_launches(kernels):
+                yield
+        finally:
+            later.append(compiling.leave())
+        return
     patched = False
     try:
         with parallel_compiles() as parallel:
             if not parallel or not kernels:
                 yield
                 return
-            previous = {id(fn): vars(fn).get("run") for fn in kernels}
-            for fn in kernels:
-                fn.run = _compiling(fn.run)
-            patched = True
-            try:
+            with _compile_only_launches(kernels):
+                patched = True
                 yield
-            finally:
-                for fn in kernels:  # back as it was: a wrapper put on before stays on
-                    if previous[id(fn)] is None:
-                        vars(fn).pop("run", None)
-                    else:
-                        fn.run = previous[id(fn)]
     finally:
         for fn in kernels if patched else ():
             for failed in settle(fn)[1]:
                 logger.warning(
                     "b12x-launch: compile-only launch: %s (compiled again if used)", failed
                 )
+
+
+@contextlib.contextmanager
+def _compile_only_launches(kernels: Sequence[Any]) -> Iterator[None]:
+    previous = {id(fn): vars(fn).get("run") for fn in kernels}
+    for fn in kernels:
+        fn.run = _compiling(fn.run)
+    try:
+        yield
+    finally:
+        for fn in kernels:  # back as it was: a wrapper put on before stays on
+            if previous[id(fn)] is None:
+                vars(fn).pop("run", None)
+            else:
+                fn.run = previous[id(fn)]
+
+
+class Compiling:
+    """A compile-only pass's compiles, left running in their threads (``compile_only`` with
+    ``later``) until ``settle``."""
+
+    def __init__(self, kernels: Sequence[Any], module: Any) -> None:
+        self._kernels, self._module = kernels, module
+        self._until = deadline()
+        self._pool = _DaemonPool(COMPILE_THREADS)
+        self._mode = _bounded(module, self._pool, self._until)
+        self.keys = 0
+
+    @classmethod
+    def start(cls, kernels: Sequence[Any]) -> Compiling | None:
+        """Triton's compile mode entered on this thread; None where nothing would compile in
+        threads (no kernels, or a Triton without the mode: the launches then compile inline)."""
+        try:
+            from triton.runtime import _async_compile
+        except ImportError:
+            return None
+        if not kernels or getattr(_async_compile, "AsyncCompileMode", None) is None:
+            return None
+        compiling = cls(kernels, _async_compile)
+        compiling._mode.__enter__()
+        return compiling
+
+    def leave(self) -> Compiling:
+        """This thread out of the compile mode without Triton's wait: ``settle`` waits."""
+        self._module.active_mode.set(None)
+        self.keys = len(self._mode.raw_futures)
+        return self
+
+    def settle(self) -> tuple[int, list[str], float]:
+        """Wait for the compiles (until the pass's deadline), load every key, drop the failed
+        and the unfinished, end the threads: (keys loaded, ``kernel: error`` each, seconds
+        waited here)."""
+        start = time.monotonic()
+        futures = list(self._mode.raw_futures)
+        wait(futures, timeout=max(0.0, self._until - start))
+        for future in futures:
+            if future.done() and not future.cancelled():  # into the kernel's cache, as Triton
+                self._mode.future_kernels[future._key].result(ignore_errors=True)
+        self._pool.shutdown()
+        loaded, failed = 0, []
+        for fn in self._kernels:
+            n, errors = settle(fn)
+            loaded, failed = loaded + n, failed + errors
+        return loaded, failed, time.monotonic() - start
 
 
 def _compiling(run: Any, thread: int | None = None) -> Any:

@@ -24,12 +24,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from launcher.runtime.prewarm.parallel_compile import parallel_compiles
 from launcher.switches import switch
 
 ENV = "BLAUNCH_SAMPLER_AHEAD"
 WRAPPER = "vllm.v1.sample.ops.topk_topp_triton:apply_top_k_top_p_triton"
 KERNEL = "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel"
 TRITON_ROWS = 8
+FLAGS = ((True, True), (True, False), (False, True))
+"""Top-k and top-p, top-k alone, top-p alone: each its own key (the flags are constexprs),
+and top-p alone passes the logits as ``K``, another pointer type."""
 """vLLM's sampler takes its Triton top-k/top-p path from this many rows."""
 
 
@@ -83,8 +87,8 @@ class CompileOnlyHere:
 
 
 class SamplerAhead:
-    """A thread that calls vLLM's top-k/top-p wrapper with both flags on, ``rows`` rows at a
-    time, compile-only, on ``device`` (``cuda:N``)."""
+    """A thread that calls vLLM's top-k/top-p wrapper with each of ``FLAGS``, ``rows`` rows at
+    a time, compile-only, on ``device`` (``cuda:N``)."""
 
     def __init__(
         self,
@@ -124,11 +128,15 @@ class SamplerAhead:
             device = torch.device(self._device)
             if device.type == "cuda":
                 torch.cuda.set_device(device)  # Triton compiles for the current device
-            for rows in self._rows:
-                logits = torch.zeros(rows, self._vocab, dtype=torch.float32, device=device)
-                k = torch.full((rows,), 20, dtype=torch.int32, device=device)
-                p = torch.full((rows,), 0.9, dtype=torch.float32, device=device)
-                self._wrapper(logits, k, p)
+            # Each launch hands its compile to the mode's threads and returns: the keys compile
+            # side by side, and a launch of one still compiling elsewhere waits for it.
+            with parallel_compiles():
+                for rows in self._rows:
+                    logits = torch.zeros(rows, self._vocab, dtype=torch.float32, device=device)
+                    k = torch.full((rows,), 20, dtype=torch.int32, device=device)
+                    p = torch.full((rows,), 0.9, dtype=torch.float32, device=device)
+                    for top_k, top_p in FLAGS:
+                        self._wrapper(logits, k if top_k else None, p if top_p else None)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         except Exception as exc:  # the sampler wave compiles it as before
@@ -147,6 +155,6 @@ class SamplerAhead:
             return f"sampler ahead: not done: {self.error}"
         rows = " and ".join(str(r) for r in self._rows)
         return (
-            f"sampler ahead: the top-k/top-p kernel at {rows} rows compiled in "
-            f"{self.seconds:.1f}s beside the first wave"
+            f"sampler ahead: the top-k/top-p kernel at {rows} rows, top-k and top-p, each "
+            f"alone and both, compiled in {self.seconds:.1f}s beside the first wave"
         )

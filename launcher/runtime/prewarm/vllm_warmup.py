@@ -449,7 +449,6 @@ class VllmWarmupProvider:
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
         from launcher.runtime.prewarm import scratch_kv
-        from launcher.runtime.prewarm.serving_batches import blocks_needed, shape_of, waves
 
         result = PrewarmResult(self.name)
         start = time.perf_counter()
@@ -461,49 +460,79 @@ class VllmWarmupProvider:
         late = [e for e in points if e.needs_kv]
         notes: list[str] = []
         why = scratch_kv.unsupported(ctx.model_runner) if late else None
-        _run_points(early, ctx, result)
-        if why:
-            for e in late:
-                _report(result, e.name, "skipped", f"no scratch KV cache: {why}")
-        elif late:
-            shape = shape_of(ctx.worker)
-            blocks = blocks_needed(shape, waves(shape))
-            stage = scratch_kv.scratch_kv(ctx.model_runner, blocks)
-            try:
-                scratch = stage.__enter__()
-            except Exception as exc:  # the runtime could not build it: nothing to release
+        try:
+            _run_points(early, ctx, result)
+            if why:
                 for e in late:
-                    _report(result, e.name, "failed", f"scratch KV cache: {exc!r}")
-                scratch = None
-            if scratch is not None:
-                ctx.scratch = scratch
-                try:
-                    _run_points(late, ctx, result)
-                    run_after_forward(ctx)  # the waves ran the model: its MoE units exist
-                finally:
-                    ctx.scratch = None
-                    stage.__exit__(None, None, None)  # ScratchNotRestored stops the boot
-                result.scratch = {
-                    "blocks": scratch.blocks,
-                    "bytes": scratch.bytes,
-                    "served": scratch.account,
-                    "forced": scratch.forced,
-                    "restored": scratch.restored.model_dump() if scratch.restored else None,
-                    "stray": scratch.stray,
-                }
-                result.serving_peak = scratch.serving_peak
-                if ctx.log and scratch.restored:
-                    ctx.log(f"scratch KV released; runner restored: {scratch.restored.describe()}")
-                if scratch.forced:
-                    notes.append(f"scratch release removed {', '.join(scratch.forced)}")
-                if scratch.stray:
-                    notes.append(f"scratch release ended {'; '.join(scratch.stray)}")
+                    _report(result, e.name, "skipped", f"no scratch KV cache: {why}")
+            elif late:
+                notes += _stage(ctx, result, late)
+        finally:  # after the stage, also when it failed: no compile thread outlives it
+            _settle_compiling(ctx)
         result.skipped = "; ".join(notes)
         result.seconds = time.perf_counter() - start
         return result
 
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """vLLM's own ``--jit-monitor-mode`` and ``launcher.runtime.jit_watch`` watch compiles."""
+
+
+def _stage(ctx: PrewarmContext, result: PrewarmResult, late: list[EntryPoint]) -> list[str]:
+    """The entry points that need a KV cache, on the scratch KV stage; what its release
+    removed or ended, as notes."""
+    from launcher.runtime.prewarm import scratch_kv
+    from launcher.runtime.prewarm.serving_batches import blocks_needed, shape_of, waves
+
+    notes: list[str] = []
+    shape = shape_of(ctx.worker)
+    blocks = blocks_needed(shape, waves(shape))
+    stage = scratch_kv.scratch_kv(ctx.model_runner, blocks)
+    try:
+        scratch = stage.__enter__()
+    except Exception as exc:  # the runtime could not build it: nothing to release
+        for e in late:
+            _report(result, e.name, "failed", f"scratch KV cache: {exc!r}")
+        scratch = None
+    if scratch is None:
+        return notes
+    ctx.scratch = scratch
+    try:
+        _run_points(late, ctx, result)
+        run_after_forward(ctx)  # the waves ran the model: its MoE units exist
+    finally:
+        ctx.scratch = None
+        stage.__exit__(None, None, None)  # ScratchNotRestored stops the boot
+    result.scratch = {
+        "blocks": scratch.blocks,
+        "bytes": scratch.bytes,
+        "served": scratch.account,
+        "forced": scratch.forced,
+        "restored": scratch.restored.model_dump() if scratch.restored else None,
+        "stray": scratch.stray,
+    }
+    result.serving_peak = scratch.serving_peak
+    if ctx.log and scratch.restored:
+        ctx.log(f"scratch KV released; runner restored: {scratch.restored.describe()}")
+    if scratch.forced:
+        notes.append(f"scratch release removed {', '.join(scratch.forced)}")
+    if scratch.stray:
+        notes.append(f"scratch release ended {'; '.join(scratch.stray)}")
+    return notes
+
+
+def _settle_compiling(ctx: PrewarmContext) -> None:
+    """Wait for and load what the compile-only passes left compiling beside the later ones
+    (``PrewarmContext.compiling``), and say what it cost here."""
+    while ctx.compiling:
+        compiling = ctx.compiling.pop(0)
+        loaded, failed, waited = compiling.settle()
+        if ctx.log:
+            ctx.log(
+                f"compile-only keys: {compiling.keys} compiled beside the passes after theirs, "
+                f"{loaded} loaded; waited {waited:.1f}s for the last"
+                + (f"; {len(failed)} dropped (compiled again if used): " if failed else "")
+                + "; ".join(failed)
+            )
 
 
 def _report(
