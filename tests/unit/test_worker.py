@@ -528,6 +528,18 @@ def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch, cap
         Worker(available=10**9).determine_available_memory()
 
 
+def test_every_provider_result_the_worker_makes_is_recorded_whole():
+    """The H200 (session 15) found every provider's outcome saying its ``serving_peak`` was
+    not recorded: a field the result carries for the worker, which the record keeps once as
+    ``activation.stage_peak``."""
+    from launcher.runtime.prewarm import PrewarmResult
+    from launcher.runtime.worker.planned import outcome
+
+    for provider in ("vllm", "triton", "census", "keys"):
+        kept = outcome(PrewarmResult(provider=provider, compiled=3, serving_peak=2**28))
+        assert kept.skipped == "" and kept.compiled == 3
+
+
 def test_a_refused_part_of_a_prewarm_result_costs_that_part_only():
     """On the H200 one kernel's held key (a constexpr the record's types refused) dropped the
     keys provider's whole outcome: its enumeration, which the next boot's key pass reads,

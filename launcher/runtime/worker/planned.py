@@ -631,8 +631,9 @@ class PlannedMixin:
 def outcome(result: PrewarmResult) -> PrewarmOutcome:
     """A provider's result as the record keeps it. A third party's provider may hand back
     what the record's types refuse: its outcome is then kept without those parts, and says
-    so, rather than stop the boot."""
-    data = dict(vars(result))
+    so, rather than stop the boot. The stage's served peak is not the outcome's: the record
+    keeps it once, as ``Activation.stage_peak``."""
+    data = {k: v for k, v in vars(result).items() if k != "serving_peak"}
     try:
         return PrewarmOutcome.model_validate(data)
     except ValidationError as exc:
