@@ -390,11 +390,11 @@ class LearnsNothing(Served, CompilesNothingLate):
             if lines:
                 assert " failed" not in lines[0] and "stopped" not in lines[0], (rank, lines)
 
-    def test_asked_for_the_sampler_ahead_compiled_beside_the_first_wave_and_compile_times_ran(
+    def test_the_sampler_ahead_compiled_beside_the_first_wave_and_compile_times_ran_if_asked(
         self, booted
     ):
-        """``BLAUNCH_SAMPLER_AHEAD=1`` / ``BLAUNCH_COMPILE_TIMES=1`` in the tier's environment:
-        each rank's log says what the ahead thread did, and names the prewarm's compiles."""
+        """Unless ``BLAUNCH_SAMPLER_AHEAD=0``, each rank's log says what the ahead thread did;
+        with ``BLAUNCH_COMPILE_TIMES=1`` it names the prewarm's compiles."""
         log = booted.log_path.read_text(errors="replace")
         if sampler_ahead.wanted():
             assert "sampler ahead: " in log, booted.tail()
