@@ -142,9 +142,11 @@ def test_compile_only_later_ends_its_block_before_its_compiles_and_settles_them_
     # Out of the block with the compile still running: the caller's next pass goes on.
     assert _async_compile.active_mode.get() is None and fn.run is launch
     assert [c.keys for c in later] == [1] and not isinstance(cache["n=16"], Compiled)
+    time.sleep(0.05)
     release.set()
     loaded, failed, _ = later[0].settle()
     assert (loaded, failed) == (1, []) and cache["n=16"].module == "loaded"
+    assert later[0].beside >= 0.05  # it compiled on after the block had ended
 
 
 def test_compile_only_later_drops_a_compile_still_stuck_at_the_deadline(monkeypatch):

@@ -329,7 +329,7 @@ def test_the_runtime_provider_settles_what_a_pass_left_compiling_and_says_so(for
     settled, lines = [], []
 
     class Compiling:
-        keys = 30
+        keys, beside = 30, 4.25
 
         def settle(self):
             settled.append(True)
@@ -340,9 +340,9 @@ def test_the_runtime_provider_settles_what_a_pass_left_compiling_and_says_so(for
     run_in_config(ctx)
     assert settled == [True] and ctx.compiling == []
     assert (
-        "compile-only keys: 30 compiled beside the passes after theirs, 29 loaded; waited "
-        "1.2s for the last; 1 dropped (compiled again if used): fused_moe_kernel: "
-        "RuntimeError: ptxas died"
+        "compile-only keys: 30 compiled, the last 4.2s after their pass ended, beside the passes "
+        "after it; 29 loaded; waited 1.2s for the last; 1 dropped (compiled again if used): "
+        "fused_moe_kernel: RuntimeError: ptxas died"
     ) in lines
 
 

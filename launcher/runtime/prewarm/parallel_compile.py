@@ -184,6 +184,9 @@ class Compiling:
         self._pool = _DaemonPool(COMPILE_THREADS)
         self._mode = _bounded(module, self._pool, self._until)
         self.keys = 0
+        self.left = 0.0
+        self.last_done = 0.0
+        """When the pass's block ended, and when its last compile finished (monotonic)."""
 
     @classmethod
     def start(cls, kernels: Sequence[Any]) -> Compiling | None:
@@ -202,8 +205,19 @@ class Compiling:
     def leave(self) -> Compiling:
         """This thread out of the compile mode without Triton's wait: ``settle`` waits."""
         self._module.active_mode.set(None)
+        self.left = time.monotonic()
         self.keys = len(self._mode.raw_futures)
+        for future in self._mode.raw_futures:
+            future.add_done_callback(self._finished)
         return self
+
+    def _finished(self, _: Future) -> None:
+        self.last_done = max(self.last_done, time.monotonic())
+
+    @property
+    def beside(self) -> float:
+        """How long its compiles went on after the pass's block ended (0: none did)."""
+        return max(0.0, self.last_done - self.left)
 
     def settle(self) -> tuple[int, list[str], float]:
         """Wait for the compiles (until the pass's deadline), load every key, drop the failed

@@ -528,8 +528,9 @@ def _settle_compiling(ctx: PrewarmContext) -> None:
         loaded, failed, waited = compiling.settle()
         if ctx.log:
             ctx.log(
-                f"compile-only keys: {compiling.keys} compiled beside the passes after theirs, "
-                f"{loaded} loaded; waited {waited:.1f}s for the last"
+                f"compile-only keys: {compiling.keys} compiled, the last {compiling.beside:.1f}s "
+                f"after their pass ended, beside the passes after it; {loaded} loaded; waited "
+                f"{waited:.1f}s for the last"
                 + (f"; {len(failed)} dropped (compiled again if used): " if failed else "")
                 + "; ".join(failed)
             )
