@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from launcher.runtime import jit_watch
+from launcher.runtime.prewarm import thread_samples
 from launcher.switches import switch
 
 ENV = "BLAUNCH_COMPILE_TIMES"
@@ -37,6 +38,8 @@ class StageCompiles:
     events: list[jit_watch.CompileEvent] = field(default_factory=list)
     hooked: bool = False
     """Whether Triton's hooks could be installed (False without Triton)."""
+    samples: thread_samples.Samples | None = None
+    """Where the stage's thread spent its time, compiling or not (``thread_samples``)."""
 
     def on_thread(self) -> list[jit_watch.CompileEvent]:
         """Compiles the stage's thread waited for: launched there, not compile-only."""
@@ -74,13 +77,16 @@ def wanted() -> bool:
 
 @contextlib.contextmanager
 def timed() -> Iterator[StageCompiles]:
-    """Times every Triton compile while the block runs; the hooks come off after it."""
+    """Times every Triton compile while the block runs, and samples where its thread's time
+    goes; the hooks and the sampler end with it."""
     out = StageCompiles(thread=threading.get_ident(), started=time.monotonic())
     watch = jit_watch.JitWatch()
     out.hooked = watch.install()
+    sampler = thread_samples.Sampler(out.thread).start()
     try:
         yield out
     finally:
+        out.samples = sampler.stop()
         if out.hooked:
             watch.uninstall()
             out.events = list(watch.events)

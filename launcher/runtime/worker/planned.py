@@ -217,6 +217,8 @@ class PlannedMixin:
                         ctx.early.close()
             if compiles is not None:
                 _say(f"rank {self.rank}: {compiles.describe()}")
+                if compiles.samples is not None:
+                    _say(f"rank {self.rank}: {compiles.samples.describe()}")
 
         def run_providers() -> None:
             for name in names:

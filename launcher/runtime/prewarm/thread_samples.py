@@ -1,0 +1,110 @@
+"""Where one thread's time goes, by sampling its Python stack: what the compile hooks cannot
+name.
+
+On the H200 the stage's own thread compiled 80 Triton keys in 8 s, yet glm39's waves after the
+first took 28 s (docs/benchmarks.md, "Session 15"): the rest is Inductor, Dynamo, vLLM's other
+JITs or the eager steps themselves, which no hook reports. A daemon thread reads the stage
+thread's frame every ``INTERVAL`` seconds (``sys._current_frames``: a dict copy under the GIL,
+nothing installed, nothing the stage calls changes) and files each sample under the innermost
+frame that belongs to a known place, else under that frame's own function.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from types import FrameType
+
+INTERVAL = 0.02
+WINDOW = 10.0
+"""The timeline's step, seconds."""
+TOP = 8
+PLACES = (
+    ("/triton/compiler/", "Triton compiling"),
+    ("/triton/backends/", "Triton compiling"),
+    ("/torch/_inductor/runtime/", "Inductor's runtime (launch, autotune)"),
+    ("/torch/_inductor/", "Inductor compiling"),
+    ("/torch/_dynamo/", "Dynamo"),
+    ("/torch/fx/", "Dynamo (FX)"),
+    ("/torch/_functorch/", "AOT autograd"),
+    ("/torch/_subclasses/", "fake tensors"),
+    ("/xgrammar/", "xgrammar"),
+    ("/deep_gemm/", "DeepGEMM"),
+    ("/flashinfer/", "FlashInfer"),
+    ("/triton/runtime/", "Triton launching"),
+)
+"""Path fragments, most specific first: the innermost frame under one names the sample."""
+
+
+def place(frame: FrameType | None) -> str:
+    """The sample's name: the innermost frame under a known place, else the innermost
+    frame's ``file:function`` (its path from the package root)."""
+    innermost = frame
+    while frame is not None:
+        path = frame.f_code.co_filename.replace("\\", "/")
+        for fragment, name in PLACES:
+            if fragment in path:
+                return name
+        frame = frame.f_back
+    if innermost is None:
+        return "(no Python frame)"
+    path = innermost.f_code.co_filename.replace("\\", "/")
+    short = path.rsplit("/site-packages/", 1)[-1] if "/site-packages/" in path else path
+    short = "/".join(short.split("/")[-3:])
+    return f"{short}:{innermost.f_code.co_name}"
+
+
+@dataclass
+class Samples:
+    thread: int
+    started: float = field(default_factory=time.monotonic)
+    taken: list[tuple[float, str]] = field(default_factory=list)
+
+    def describe(self, top: int = TOP, window: float = WINDOW) -> str:
+        """The most sampled places over the whole block, then the top place per window."""
+        if not self.taken:
+            return "thread samples: none taken"
+        n = len(self.taken)
+        counts = Counter(name for _, name in self.taken).most_common(top)
+        whole = ", ".join(f"{name} {c / n:.0%}" for name, c in counts)
+        steps: dict[int, Counter] = {}
+        for t, name in self.taken:
+            steps.setdefault(int((t - self.started) // window), Counter())[name] += 1
+        timeline = "; ".join(
+            f"+{i * window:.0f}s {c.most_common(1)[0][0]} "
+            f"{c.most_common(1)[0][1] / sum(c.values()):.0%}"
+            for i, c in sorted(steps.items())
+        )
+        span = self.taken[-1][0] - self.started
+        return f"thread samples: {n} over {span:.0f}s: {whole}; by {window:.0f}s window: {timeline}"
+
+
+class Sampler:
+    """Samples ``thread``'s stack from a daemon thread until ``stop``."""
+
+    def __init__(self, thread: int, interval: float = INTERVAL) -> None:
+        self.samples = Samples(thread)
+        self._interval = interval
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._run, name="b12x-samples", daemon=True)
+
+    def start(self) -> Sampler:
+        self._sampler.start()
+        return self
+
+    def _run(self) -> None:
+        thread = self.samples.thread
+        while not self._stop.wait(self._interval):
+            frame = sys._current_frames().get(thread)
+            if frame is None:
+                return  # the thread ended
+            self.samples.taken.append((time.monotonic(), place(frame)))
+            del frame  # no frame kept alive between samples
+
+    def stop(self) -> Samples:
+        self._stop.set()
+        self._sampler.join(5)
+        return self.samples

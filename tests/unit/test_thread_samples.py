@@ -1,0 +1,59 @@
+"""The stage thread's sampler: each sample filed under the place its innermost known frame
+belongs to, else under the innermost function; the sampler ends with its block."""
+
+import sys
+import threading
+import time
+import types
+
+from launcher.runtime.prewarm import compile_times, thread_samples
+
+
+def _function_in(path: str, name: str, body: str) -> types.FunctionType:
+    """A function whose frames say they run in ``path`` (as a package's file would)."""
+    code = compile(f"def {name}(work):\n    {body}\n", path, "exec")
+    scope: dict = {}
+    exec(code, scope)
+    return scope[name]
+
+
+def test_a_sample_is_filed_under_its_innermost_known_place_else_its_function():
+    inductor = _function_in("/venv/site-packages/torch/_inductor/codecache.py", "load", "work()")
+    triton = _function_in("/venv/site-packages/triton/compiler/compiler.py", "compile", "work()")
+    frames: list = []
+
+    def here():
+        frames.append(sys._getframe())
+
+    inductor(lambda: triton(here))  # Triton compiling under Inductor: the innermost place wins
+    assert thread_samples.place(frames[-1]) == "Triton compiling"
+    inductor(here)
+    assert thread_samples.place(frames[-1]) == "Inductor compiling"
+    runner = _function_in(
+        "/venv/site-packages/vllm/v1/worker/gpu_model_runner.py", "_update_states", "work()"
+    )
+    runner(lambda: frames.append(sys._getframe(1)))
+    assert thread_samples.place(frames[-1]) == "v1/worker/gpu_model_runner.py:_update_states"
+
+
+def test_the_sampler_sees_what_the_thread_does_and_ends_with_stop():
+    busy = _function_in(
+        "/venv/site-packages/torch/_dynamo/convert_frame.py", "trace", "time.sleep(0.3)"
+    )
+    busy.__globals__["time"] = time
+    sampler = thread_samples.Sampler(threading.get_ident(), interval=0.01).start()
+    busy(None)
+    samples = sampler.stop()
+    names = [name for _, name in samples.taken]
+    assert names.count("Dynamo") >= 0.6 * len(names) and len(names) >= 10
+    line = samples.describe()
+    assert line.startswith(f"thread samples: {len(names)} over ") and "Dynamo " in line
+    assert "by 10s window: +0s Dynamo " in line
+    assert not any(t.name == "b12x-samples" for t in threading.enumerate())
+
+
+def test_the_compile_timer_samples_its_thread_too():
+    with compile_times.timed() as compiles:
+        time.sleep(0.1)
+    assert compiles.samples is not None and compiles.samples.thread == threading.get_ident()
+    assert compiles.samples.taken
