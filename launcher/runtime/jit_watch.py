@@ -23,6 +23,7 @@ Import-light: triton is imported only by ``install`` and ``loaded``.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 import warnings
@@ -237,13 +238,39 @@ def _jit_functions() -> list[Any]:
     except ImportError:
         return []
     found: dict[int, Any] = {}
-    for obj in _module_objects():
-        # type(), not isinstance(): no module attribute's __class__ hook runs
-        while issubclass(type(obj), Autotuner | Heuristics):
-            obj = obj.fn
-        if issubclass(type(obj), JITFunction):
-            found.setdefault(id(obj), obj)
+    with warnings.catch_warnings():  # a deprecated module attribute may warn on access
+        warnings.simplefilter("ignore")
+        for name, module in list(sys.modules.items()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            mark = (id(module), len(names))
+            held = _SCANNED.get(name)
+            if held is None or held[0] != mark:
+                held = (mark, _jit_in(list(names.values()), Autotuner | Heuristics, JITFunction))
+                _SCANNED[name] = held
+            for fn in held[1]:
+                found.setdefault(id(fn), fn)
     return list(found.values())
+
+
+_SCANNED: dict[str, tuple[tuple[int, int], tuple[Any, ...]]] = {}
+"""Per module name, the module's identity and size when last read, and its ``@triton.jit``
+functions then: the stage asks after every wave (39 times on one H200 boot), and a full read
+of every module took 7% of its thread (docs/benchmarks.md, "Session 15"). A module read again
+is one replaced or grown since (a kernel is defined at import, so a module still importing
+grows)."""
+
+
+def _jit_in(objects: list[Any], wrappers: Any, jit: type) -> tuple[Any, ...]:
+    out = []
+    for obj in objects:
+        # type(), not isinstance(): no module attribute's __class__ hook runs
+        while issubclass(type(obj), wrappers):
+            obj = obj.fn
+        if issubclass(type(obj), jit):
+            out.append(obj)
+    return tuple(out)
 
 
 def unwrap(obj: Any) -> Any:

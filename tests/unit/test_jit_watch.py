@@ -194,3 +194,39 @@ def test_a_compile_only_pass_inside_a_serving_block_leaves_both_wrappers_sound()
     finally:
         jit_watch._jit_functions = real
     assert found == {"vllm.fake.k"} and "run" not in vars(kernel) and kernel.calls == 2
+
+
+def test_the_kernel_census_reads_a_module_again_only_when_it_grew_or_was_replaced(
+    monkeypatch, tmp_path
+):
+    """The stage asks after every wave: unchanged modules are not read again, and a kernel a
+    module gains later (one still importing) or a module put in another's place is found."""
+    need_serving("triton")
+    import importlib.util
+    import sys
+
+    from launcher.runtime import jit_watch
+
+    source = tmp_path / "census_kernels.py"
+    source.write_text(
+        "import triton\n"
+        + "".join(f"@triton.jit\ndef {n}(x):\n    pass\n" for n in ("first", "second", "third"))
+    )
+    spec = importlib.util.spec_from_file_location("census_kernels", source)
+    kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kernels)
+    kernel_named = lambda name: getattr(kernels, name)  # noqa: E731
+
+    module = types.ModuleType("fake_kernels_census")
+    module.first = kernel_named("first")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    names = lambda: {f.fn.__name__ for f in jit_watch._jit_functions()}  # noqa: E731
+    assert "first" in names()
+    held = jit_watch._SCANNED[module.__name__]
+    assert "first" in names() and jit_watch._SCANNED[module.__name__] is held  # not read again
+    module.second = kernel_named("second")  # the module grew
+    assert {"first", "second"} <= names()
+    other = types.ModuleType(module.__name__)
+    other.third = kernel_named("third")
+    monkeypatch.setitem(sys.modules, module.__name__, other)  # another module in its place
+    assert "third" in names() and not {"first", "second"} & names()
