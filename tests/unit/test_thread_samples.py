@@ -57,3 +57,21 @@ def test_the_compile_timer_samples_its_thread_too():
         time.sleep(0.1)
     assert compiles.samples is not None and compiles.samples.thread == threading.get_ident()
     assert compiles.samples.taken
+
+
+def test_triton_s_runtime_is_told_apart_by_what_it_does():
+    """Session 15's samples put 18-22% under one "Triton launching": waiting for a compile
+    thread, loading a module or building its launcher, and autotuning are told apart now."""
+    frames: list = []
+
+    def here(work):
+        frames.append(sys._getframe(1))
+
+    for path, name in (
+        ("triton/runtime/_async_compile.py", "waiting for a Triton compile thread"),
+        ("triton/backends/nvidia/driver.py", "Triton loading (module, launcher)"),
+        ("triton/runtime/autotuner.py", "Triton autotuning"),
+        ("triton/runtime/jit.py", "Triton launching (binder, key)"),
+    ):
+        _function_in(f"/venv/site-packages/{path}", "inner", "work(None)")(here)
+        assert thread_samples.place(frames[-1]) == name, path

@@ -23,6 +23,11 @@ WINDOW = 10.0
 """The timeline's step, seconds."""
 TOP = 8
 PLACES = (
+    ("/triton/runtime/autotuner.py", "Triton autotuning"),
+    ("/triton/runtime/_async_compile.py", "waiting for a Triton compile thread"),
+    ("/triton/runtime/cache.py", "Triton's cache"),
+    ("/triton/backends/nvidia/driver.py", "Triton loading (module, launcher)"),
+    ("/triton/runtime/build.py", "Triton loading (module, launcher)"),
     ("/triton/compiler/", "Triton compiling"),
     ("/triton/backends/", "Triton compiling"),
     ("/torch/_inductor/runtime/", "Inductor's runtime (launch, autotune)"),
@@ -34,7 +39,7 @@ PLACES = (
     ("/xgrammar/", "xgrammar"),
     ("/deep_gemm/", "DeepGEMM"),
     ("/flashinfer/", "FlashInfer"),
-    ("/triton/runtime/", "Triton launching"),
+    ("/triton/runtime/", "Triton launching (binder, key)"),
 )
 """Path fragments, most specific first: the innermost frame under one names the sample."""
 
