@@ -377,8 +377,23 @@ class RankRecord(Contract):
     serving_low_free: Bytes | None = None
     """The least free device memory at a serving step's edges since the warmup, to 16 MiB
     (None: nothing served yet, or on CPU)."""
+    reserved_after_warmup: Bytes | None = None
+    """Torch's reserved segments after vLLM's warmup (None: not yet, or on CPU)."""
+    serving_low_reserved: Bytes | None = None
+    """Torch's reserved segments at serving's low-water (None: not read): what serving took
+    past the warmup splits into segments torch grew and memory outside its allocator."""
     activation: Activation | None = None
     """The activation peak and what vLLM's warmup left cached (None: not measured)."""
+
+    def serving_dip(self) -> tuple[int, int | None] | None:
+        """What serving took past vLLM's warmup at its low, and how much of it was torch's
+        segments growing (None where not read); None before both free readings."""
+        if self.free_after_warmup is None or self.serving_low_free is None:
+            return None
+        grown = None
+        if self.serving_low_reserved is not None and self.reserved_after_warmup is not None:
+            grown = self.serving_low_reserved - self.reserved_after_warmup
+        return self.free_after_warmup - self.serving_low_free, grown
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

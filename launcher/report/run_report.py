@@ -155,6 +155,11 @@ def _free_memory(record: RankRecord, margin: ComponentRecord | None) -> str:
     if not read:
         return ""
     text = ", ".join(f"{what} {format_size(value)}" for what, value in read.items())
+    dip = record.serving_dip()
+    if dip is not None and dip[1] is not None:  # whose memory serving took
+        text += (
+            f" (of the {format_size(dip[0])} serving took, torch's segments {format_size(dip[1])})"
+        )
     if margin is None:
         return text
     below = ": BELOW IT" if min(read.values()) < margin.bytes else ""

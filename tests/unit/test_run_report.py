@@ -197,7 +197,14 @@ def test_report_says_free_memory_after_the_warmup_and_while_serving_against_the_
     profile = load_profile(write("p.yaml", MINIMAL), [f"runtime.cache_root={tmp_path}"]).profile
     path = run / "measure-rank1.json"
     record = RankRecord.model_validate(json.loads(path.read_text()))
-    served = record.model_copy(update={"free_after_warmup": 2**30, "serving_low_free": 2**28})
+    served = record.model_copy(
+        update={
+            "free_after_warmup": 2**30,
+            "serving_low_free": 2**28,
+            "reserved_after_warmup": 2**28,
+            "serving_low_reserved": 2**29 + 2**28,
+        }
+    )
     save_record(served, run, profile)
     out = CliRunner().invoke(cli, ["report", str(run)])
     assert out.exit_code == 0, out.output
@@ -205,5 +212,7 @@ def test_report_says_free_memory_after_the_warmup_and_while_serving_against_the_
     at = next(i for i, x in enumerate(lines) if x.startswith("rank 1:"))
     said = lines[at + 1]
     assert said.startswith("  free memory: after vLLM's warmup 1.00 GiB, lowest while serving 256")
-    assert "BELOW IT" in said, said  # MINIMAL keeps 512 MiB
+    text = " ".join(out.output.split())
+    assert "BELOW IT" in text, said  # MINIMAL keeps 512 MiB
+    assert "(of the 768.00 MiB serving took, torch's segments 512.00 MiB)" in text, said
     assert sum("free memory:" in x for x in lines) == 1  # the other ranks measured none

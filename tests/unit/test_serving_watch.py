@@ -97,6 +97,52 @@ def test_the_worker_reads_free_memory_at_every_serving_steps_edges(monkeypatch, 
     assert worker._record.measured[ComponentName.ACTIVATION_PEAK] == GiB
 
 
+def test_serving_s_dip_splits_into_torch_s_grown_segments_and_what_is_outside_them(
+    monkeypatch, caplog
+):
+    """The H200's gen1-1 row dipped to 461 MiB free on boot 1 three sessions running, past
+    every pre-sizing figure: the warning and the record say whether torch's segments grew
+    that much or the rest of the device took it."""
+    need_serving("torch")  # the code under test imports torch
+    import torch
+
+    state = {"free": 1600 * MiB, "reserved": 200 * MiB}
+
+    class Runner:
+        def execute_model(self, segments: int, outside: int) -> str:
+            state["free"] -= segments + outside
+            state["reserved"] += segments
+            return "stepped"
+
+    class GpuWorker(PlannedMixin):
+        platform = "cuda"
+        rank = 0
+
+        def _device_index(self):
+            return 0
+
+        def _save(self):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: state["reserved"])
+    worker = GpuWorker()
+    worker.model_runner = Runner()
+    worker._record = warmed(1000 * MiB, 1600 * MiB)
+    worker._record.reserved_after_warmup = 200 * MiB
+    worker._serving = ServingWatch(worker._record, margin=512 * MiB, activation=1000 * MiB)
+    worker._watch_steps()
+    worker.model_runner.execute_model(1000 * MiB, 140 * MiB)
+    assert worker._record.serving_low_free == 460 * MiB
+    assert worker._record.serving_low_reserved == 1200 * MiB
+    assert worker._serving.split() == (
+        "serving took 1.11 GiB past vLLM's warmup: torch's segments grew 1000.00 MiB, "
+        "140.00 MiB outside torch's allocator"
+    )
+    warned = [r.getMessage() for r in caplog.records if "below the safety margin" in r.getMessage()]
+    assert len(warned) == 1 and "140.00 MiB outside torch's allocator" in warned[0]
+
+
 def test_a_watch_that_fails_stops_and_the_step_goes_on(monkeypatch, caplog):
     need_serving("torch")  # the code under test imports torch
     import torch
@@ -106,7 +152,7 @@ def test_a_watch_that_fails_stops_and_the_step_goes_on(monkeypatch, caplog):
             return "stepped"
 
     class Broken(ServingWatch):
-        def seen(self, free: int) -> bool:
+        def seen(self, free: int, reserved: int | None = None) -> bool:
             raise ValueError("a reading no record takes")
 
     class GpuWorker(PlannedMixin):

@@ -168,6 +168,7 @@ class PlannedMixin:
                     "allocated beside the KV cache when it built it"
                 )
             self._record.free_after_warmup = after["free"]
+            self._record.reserved_after_warmup = after["torch_reserved"]
             self._net_activation()
             activation = self._record.measured.get(Name.ACTIVATION_PEAK, 0)
             self._serving = ServingWatch(self._record, margin, activation)
@@ -574,24 +575,26 @@ class PlannedMixin:
                 if changed:
                     torch.cuda.synchronize(device)
                 free1, _ = torch.cuda.mem_get_info(device)
+                reserved1 = torch.cuda.memory_reserved(device)
                 if changed:
-                    grown = torch.cuda.memory_reserved(device) - reserved0
+                    grown = reserved1 - reserved0
                     cost = min(max(0, int(free0 - free1 - grown)), census.COST_MAX)
                     late[seen] = late[seen].model_copy(update={"cost_bytes": cost})
-                if serving is not None:
-                    changed = self._serving_seen(serving, min(free0, free1)) or changed
+                if serving is not None:  # the reading at the lower free, and torch's then
+                    low = (free0, reserved0) if free0 < free1 else (free1, reserved1)
+                    changed = self._serving_seen(serving, *low) or changed
                 if changed:
                     self._save()
 
         runner.execute_model = watched
 
-    def _serving_seen(self, serving: ServingWatch, free: int) -> bool:
+    def _serving_seen(self, serving: ServingWatch, free: int, reserved: int) -> bool:
         """One low-water reading; a watch that fails is stopped with a warning, never the
         step it reads around (issue 39: never a crash)."""
         if serving.stopped:
             return False
         try:
-            changed = serving.seen(free)
+            changed = serving.seen(free, reserved)
         except Exception as exc:
             serving.stopped = True
             logger.warning(
@@ -603,11 +606,12 @@ class PlannedMixin:
             return False
         if serving.below_margin():
             logger.warning(
-                "b12x-launch rank %d: %s free while serving, below the safety margin %s; "
+                "b12x-launch rank %d: %s free while serving, below the safety margin %s (%s); "
                 "the next plan reserves what serving took",
                 self.rank,
                 format_size(free),
                 format_size(serving.margin),
+                serving.split(),
             )
         return changed
 

@@ -27,6 +27,18 @@ def serving_reserve(activation: int, free_after_warmup: int, low_free: int, late
     return max(activation, free_after_warmup - low_free - late)
 
 
+def dip_words(took: int, grown: int | None) -> str:
+    """Serving's dip in words: torch's grown segments, the rest outside its allocator
+    (modules, library workspaces, other processes)."""
+    text = f"serving took {format_size(took)} past vLLM's warmup"
+    if grown is None:
+        return text
+    return (
+        f"{text}: torch's segments grew {format_size(grown)}, {format_size(took - grown)} "
+        "outside torch's allocator"
+    )
+
+
 @dataclass
 class ServingWatch:
     """The low-water of free device memory while serving, kept in ``record``."""
@@ -39,8 +51,9 @@ class ServingWatch:
     stopped: bool = False
     """Set by the worker when a reading failed: the watch reads no more."""
 
-    def seen(self, free: int) -> bool:
-        """Take one reading; True when the record changed (the caller saves it)."""
+    def seen(self, free: int, reserved: int | None = None) -> bool:
+        """Take one reading (free device memory, and torch's reserved segments then); True
+        when the record changed (the caller saves it)."""
         rec = self.record
         after = rec.free_after_warmup
         if after is None or (
@@ -48,6 +61,7 @@ class ServingWatch:
         ):
             return False
         rec.serving_low_free = free
+        rec.serving_low_reserved = reserved
         late = sum(e.cost_bytes or 0 for e in rec.late_compiles)
         need = serving_reserve(self.activation, after, free, late)
         if need > self.activation:
@@ -58,6 +72,11 @@ class ServingWatch:
                 + f"; the warmup's figure was {format_size(self.activation)}"
             )
         return True
+
+    def split(self) -> str:
+        """What serving took past the warmup at its low, split (``dip_words``); "" unread."""
+        dip = self.record.serving_dip()
+        return dip_words(*dip) if dip else ""
 
     def below_margin(self) -> bool:
         """Whether the low is under the safety margin and not yet said (said once)."""
