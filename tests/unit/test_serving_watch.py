@@ -14,6 +14,23 @@ MiB = 2**20
 GiB = 2**30
 
 
+class GpuWorker(PlannedMixin):
+    """A planned worker on device 0 whose record saves are kept (the low each time), not
+    written."""
+
+    platform = "cuda"
+    rank = 0
+
+    def __init__(self) -> None:
+        self.saved: list[int | None] = []
+
+    def _device_index(self):
+        return 0
+
+    def _save(self):
+        self.saved.append(self._record.serving_low_free)
+
+
 def warmed(activation: int, free_after_warmup: int) -> RankRecord:
     measured = {ComponentName.ACTIVATION_PEAK: activation}
     return RankRecord(
@@ -71,18 +88,6 @@ def test_the_worker_reads_free_memory_at_every_serving_steps_edges(monkeypatch, 
             state["free"] -= grow
             return "stepped"
 
-    saved: list[int | None] = []
-
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-        rank = 0
-
-        def _device_index(self):
-            return 0
-
-        def _save(self):
-            saved.append(self._record.serving_low_free)
-
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
     worker = GpuWorker()
@@ -93,7 +98,7 @@ def test_the_worker_reads_free_memory_at_every_serving_steps_edges(monkeypatch, 
     assert worker.model_runner.execute_model(0) == "stepped"
     assert worker.model_runner.execute_model(GiB) == "stepped"
     assert worker.model_runner.execute_model(0) == "stepped"  # no new low: no write
-    assert saved == [2 * GiB, GiB]
+    assert worker.saved == [2 * GiB, GiB]
     assert worker._record.measured[ComponentName.ACTIVATION_PEAK] == GiB
 
 
@@ -113,16 +118,6 @@ def test_serving_s_dip_splits_into_torch_s_grown_segments_and_what_is_outside_th
             state["free"] -= segments + outside
             state["reserved"] += segments
             return "stepped"
-
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-        rank = 0
-
-        def _device_index(self):
-            return 0
-
-        def _save(self):
-            pass
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: state["reserved"])
@@ -154,13 +149,6 @@ def test_a_watch_that_fails_stops_and_the_step_goes_on(monkeypatch, caplog):
     class Broken(ServingWatch):
         def seen(self, free: int, reserved: int | None = None) -> bool:
             raise ValueError("a reading no record takes")
-
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-        rank = 0
-
-        def _device_index(self):
-            return 0
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (GiB, 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
