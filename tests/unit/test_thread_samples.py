@@ -1,6 +1,7 @@
 """The stage thread's sampler: each sample filed under the place its innermost known frame
 belongs to, else under the innermost function; the sampler ends with its block."""
 
+import re
 import sys
 import threading
 import time
@@ -44,11 +45,11 @@ def test_the_sampler_sees_what_the_thread_does_and_ends_with_stop():
     sampler = thread_samples.Sampler(threading.get_ident(), interval=0.01).start()
     busy(None)
     samples = sampler.stop()
-    names = [name for _, name in samples.taken]
+    names = [name for _, name, _ in samples.taken]
     assert names.count("Dynamo") >= 0.6 * len(names) and len(names) >= 10
     line = samples.describe()
     assert line.startswith(f"thread samples: {len(names)} over ") and "Dynamo " in line
-    assert "by 10s window: +0s Dynamo " in line
+    assert re.search(r"; by 10s window: \+0s 0\.\ds Dynamo \d+%$", line), line
     assert not any(t.name == "b12x-samples" for t in threading.enumerate())
 
 
@@ -75,3 +76,22 @@ def test_triton_s_runtime_is_told_apart_by_what_it_does():
     ):
         _function_in(f"/venv/site-packages/{path}", "inner", "work(None)")(here)
         assert thread_samples.place(frames[-1]) == name, path
+
+
+def test_samples_are_told_by_the_phase_the_stage_marked_with_its_time():
+    """Per wave and entry point, where the time went: the 10 s windows of session 15 could not
+    say which wave spent it."""
+    tracing = _function_in("/venv/site-packages/torch/_dynamo/convert_frame.py", "trace", "work()")
+    sampler = thread_samples.Sampler(threading.get_ident(), interval=0.01).start()
+    thread_samples.mark("moe_token_buckets")
+    tracing(lambda: time.sleep(0.2))
+    thread_samples.mark("wave 0")
+    time.sleep(0.2)
+    samples = sampler.stop()
+    line = samples.describe()
+    _, _, phases = line.partition("; by phase: ")
+    first, second = phases.split("; ")
+    assert first.startswith("moe_token_buckets 0.") and "Dynamo " in first
+    assert second.startswith("wave 0 0.") and "test_thread_samples.py:" in second
+    assert {phase for _, _, phase in samples.taken} <= {"", "moe_token_buckets", "wave 0"}
+    assert thread_samples._phase == ""  # the next sampler starts unmarked

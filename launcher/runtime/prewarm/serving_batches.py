@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.runtime.prewarm import thread_samples
+
 FIRST_ID = 4
 """Prompt ids start after the special tokens of the usual vocabularies."""
 RAGGED = 37
@@ -449,6 +451,7 @@ def serve(
     vocab = shape_of(worker).vocab
     for n, wave in enumerate(plan):
         t0, steps = time.perf_counter(), loop.steps
+        thread_samples.mark(f"wave {n}")
         loop.run(wave, n, vocab, max_steps=4096)
         took = time.perf_counter() - t0  # per wave: where boot 1's minutes go (issue 39's 1.2x)
         log(f"scratch KV: served wave {n} in {took:.1f}s, {loop.steps - steps} steps, {wave.name}")

@@ -20,8 +20,21 @@ from types import FrameType
 
 INTERVAL = 0.02
 WINDOW = 10.0
-"""The timeline's step, seconds."""
+"""The timeline's step, seconds, where no pass marked its phase."""
 TOP = 8
+PHASE_TOP = 3
+"""Places named per phase."""
+_phase = ""
+"""What the stage is doing now (``mark``): an entry point, a wave."""
+
+
+def mark(phase: str) -> None:
+    """Say what the stage does from now on; samples are filed under it as well. One
+    assignment: costs nothing when no sampler runs."""
+    global _phase
+    _phase = phase
+
+
 PLACES = (
     ("/triton/runtime/autotuner.py", "Triton autotuning"),
     ("/triton/runtime/_async_compile.py", "waiting for a Triton compile thread"),
@@ -66,25 +79,40 @@ def place(frame: FrameType | None) -> str:
 class Samples:
     thread: int
     started: float = field(default_factory=time.monotonic)
-    taken: list[tuple[float, str]] = field(default_factory=list)
+    taken: list[tuple[float, str, str]] = field(default_factory=list)
+    """(when, place, phase) each sample."""
 
     def describe(self, top: int = TOP, window: float = WINDOW) -> str:
-        """The most sampled places over the whole block, then the top place per window."""
+        """The most sampled places over the whole block, then per phase (as the stage
+        marked them, in order) its time and top places; per window where none was marked.
+        Each sample stands for the time since the one before (a sampler kept from the GIL
+        samples late, not less)."""
         if not self.taken:
             return "thread samples: none taken"
-        n = len(self.taken)
-        counts = Counter(name for _, name in self.taken).most_common(top)
-        whole = ", ".join(f"{name} {c / n:.0%}" for name, c in counts)
-        steps: dict[int, Counter] = {}
-        for t, name in self.taken:
-            steps.setdefault(int((t - self.started) // window), Counter())[name] += 1
-        timeline = "; ".join(
-            f"+{i * window:.0f}s {c.most_common(1)[0][0]} "
-            f"{c.most_common(1)[0][1] / sum(c.values()):.0%}"
-            for i, c in sorted(steps.items())
+        marked = any(phase for _, _, phase in self.taken)
+        whole: Counter = Counter()
+        groups: dict[str, Counter] = {}
+        last = self.started
+        for t, name, phase in self.taken:
+            if marked:
+                key = phase or "(unmarked)"
+            else:
+                key = f"+{(t - self.started) // window * window:.0f}s"
+            whole[name] += t - last
+            groups.setdefault(key, Counter())[name] += t - last
+            last = t
+        head = f"thread samples: {len(self.taken)} over {last - self.started:.0f}s: "
+        parts = "; ".join(
+            f"{key} {sum(c.values()):.1f}s {_shares(c, PHASE_TOP if marked else 1)}"
+            for key, c in groups.items()
         )
-        span = self.taken[-1][0] - self.started
-        return f"thread samples: {n} over {span:.0f}s: {whole}; by {window:.0f}s window: {timeline}"
+        by = "phase" if marked else f"{window:.0f}s window"
+        return f"{head}{_shares(whole, top)}; by {by}: {parts}"
+
+
+def _shares(seconds: Counter, top: int) -> str:
+    total = sum(seconds.values()) or 1.0
+    return ", ".join(f"{name} {s / total:.0%}" for name, s in seconds.most_common(top))
 
 
 class Sampler:
@@ -106,10 +134,12 @@ class Sampler:
             frame = sys._current_frames().get(thread)
             if frame is None:
                 return  # the thread ended
-            self.samples.taken.append((time.monotonic(), place(frame)))
+            self.samples.taken.append((time.monotonic(), place(frame), _phase))
             del frame  # no frame kept alive between samples
 
     def stop(self) -> Samples:
+        global _phase
         self._stop.set()
         self._sampler.join(5)
+        _phase = ""
         return self.samples

@@ -48,6 +48,7 @@ from launcher.runtime.prewarm import (
     moe_buckets,
     run_after_forward,
     runtime_function,
+    thread_samples,
 )
 
 Thunk = Callable[[], Any]
@@ -468,6 +469,7 @@ class VllmWarmupProvider:
             elif late:
                 notes += _stage(ctx, result, late)
         finally:  # after the stage, also when it failed: no compile thread outlives it
+            thread_samples.mark("vllm: the stage's release, compiles settled")
             _settle_compiling(ctx)
         result.skipped = "; ".join(notes)
         result.seconds = time.perf_counter() - start
@@ -564,6 +566,7 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
     from launcher.runtime import jit_watch
 
     for ep in points:
+        thread_samples.mark(ep.name)
         try:
             found = ep.find(ctx)
         except Exception as exc:  # the runtime lacks what the finder reads

@@ -40,6 +40,7 @@ from launcher.runtime.prewarm import (
     early_keys,
     load,
     run_after_forward,
+    thread_samples,
 )
 from launcher.runtime.prewarm.keys import ranges_of
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
@@ -228,6 +229,7 @@ class PlannedMixin:
                     results.append(PrewarmResult(name, skipped="not used by this deployment"))
                     continue
                 self._providers.append((provider, ctx))
+                thread_samples.mark(f"provider {name}")
                 start = time.perf_counter()
                 result = provider.run(ctx)
                 result.seconds = result.seconds or time.perf_counter() - start
