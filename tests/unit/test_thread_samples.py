@@ -42,6 +42,7 @@ def test_the_sampler_sees_what_the_thread_does_and_ends_with_stop():
         "/venv/site-packages/torch/_dynamo/convert_frame.py", "trace", "time.sleep(0.3)"
     )
     busy.__globals__["time"] = time
+    thread_samples.mark("a pass with no sampler running")  # not this sampler's phase
     sampler = thread_samples.Sampler(threading.get_ident(), interval=0.01).start()
     busy(None)
     samples = sampler.stop()

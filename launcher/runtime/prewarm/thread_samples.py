@@ -125,6 +125,8 @@ class Sampler:
         self._sampler = threading.Thread(target=self._run, name="b12x-samples", daemon=True)
 
     def start(self) -> Sampler:
+        global _phase
+        _phase = ""  # a mark made while no sampler ran is not this one's
         self._sampler.start()
         return self
 
