@@ -182,7 +182,8 @@ class Compiling:
         self._kernels, self._module = kernels, module
         self._until = deadline()
         self._pool = _DaemonPool(COMPILE_THREADS)
-        self._mode = _bounded(module, self._pool, self._until)
+        # Triton's own mode: its exit (which waits without a limit) never runs; settle waits.
+        self._mode = module.AsyncCompileMode(self._pool, ignore_errors=True)
         self.keys = 0
         self.left = 0.0
         self.last_done = 0.0
