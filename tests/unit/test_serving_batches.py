@@ -21,17 +21,36 @@ GLM52 = sb.Shape(
 TIER = sb.Shape(20480, 2048, 8, 2, 64, 1, (3, 6, 12, 24), index_topk=256)
 
 
+def _long(shape: sb.Shape) -> list[sb.Arrival]:
+    return [w.arrivals[0] for w in sb.waves(shape) if "long" in w.name]
+
+
 @pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
-def test_the_long_prompt_reaches_the_context_in_full_chunks_and_a_ragged_last_one(shape):
-    long = sb.waves(shape)[1].arrivals[0]
+def test_the_longest_prompt_ends_in_the_largest_chunk_the_context_leaves(shape):
+    # Serving's longest prompt grew more of torch's segments than a ragged 37-token last
+    # chunk did (H200, gen1-1): the last chunk's tensors and the context's are both largest.
+    longest = _long(shape)[0]
+    assert longest.prompt + longest.max_tokens <= shape.max_model_len
+    assert longest.prompt == shape.max_model_len - 8
+
+
+@pytest.mark.parametrize("shape", [GLM52, TIER], ids=["glm52", "tier"])
+def test_a_ragged_long_prompt_reaches_the_context_in_full_chunks_and_a_short_last_one(shape):
+    ragged = _long(shape)[1]
     chunk = shape.max_num_batched_tokens
-    assert long.prompt % chunk == sb.RAGGED and long.prompt // chunk >= 1
-    assert long.prompt + long.max_tokens <= shape.max_model_len
-    assert long.prompt + chunk + long.max_tokens > shape.max_model_len  # no chunk more fits
+    assert ragged.prompt % chunk == sb.RAGGED and ragged.prompt // chunk >= 1
+    assert ragged.prompt + ragged.max_tokens <= shape.max_model_len
+    assert ragged.prompt + chunk + ragged.max_tokens > shape.max_model_len  # no chunk more fits
+
+
+def test_a_context_of_whole_chunks_names_its_last_chunk_full():
+    shape = replace(TIER, max_model_len=2048 * 3 + 8)
+    (name,) = [w.name for w in sb.waves(shape) if "longest" in w.name]
+    assert "2 prefill chunks and one of 2048" in name
 
 
 def test_single_prompts_cross_every_triton_integer_class_up_to_the_chunk():
-    prompts = [w.arrivals[0].prompt for w in sb.waves(TIER)[2:] if len(w.arrivals) == 1]
+    prompts = [w.arrivals[0].prompt for w in sb.waves(TIER)[3:] if len(w.arrivals) == 1]
     assert {1, 15, 16, 17, 2047, 2048} <= set(prompts)
     assert {n % 16 for n in prompts} >= {0, 1, 15}
     assert max(prompts) <= TIER.max_num_batched_tokens
@@ -170,11 +189,11 @@ def test_the_sampler_kernels_wave_comes_first_then_the_shape_waves(shape):
     plan = sb.waves(shape)
     features = sb.feature_waves(shape)
     assert plan[0].sampler_kernel and plan[0] == features[0]
-    assert plan[1].name.startswith("long prompt")
+    assert plan[1].name.startswith("the longest prompt")
     assert plan[1:] == sb._shape_waves(shape) + features[1:]
 
 
 def test_without_a_sampled_feature_the_shape_waves_come_first():
     greedy_only = replace(TIER, sampling=False)
     assert not any(w.sampler_kernel for w in sb.waves(greedy_only))
-    assert sb.waves(greedy_only)[0].name.startswith("long prompt")
+    assert sb.waves(greedy_only)[0].name.startswith("the longest prompt")

@@ -35,10 +35,8 @@ from launcher.runtime.prewarm import thread_samples
 FIRST_ID = 4
 """Prompt ids start after the special tokens of the usual vocabularies."""
 RAGGED = 37
-"""The long prompt's last prefill chunk: ragged, after as many full chunks as the context
-holds, so its attention runs over nearly the whole context (vLLM's profile batch runs
-none; the H200's MoE row took 0.13 GiB more than that batch serving a prompt of the whole
-context, docs/benchmarks.md, "Session 13")."""
+"""The ragged long prompt's last prefill chunk, after as many full chunks as the context holds:
+a short query attending over nearly the whole context (vLLM's profile batch runs none)."""
 PREFILL_CLASSES = (1, 2, 3, 15, 16, 17, 63, 64, 65, 127, 257, 1000)
 """Single prompts: Triton specializes integer arguments on 1 and on divisibility by 16, and
 pointer arguments on 16-byte alignment, so lengths on each side of those lines."""
@@ -173,16 +171,36 @@ def feature_waves(s: Shape) -> list[Wave]:
     return out
 
 
+def _long_waves(s: Shape) -> list[Wave]:
+    """The longest prompt the context allows, then the ragged one. Each chunk after the first
+    attends over the chunks before it, and its tensors grow with that context: torch's
+    allocator keeps every outgrown segment, so serving's longest prompt grows more segments
+    than vLLM's profile batch (no context; H200, the MoE row: 1.17 GiB against 1.04). The
+    longest prompt's last chunk is as large as the context leaves, as a client's is; with a
+    ragged 37-token last chunk the stage measured 0.97 GiB ("Session 16")."""
+    room = s.max_model_len - 8
+    chunk = s.max_num_batched_tokens
+    prompts = {max(1, room): "the longest prompt"}
+    full = max(0, (room - RAGGED) // chunk)
+    prompts.setdefault(max(1, min(room, full * chunk + RAGGED)), "a long prompt")
+    out = []
+    for prompt, what in prompts.items():
+        chunks, last = divmod(prompt, chunk)
+        if not last:
+            chunks, last = chunks - 1, chunk
+        out.append(
+            Wave(
+                f"{what}: {chunks} prefill chunks and one of {last}, then decode",
+                (Arrival(0, prompt, 6),),
+            )
+        )
+    return out
+
+
 def _shape_waves(s: Shape) -> list[Wave]:
     room = s.max_model_len - 8
     chunk = s.max_num_batched_tokens
-    full = max(0, (room - RAGGED) // chunk)
-    out = [
-        Wave(
-            f"long prompt in {full} prefill chunks and a ragged one, then decode",
-            (Arrival(0, max(1, min(room, full * chunk + RAGGED)), 6),),
-        )
-    ]
+    out = _long_waves(s)
     classes = sorted(
         {n for n in (*PREFILL_CLASSES, chunk - 1, chunk) if 1 <= n <= min(room, chunk)}
     )
