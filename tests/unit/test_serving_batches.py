@@ -197,3 +197,10 @@ def test_without_a_sampled_feature_the_shape_waves_come_first():
     greedy_only = replace(TIER, sampling=False)
     assert not any(w.sampler_kernel for w in sb.waves(greedy_only))
     assert sb.waves(greedy_only)[0].name.startswith("the longest prompt")
+
+
+def test_a_wave_names_its_slowest_steps_and_none_when_every_step_is_quick():
+    assert sb._slow_steps([0.1, 3.2, 0.6, 1.0, 0.7]) == (
+        ", slowest: step 1 3.2s, step 3 1.0s, step 4 0.7s"
+    )
+    assert sb._slow_steps([0.1, 0.2]) == ""

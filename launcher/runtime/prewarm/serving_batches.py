@@ -441,16 +441,22 @@ class _Loop:
             if drafts is not None:
                 self.scheduler.update_draft_token_ids(drafts)
 
-    def run(self, wave: Wave, n: int, vocab: int, max_steps: int) -> None:
+    def run(self, wave: Wave, n: int, vocab: int, max_steps: int) -> list[float]:
         """Serve wave ``n``; every rank builds the same ids (no salted hash), so
-        tensor-parallel ranks schedule the same steps."""
+        tensor-parallel ranks schedule the same steps. Returns each step's seconds."""
         pending = sorted(enumerate(wave.arrivals), key=lambda ia: ia[1].step)
-        step = 0
+        step, took = 0, []
         while pending or self.scheduler.has_requests() or self.queue:
             while pending and pending[0][1].step <= step:
                 i, a = pending.pop(0)
                 self.add(f"b12x-launch-scratch-{n}-{i}", a, 7919 * (64 * n + i + 1), vocab)
+            if (
+                n == 0
+            ):  # the first wave's first step holds vLLM's torch.compile: file the rest apart
+                thread_samples.mark(f"wave 0 step {min(step, 1)}{'+' if step else ''}")
+            t0 = time.perf_counter()
             self.step()
+            took.append(time.perf_counter() - t0)
             step += 1
             if step > max_steps:
                 raise RuntimeError(f"wave {wave.name!r} did not finish in {max_steps} steps")
@@ -470,12 +476,21 @@ def serve(
     for n, wave in enumerate(plan):
         t0, steps = time.perf_counter(), loop.steps
         thread_samples.mark(f"wave {n}")
-        loop.run(wave, n, vocab, max_steps=4096)
+        steps_took = loop.run(wave, n, vocab, max_steps=4096)
         took = time.perf_counter() - t0  # per wave: where boot 1's minutes go (issue 39's 1.2x)
-        log(f"scratch KV: served wave {n} in {took:.1f}s, {loop.steps - steps} steps, {wave.name}")
+        log(
+            f"scratch KV: served wave {n} in {took:.1f}s, {loop.steps - steps} steps"
+            f"{_slow_steps(steps_took)}, {wave.name}"
+        )
         if after_wave is not None:
             after_wave()
     return f"{len(plan)} waves, {loop.steps} scheduler steps, {loop.tokens:,} tokens"
+
+
+def _slow_steps(took: list[float], floor: float = 0.5) -> str:
+    """The wave's steps of at least ``floor`` seconds, slowest first (at most three)."""
+    slow = sorted(((t, i) for i, t in enumerate(took) if t >= floor), reverse=True)[:3]
+    return ", slowest: " + ", ".join(f"step {i} {t:.1f}s" for t, i in slow) if slow else ""
 
 
 def capture_shapes(worker: Any) -> str:
