@@ -18,7 +18,13 @@ from tests.integration.server import Server
 
 @pytest.fixture(scope="module")
 def staged(tiny_model, tmp_path_factory):
-    server = Server(tiny_model, tmp_path_factory.mktemp("scratch"), "prewarm.providers=[vllm]")
+    # Chunks of 64 tokens: the long prompts reach a context of several chunks.
+    server = Server(
+        tiny_model,
+        tmp_path_factory.mktemp("scratch"),
+        "prewarm.providers=[vllm]",
+        "serving.max_num_batched_tokens=64",
+    )
     server.start()
     try:
         reply = server.complete("w1 w2 w3 w4 w5")
@@ -75,3 +81,18 @@ def test_after_the_stage_vllm_sizes_and_serves_as_planned(staged):
     served = [i for i, ln in enumerate(lines) if "scratch KV: served wave" in ln]
     sized = [i for i, ln in enumerate(lines) if "KV cache size" in ln]
     assert served and sized and max(served) < min(sized)
+
+
+def _wave_steps(log: str, named: str) -> int:
+    line = next(ln for ln in log.splitlines() if "scratch KV: served wave" in ln and named in ln)
+    return int(line.split(" steps")[0].rsplit(", ", 1)[-1])
+
+
+def test_the_ragged_long_prompt_is_a_prefix_cache_hit_of_the_longest_one(staged):
+    """Its full chunks repeat the longest prompt's: one prefill step, then its decodes, where
+    prefilling them again would take as many steps as the longest prompt."""
+    server, _ = staged
+    log = server.log()
+    longest = _wave_steps(log, "the longest prompt:")
+    ragged = _wave_steps(log, "(a prefix-cache hit where caching is on)")
+    assert ragged <= 1 + 6 and ragged < longest, (ragged, longest)

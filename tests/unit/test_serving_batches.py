@@ -43,9 +43,26 @@ def test_a_ragged_long_prompt_reaches_the_context_in_full_chunks_and_a_short_las
     assert ragged.prompt + chunk + ragged.max_tokens > shape.max_model_len  # no chunk more fits
 
 
+BLOCKS_OVER_CHUNKS = sb.Shape(256, 64, 2, 0, 128)  # vLLM's CPU backend: blocks of 128
+
+
+@pytest.mark.parametrize(
+    "shape", [GLM52, TIER, BLOCKS_OVER_CHUNKS], ids=["glm52", "tier", "blocks-over-chunks"]
+)
+def test_the_ragged_prompt_repeats_the_longest_ones_whole_chunks_and_blocks_and_no_more(shape):
+    # Prefix caching then hits whole blocks and prefills only the ragged tokens, in one step
+    # over the context; without caching those same tokens are the last chunk.
+    longest, ragged = _long(shape)
+    a, b = sb.prompt_ids(longest, 7919, shape.vocab), sb.prompt_ids(ragged, 7919 * 2, shape.vocab)
+    shared = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    assert shared == ragged.prefix > 0
+    assert shared % shape.max_num_batched_tokens == 0 and shared % shape.logical_block == 0
+    assert len(b) - shared == sb.RAGGED
+
+
 def test_a_context_of_whole_chunks_names_its_last_chunk_full():
     shape = replace(TIER, max_model_len=2048 * 3 + 8)
-    (name,) = [w.name for w in sb.waves(shape) if "longest" in w.name]
+    (name,) = [w.name for w in sb.waves(shape) if w.name.startswith("the longest prompt")]
     assert "2 prefill chunks and one of 2048" in name
 
 

@@ -81,6 +81,9 @@ class Arrival:
     seed would also take another sampler path, one vLLM's CPU backend lacks)."""
     feature: str = ""
     """A request feature (``request_features``) instead: its sampling parameters."""
+    prefix: int = 0
+    """Its first ``prefix`` tokens are the longest prompt's (``LONGEST_IDS``): where prefix
+    caching is on, a cache hit, and only the rest is prefilled."""
 
 
 @dataclass(frozen=True)
@@ -172,26 +175,41 @@ def feature_waves(s: Shape) -> list[Wave]:
 
 
 def _long_waves(s: Shape) -> list[Wave]:
-    """The longest prompt the context allows, then the ragged one. Each chunk after the first
-    attends over the chunks before it, and its tensors grow with that context: torch's
-    allocator keeps every outgrown segment, so serving's longest prompt grows more segments
-    than vLLM's profile batch (no context; H200, the MoE row: 1.17 GiB against 1.04). The
-    longest prompt's last chunk is as large as the context leaves, as a client's is; with a
-    ragged 37-token last chunk the stage measured 0.97 GiB ("Session 16")."""
+    """The longest prompt the context allows, then a ragged one: a short last chunk over
+    nearly the whole context.
+
+    Each chunk after the first attends over the chunks before it, and its tensors grow with
+    that context: torch's allocator keeps every outgrown segment, so serving's longest prompt
+    grows more segments than vLLM's profile batch (no context; H200, the MoE row: 1.17 GiB
+    against 1.04). With a ragged 37-token last chunk the stage measured 0.97 GiB, so the
+    longest prompt ends in the largest chunk the context leaves, as a client's does.
+
+    The ragged prompt repeats the longest one's full chunks: where prefix caching is on they
+    are a cache hit, and its 37 tokens run in one step over that context (a deployment of
+    524,288 tokens would otherwise prefill them twice)."""
     room = s.max_model_len - 8
     chunk = s.max_num_batched_tokens
-    prompts = {max(1, room): "the longest prompt"}
-    full = max(0, (room - RAGGED) // chunk)
-    prompts.setdefault(max(1, min(room, full * chunk + RAGGED)), "a long prompt")
-    out = []
-    for prompt, what in prompts.items():
-        chunks, last = divmod(prompt, chunk)
-        if not last:
-            chunks, last = chunks - 1, chunk
+    longest = max(1, room)
+    chunks, last = divmod(longest, chunk)
+    if not last:
+        chunks, last = chunks - 1, chunk
+    out = [
+        Wave(
+            f"the longest prompt: {chunks} prefill chunks and one of {last}, then decode",
+            (Arrival(0, longest, 6, prefix=longest),),
+        )
+    ]
+    # Its shared part ends on a chunk and on a block: prefilled, its last chunk is the 37
+    # tokens; cached, the hit (whole blocks) leaves the same 37.
+    whole = math.lcm(chunk, s.logical_block)
+    shared = max(0, (room - RAGGED) // whole) * whole
+    full, ragged = shared // chunk, shared + RAGGED
+    if shared and ragged != longest:  # without a full chunk there is no context to reach
         out.append(
             Wave(
-                f"{what}: {chunks} prefill chunks and one of {last}, then decode",
-                (Arrival(0, prompt, 6),),
+                f"a ragged long prompt: the longest one's {full} full chunks and {RAGGED} tokens, "
+                "then decode (a prefix-cache hit where caching is on)",
+                (Arrival(0, ragged, 6, prefix=shared),),
             )
         )
     return out
@@ -317,6 +335,15 @@ def _prompt(n: int, start: int, vocab: int) -> list[int]:
     return [FIRST_ID + (start + i) % span for i in range(n)]
 
 
+LONGEST_IDS = 1
+"""Where the longest prompt's ids start (every other request's start is a multiple of 7919)."""
+
+
+def prompt_ids(a: Arrival, start: int, vocab: int) -> list[int]:
+    """An arrival's prompt: its shared prefix, then ids of its own from ``start``."""
+    return _prompt(a.prefix, LONGEST_IDS, vocab) + _prompt(a.prompt - a.prefix, start, vocab)
+
+
 class _Loop:
     """vLLM's scheduler over the scratch cache, stepped as ``EngineCore.step`` steps it."""
 
@@ -393,7 +420,7 @@ class _Loop:
                 self.structured.add(rid)
             request = Request(
                 request_id=rid,
-                prompt_token_ids=_prompt(a.prompt, start, vocab),
+                prompt_token_ids=prompt_ids(a, start, vocab),
                 sampling_params=params,
                 pooling_params=None,
                 block_hasher=self.hasher,
@@ -460,6 +487,7 @@ class _Loop:
             step += 1
             if step > max_steps:
                 raise RuntimeError(f"wave {wave.name!r} did not finish in {max_steps} steps")
+        return took
 
 
 def serve(
