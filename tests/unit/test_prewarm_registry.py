@@ -77,3 +77,11 @@ def test_vllm_warmups_list_the_runtime_entry_points_and_need_the_worker_to_run()
     assert "sparse_mla_triton_warmup" in listed and "[gilded-gnosis]" in listed
     assert "moe_token_buckets" in listed  # GLM-5.2 is MoE
     assert "needs the vLLM worker" in provider.run(ctx).skipped  # no worker outside one
+
+
+def test_the_listed_waves_name_the_longest_prompt_and_the_sampler_wave():
+    # The sampler's wave goes first: the list once took its short prompt for the long one.
+    listed = "\n".join(prewarm.load("vllm").specializations(ctx_for("glm52.yaml")))
+    line = next(ln for ln in listed.splitlines() if "waves through vLLM's scheduler" in ln)
+    assert "prompts up to 524,280 tokens in 3,072-token chunks" in line
+    assert "the longest prompt: 170 prefill chunks" in line and "top_k_top_p" in line

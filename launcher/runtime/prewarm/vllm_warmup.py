@@ -389,10 +389,10 @@ def _describe_waves(ctx: PrewarmContext) -> str:
     shape = profile_shape(ctx)
     plan = sb.waves(shape)
     singles = [w.arrivals[0].prompt for w in plan if w.name.startswith("one prompt of")]
-    long = plan[0].arrivals[0].prompt
-    others = [w.name for w in plan[1:] if not w.name.startswith("one prompt of")]
+    longest = max(a.prompt for w in plan for a in w.arrivals)
+    others = [w.name for w in plan if not w.name.startswith("one prompt of")]
     return (
-        f"{len(plan)} waves through vLLM's scheduler: a {long:,}-token prompt in "
+        f"{len(plan)} waves through vLLM's scheduler, prompts up to {longest:,} tokens in "
         f"{shape.max_num_batched_tokens:,}-token chunks; single prompts of {singles}; "
         + "; ".join(others)
     )
