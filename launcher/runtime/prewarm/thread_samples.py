@@ -62,10 +62,9 @@ def place(frame: FrameType | None) -> str:
     frame's ``file:function`` (its path from the package root)."""
     innermost = frame
     while frame is not None:
-        path = frame.f_code.co_filename.replace("\\", "/")
-        for fragment, name in PLACES:
-            if fragment in path:
-                return name
+        found = _place_of(frame.f_code.co_filename)
+        if found:
+            return found
         frame = frame.f_back
     if innermost is None:
         return "(no Python frame)"
@@ -73,6 +72,21 @@ def place(frame: FrameType | None) -> str:
     short = path.rsplit("/site-packages/", 1)[-1] if "/site-packages/" in path else path
     short = "/".join(short.split("/")[-3:])
     return f"{short}:{innermost.f_code.co_name}"
+
+
+_PLACES_OF: dict[str, str] = {}
+"""A source file's place ("" for none): the stacks are 100-200 frames deep under Dynamo and
+Inductor, and matching every frame's path against every place, 50 times a second, took the
+sampled thread's time (``benchmarks/thread_samples.py``)."""
+
+
+def _place_of(filename: str) -> str:
+    found = _PLACES_OF.get(filename)
+    if found is None:
+        path = filename.replace("\\", "/")
+        found = next((name for fragment, name in PLACES if fragment in path), "")
+        _PLACES_OF[filename] = found
+    return found
 
 
 @dataclass
