@@ -35,7 +35,7 @@ from launcher.runtime.prewarm import thread_samples
 FIRST_ID = 4
 """Prompt ids start after the special tokens of the usual vocabularies."""
 RAGGED = 37
-"""The ragged long prompt's last prefill chunk, after as many full chunks as the context holds:
+"""The ragged long prompt's last prefill chunk, after as many whole chunks as the context holds:
 a short query attending over nearly the whole context (vLLM's profile batch runs none)."""
 PREFILL_CLASSES = (1, 2, 3, 15, 16, 17, 63, 64, 65, 127, 257, 1000)
 """Single prompts: Triton specializes integer arguments on 1 and on divisibility by 16, and
@@ -477,9 +477,8 @@ class _Loop:
             while pending and pending[0][1].step <= step:
                 i, a = pending.pop(0)
                 self.add(f"b12x-launch-scratch-{n}-{i}", a, 7919 * (64 * n + i + 1), vocab)
-            if (
-                n == 0
-            ):  # the first wave's first step holds vLLM's torch.compile: file the rest apart
+            # The first wave's first step holds vLLM's torch.compile: its later steps apart.
+            if n == 0:
                 thread_samples.mark(f"wave 0 step {min(step, 1)}{'+' if step else ''}")
             t0 = time.perf_counter()
             self.step()
