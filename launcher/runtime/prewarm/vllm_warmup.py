@@ -461,6 +461,7 @@ class VllmWarmupProvider:
         late = [e for e in points if e.needs_kv]
         notes: list[str] = []
         why = scratch_kv.unsupported(ctx.model_runner) if late else None
+        pool = _inductor_pool(ctx)
         try:
             _run_points(early, ctx, result)
             if why:
@@ -471,12 +472,25 @@ class VllmWarmupProvider:
         finally:  # after the stage, also when it failed: no compile thread outlives it
             thread_samples.mark("vllm: the stage's release, compiles settled")
             _settle_compiling(ctx)
+            said = pool.close()  # before vLLM's own steps: they compile as plain vLLM's do
+            if ctx.log:
+                ctx.log(said)
         result.skipped = "; ".join(notes)
         result.seconds = time.perf_counter() - start
         return result
 
     def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
         """vLLM's own ``--jit-monitor-mode`` and ``launcher.runtime.jit_watch`` watch compiles."""
+
+
+def _inductor_pool(ctx: PrewarmContext) -> Any:
+    """Inductor's compile processes for the passes (``inductor_pool``), a CUDA rank's share of
+    the CPUs; none on vLLM's CPU backend, whose Inductor compiles C++, not Triton."""
+    from launcher.runtime.prewarm.inductor_pool import InductorPool, processes
+
+    hardware = ctx.profile.hardware
+    n = 0 if hardware.gpu == "cpu" else processes(ranks=hardware.count)
+    return InductorPool(n).start()
 
 
 def _stage(ctx: PrewarmContext, result: PrewarmResult, late: list[EntryPoint]) -> list[str]:

@@ -1,0 +1,115 @@
+"""Inductor's Triton compiles in its own process pool while the runtime provider's passes run.
+
+vLLM sets ``TORCHINDUCTOR_COMPILE_THREADS=1`` (``vllm/env_override.py``), so Inductor compiles
+every Triton kernel of a graph one after another on the thread that traced it: the model's
+torch.compile in the first wave, the MoE blocks', and the compiled sampler and logprob helpers
+the feature waves reach. On the H200 that was about 20 s of a GLM boot's stage that no
+``JITFunction`` hook saw (docs/benchmarks.md, "Session 15"). Inductor's own answer is a pool of
+compile processes (``AsyncCompile``): a graph's kernels go out together and the graph waits for
+them all. The kernels and the caches they land in are the same; ``compile_threads`` is not part
+of Inductor's cache key. The pool's processes import torch but never touch a GPU (they compile
+with ``warm_cache_only``).
+
+On for the passes, off after: the pool is shut down and ``compile_threads`` put back before
+vLLM's own steps run, so whatever compiles after sizing compiles as in plain vLLM.
+``BLAUNCH_INDUCTOR_POOL=0`` turns it off; ``BLAUNCH_INDUCTOR_POOL=N`` asks for N processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from launcher.switches import OFF
+
+ENV = "BLAUNCH_INDUCTOR_POOL"
+MOST = 8
+"""More processes than this gain nothing on a vLLM graph piece (a few kernels each) and cost
+each another torch import."""
+
+
+def processes(env: dict[str, str] | None = None, cpus: int | None = None, ranks: int = 1) -> int:
+    """How many compile processes a rank gets: ``BLAUNCH_INDUCTOR_POOL`` when it is a number,
+    0 when it is off, else the rank's share of the CPUs less one for itself, at most ``MOST``
+    (fewer than 2 is no pool)."""
+    value = (os.environ if env is None else env).get(ENV, "").strip().lower()
+    if value in OFF:
+        return 0
+    if value.isdigit():
+        n = int(value)
+    else:
+        if cpus is None:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        n = min(MOST, cpus // max(1, ranks) - 1)
+    return n if n >= 2 else 0
+
+
+class InductorPool:
+    """Inductor's compile processes for the block; ``close`` shuts them down and puts
+    ``compile_threads`` back. Made with 0 processes it does nothing."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.error = ""
+        self._before: Any = None
+        self._started = 0.0
+        self.ready_after: float | None = None
+
+    def start(self) -> InductorPool:
+        if self.n < 2:
+            return self
+        try:
+            from torch._inductor import config
+            from torch._inductor.async_compile import AsyncCompile
+
+            self._before = config.compile_threads
+            config.compile_threads = self.n
+            self._started = time.perf_counter()
+            AsyncCompile.warm_pool()  # the sidecar process starts
+            wakeup = getattr(AsyncCompile, "wakeup", None)
+            if wakeup is not None:  # its workers start now, not at the first kernel
+                wakeup()
+            else:
+                AsyncCompile.use_process_pool()
+        except Exception as exc:  # Inductor compiles in this process, as vLLM has it
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._put_back()
+        return self
+
+    def ready(self) -> bool:
+        """Whether Inductor now sends kernels to the pool (it compiles in this process until
+        the pool's first job returns)."""
+        if self.n < 2 or self.error:
+            return False
+        from torch._inductor.async_compile import AsyncCompile
+
+        future = getattr(AsyncCompile, "_ready_future", None)
+        if future is not None and future.done() and self.ready_after is None:
+            self.ready_after = time.perf_counter() - self._started
+        return bool(future is not None and future.done())
+
+    def close(self) -> str:
+        """Shuts the pool down and puts ``compile_threads`` back; says what it was."""
+        if self.n < 2:
+            return "Inductor's compile pool: off (vLLM's one compile thread)"
+        if self.error:
+            return f"Inductor's compile pool: not started ({self.error})"
+        self.ready()
+        self._put_back()
+        ready = (
+            f"ready {self.ready_after:.1f}s after it started"
+            if self.ready_after is not None
+            else "never ready (Inductor compiled in this process)"
+        )
+        return f"Inductor's compile pool: {self.n} processes, {ready}; shut down"
+
+    def _put_back(self) -> None:
+        try:
+            from torch._inductor import config
+            from torch._inductor.async_compile import shutdown_compile_workers
+
+            shutdown_compile_workers()
+            config.compile_threads = self._before if self._before is not None else 1
+        except Exception as exc:  # the pool stays; say so
+            self.error = self.error or f"shutdown: {type(exc).__name__}: {exc}"

@@ -1,0 +1,60 @@
+"""Inductor's compile pool for the stage's passes: how many processes a rank gets, and, with
+the real torch, that the pool starts, becomes the one Inductor sends kernels to, and is gone
+with ``compile_threads`` put back after ``close``."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from launcher.runtime.prewarm.inductor_pool import MOST, InductorPool, processes
+from tests.conftest import need_serving
+
+
+@pytest.mark.parametrize(
+    ("env", "cpus", "ranks", "n"),
+    [
+        ({}, 16, 1, MOST),  # one H200 of the tier: capped
+        ({}, 16, 4, 3),  # four ranks share 16 CPUs, one each for the rank itself
+        ({}, 8, 4, 0),  # one process would be no pool
+        ({}, 2, 1, 0),
+        ({"BLAUNCH_INDUCTOR_POOL": "0"}, 64, 1, 0),
+        ({"BLAUNCH_INDUCTOR_POOL": "off"}, 64, 1, 0),
+        ({"BLAUNCH_INDUCTOR_POOL": "12"}, 4, 1, 12),  # asked for: as asked
+        ({"BLAUNCH_INDUCTOR_POOL": "1"}, 64, 1, 0),
+        ({"BLAUNCH_INDUCTOR_POOL": "on"}, 16, 2, 7),  # on: the default share
+    ],
+)
+def test_a_rank_gets_its_share_of_the_cpus_or_what_the_switch_asks(env, cpus, ranks, n):
+    assert processes(env, cpus=cpus, ranks=ranks) == n
+
+
+def test_a_pool_of_no_processes_touches_nothing():
+    pool = InductorPool(0).start()
+    assert not pool.ready()
+    assert pool.close() == "Inductor's compile pool: off (vLLM's one compile thread)"
+
+
+def test_the_pool_becomes_inductors_and_is_gone_with_compile_threads_put_back():
+    need_serving("torch")
+    from torch._inductor import async_compile, config
+
+    config.compile_threads = 1  # as vLLM's env_override leaves it
+    pool = InductorPool(2).start()
+    assert not pool.error
+    deadline = time.monotonic() + 120
+    while not pool.ready() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pool.ready()
+    assert config.compile_threads == 2
+    assert async_compile.AsyncCompile.use_process_pool()
+    (sidecar,) = [p for p in async_compile._pool_set]
+    said = pool.close()
+    assert "2 processes, ready" in said and said.endswith("shut down")
+    assert config.compile_threads == 1
+    assert not async_compile._pool_set
+    assert not async_compile.AsyncCompile.use_process_pool()
+    process = getattr(sidecar, "process", None)
+    if process is not None:  # SubprocPool's sidecar: ended, not left to the worker's exit
+        assert process.poll() is not None
