@@ -51,10 +51,38 @@ def test_the_pool_becomes_inductors_and_is_gone_with_compile_threads_put_back():
     assert async_compile.AsyncCompile.use_process_pool()
     (sidecar,) = [p for p in async_compile._pool_set]
     said = pool.close()
-    assert "2 processes, ready" in said and said.endswith("shut down")
+    assert pool.ready_after is not None and pool.ready_after > 0
+    assert "2 processes, ready" in said and said.endswith("meanwhile; shut down")
     assert config.compile_threads == 1
     assert not async_compile._pool_set
     assert not async_compile.AsyncCompile.use_process_pool()
     process = getattr(sidecar, "process", None)
     if process is not None:  # SubprocPool's sidecar: ended, not left to the worker's exit
         assert process.poll() is not None
+
+
+def _ctx(profile: str, replay: tuple = ()):
+    from launcher.deployment import resolve
+    from launcher.plan.model import load_facts
+    from launcher.profile import load_profile
+    from launcher.runtime.prewarm import PrewarmContext
+    from tests.conftest import PROFILES
+
+    p = load_profile(PROFILES / profile).profile
+    facts = load_facts(p.model.path, p.model.architecture)
+    return PrewarmContext(resolve(p), facts, replay=replay)
+
+
+def test_a_cuda_boot_gets_its_ranks_share_and_a_replayed_or_cpu_boot_none(monkeypatch):
+    from launcher.contract.record import HeldKernel
+    from launcher.runtime.prewarm import inductor_pool, vllm_warmup
+
+    made = []
+    monkeypatch.setattr(inductor_pool.InductorPool, "start", lambda self: made.append(self.n))
+    monkeypatch.setattr(inductor_pool.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    monkeypatch.delenv("BLAUNCH_INDUCTOR_POOL", raising=False)
+    held = (HeldKernel(kernel="m.k", module="m", qualname="k"),)
+    vllm_warmup._inductor_pool(_ctx("glm52.yaml"))  # four cards, 16 CPUs
+    vllm_warmup._inductor_pool(_ctx("glm52.yaml", replay=held))
+    vllm_warmup._inductor_pool(_ctx("tiny-cpu.yaml"))
+    assert made == [3, 0, 0]

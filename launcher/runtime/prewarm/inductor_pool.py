@@ -54,7 +54,10 @@ class InductorPool:
         self.error = ""
         self._before: Any = None
         self._started = 0.0
+        self._kernels = 0
         self.ready_after: float | None = None
+        """Seconds from ``start`` until the pool's first job returned (Inductor sends it
+        kernels from then on); None while it has not."""
 
     def start(self) -> InductorPool:
         if self.n < 2:
@@ -72,10 +75,18 @@ class InductorPool:
                 wakeup()
             else:
                 AsyncCompile.use_process_pool()
+            future = getattr(AsyncCompile, "_ready_future", None)
+            if future is not None:  # when Inductor starts sending kernels to it
+                future.add_done_callback(self._stamp)
+            self._kernels = _inductor_kernels()
         except Exception as exc:  # Inductor compiles in this process, as vLLM has it
             self.error = f"{type(exc).__name__}: {exc}"
             self._put_back()
         return self
+
+    def _stamp(self, _future: Any) -> None:
+        if self.ready_after is None:
+            self.ready_after = time.perf_counter() - self._started
 
     def ready(self) -> bool:
         """Whether Inductor now sends kernels to the pool (it compiles in this process until
@@ -85,8 +96,6 @@ class InductorPool:
         from torch._inductor.async_compile import AsyncCompile
 
         future = getattr(AsyncCompile, "_ready_future", None)
-        if future is not None and future.done() and self.ready_after is None:
-            self.ready_after = time.perf_counter() - self._started
         return bool(future is not None and future.done())
 
     def close(self) -> str:
@@ -95,14 +104,17 @@ class InductorPool:
             return "Inductor's compile pool: off (vLLM's one compile thread)"
         if self.error:
             return f"Inductor's compile pool: not started ({self.error})"
-        self.ready()
+        kernels = _inductor_kernels() - self._kernels
         self._put_back()
         ready = (
             f"ready {self.ready_after:.1f}s after it started"
             if self.ready_after is not None
             else "never ready (Inductor compiled in this process)"
         )
-        return f"Inductor's compile pool: {self.n} processes, {ready}; shut down"
+        return (
+            f"Inductor's compile pool: {self.n} processes, {ready}; Inductor compiled "
+            f"{kernels} Triton kernels meanwhile; shut down"
+        )
 
     def _put_back(self) -> None:
         try:
@@ -113,3 +125,11 @@ class InductorPool:
             config.compile_threads = self._before if self._before is not None else 1
         except Exception as exc:  # the pool stays; say so
             self.error = self.error or f"shutdown: {type(exc).__name__}: {exc}"
+
+
+def _inductor_kernels() -> int:
+    """Triton kernels Inductor compiled in this process so far, in the pool or not (its own
+    counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["async_compile_cache_miss"])

@@ -485,11 +485,13 @@ class VllmWarmupProvider:
 
 def _inductor_pool(ctx: PrewarmContext) -> Any:
     """Inductor's compile processes for the passes (``inductor_pool``), a CUDA rank's share of
-    the CPUs; none on vLLM's CPU backend, whose Inductor compiles C++, not Triton."""
+    the CPUs. None on vLLM's CPU backend, whose Inductor compiles C++, not Triton, nor on a boot
+    that replays a restored artifact's keys: its caches hold what Inductor would compile."""
     from launcher.runtime.prewarm.inductor_pool import InductorPool, processes
 
     hardware = ctx.profile.hardware
-    n = 0 if hardware.gpu == "cpu" else processes(ranks=hardware.count)
+    cold = hardware.gpu != "cpu" and not ctx.replay
+    n = processes(ranks=hardware.count) if cold else 0
     return InductorPool(n).start()
 
 
