@@ -86,3 +86,20 @@ def test_a_cuda_boot_gets_its_ranks_share_and_a_replayed_or_cpu_boot_none(monkey
     vllm_warmup._inductor_pool(_ctx("glm52.yaml", replay=held))
     vllm_warmup._inductor_pool(_ctx("tiny-cpu.yaml"))
     assert made == [3, 0, 0]
+
+
+def test_a_shutdown_that_fails_is_said_not_hidden(monkeypatch):
+    need_serving("torch")
+    from torch._inductor import async_compile
+
+    def refuse() -> None:
+        raise OSError("the sidecar did not answer")
+
+    pool = InductorPool(2)
+    pool.n, pool._before = 2, 1  # as start leaves it, without starting processes
+    monkeypatch.setattr(async_compile, "shutdown_compile_workers", refuse)
+    said = pool.close()
+    assert said == (
+        "Inductor's compile pool: 2 processes, not shut down "
+        "(shutdown: OSError: the sidecar did not answer)"
+    )

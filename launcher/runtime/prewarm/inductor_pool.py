@@ -25,8 +25,8 @@ from launcher.switches import OFF
 
 ENV = "BLAUNCH_INDUCTOR_POOL"
 MOST = 8
-"""More processes than this gain nothing on a vLLM graph piece (a few kernels each) and cost
-each another torch import."""
+"""A cap: Inductor hands a pool one graph's kernels at a time (vLLM's pieces hold few), and each
+process costs a torch import. The H200 ran 8 (docs/benchmarks.md, "Session 17")."""
 
 
 def processes(env: dict[str, str] | None = None, cpus: int | None = None, ranks: int = 1) -> int:
@@ -106,6 +106,8 @@ class InductorPool:
             return f"Inductor's compile pool: not started ({self.error})"
         kernels = _inductor_kernels() - self._kernels
         self._put_back()
+        if self.error:
+            return f"Inductor's compile pool: {self.n} processes, not shut down ({self.error})"
         ready = (
             f"ready {self.ready_after:.1f}s after it started"
             if self.ready_after is not None
