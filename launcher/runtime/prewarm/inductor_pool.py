@@ -91,12 +91,7 @@ class InductorPool:
     def ready(self) -> bool:
         """Whether Inductor now sends kernels to the pool (it compiles in this process until
         the pool's first job returns)."""
-        if self.n < 2 or self.error:
-            return False
-        from torch._inductor.async_compile import AsyncCompile
-
-        future = getattr(AsyncCompile, "_ready_future", None)
-        return bool(future is not None and future.done())
+        return self.ready_after is not None and not self.error
 
     def close(self) -> str:
         """Shuts the pool down and puts ``compile_threads`` back; says what it was."""

@@ -45,6 +45,7 @@ from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
     compiled_helpers,
+    inductor_pool,
     moe_buckets,
     run_after_forward,
     runtime_function,
@@ -483,16 +484,14 @@ class VllmWarmupProvider:
         """vLLM's own ``--jit-monitor-mode`` and ``launcher.runtime.jit_watch`` watch compiles."""
 
 
-def _inductor_pool(ctx: PrewarmContext) -> Any:
+def _inductor_pool(ctx: PrewarmContext) -> inductor_pool.InductorPool:
     """Inductor's compile processes for the passes (``inductor_pool``), a CUDA rank's share of
     the CPUs. None on vLLM's CPU backend, whose Inductor compiles C++, not Triton, nor on a boot
     that replays a restored artifact's keys: its caches hold what Inductor would compile."""
-    from launcher.runtime.prewarm.inductor_pool import InductorPool, processes
-
     hardware = ctx.profile.hardware
     cold = hardware.gpu != "cpu" and not ctx.replay
-    n = processes(ranks=hardware.count) if cold else 0
-    return InductorPool(n).start()
+    n = inductor_pool.processes(ranks=hardware.count) if cold else 0
+    return inductor_pool.InductorPool(n).start()
 
 
 def _stage(ctx: PrewarmContext, result: PrewarmResult, late: list[EntryPoint]) -> list[str]:
