@@ -35,6 +35,13 @@ CACHE_DIRS = {
     "XDG_CACHE_HOME": "xdg",
 }
 
+COMPILE_KEY_ENV = {"VLLM_XLA_CACHE_PATH": "/tmp/vllm-xla-cache"}
+"""Pinned so vLLM's ``torch.compile`` key does not follow the cache root. vLLM (0.26) hashes
+every variable of its own into that key, this one included; its default lies under
+``XDG_CACHE_HOME``, which ``CACHE_DIRS`` moves into the cache root. Left to the default, a
+node restoring an artifact into another cache root gets another key and compiles vLLM's graphs
+again (seen on the H200, session 18). Only XLA devices read the path."""
+
 
 INDUCTOR_HOOK_ENV = {"TORCHINDUCTOR_RUN_JIT_POST_COMPILE_HOOK": "1"}
 """Makes Inductor call Triton's post-compile hook for the kernels it compiles itself (vLLM's
@@ -132,7 +139,7 @@ def build_command(
     )
     argv = [*entry_command(p), p.model.path, *render(values)]
     argv += list(p.vllm.extra_args)
-    env = {**cache_env(p), **p.env}
+    env = {**cache_env(p), **COMPILE_KEY_ENV, **p.env}
     for key, value in (
         (PLAN_ENV, plan_file),
         (RUN_DIR_ENV, run_dir),

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.artifact.bake import skipped
 from tests.gpu import summary
 from tests.gpu.boot import PROFILES, BootResult, BootSpec, Lab, boot
 from tests.gpu.test_real_vllm import Calibrated, LearnsNothing, _why
@@ -42,6 +43,7 @@ pytestmark = pytest.mark.gpu
 
 WARM_SLACK_S = 10.0
 """The fresh node's ready time may exceed plain vLLM's warm boot by this much (issue 43)."""
+COMPILE_CACHES = ("vllm", "inductor", "triton")
 MODELS = {"glm": ("glm-dsa-h200.yaml", "glm_dsa"), "moe": ("dsv2-moe-h200.yaml", "deepseek_v2")}
 
 
@@ -59,6 +61,8 @@ def specs(name: str) -> dict[str, BootSpec]:
         "baked": spec("baked", "art-baked"),
         "baked-again": spec("baked-2", "art-baked"),
         "fresh": spec("fresh", "art-fresh", cache_from=f"{name}-art"),
+        "key-a": spec("key-a", "key-a", plain=True),
+        "key-b": spec("key-b", "key-b", plain=True, cache_from=f"{name}-key"),
     }
 
 
@@ -162,6 +166,23 @@ class FreshNode(LearnsNothing, Calibrated):
             f"{artifact['total_bytes'] / 2**20:.1f} MiB, in {artifact['seconds']:.2f} s"
         )
 
+    def test_the_boot_compiled_nothing_the_artifact_did_not_hold(self, booted, lab):
+        """The cache-directory oracle from the fresh node's start: a key of vLLM's compile
+        cache that differs between the nodes (session 18: a path under the cache root) shows
+        here as vLLM's and Inductor's files written anew."""
+        art = lab.artifact(booted.spec.cache_from)
+        held = {f["path"] for f in json.loads((art / "manifest.json").read_text())["files"]}
+        root = lab.cache / booted.spec.cache
+        compiled = sorted(
+            rel
+            for top in COMPILE_CACHES
+            for p in (root / top).rglob("*")
+            if p.is_file() and not skipped(rel := p.relative_to(root).as_posix())
+        )
+        new = [rel for rel in compiled if rel not in held]
+        assert compiled, f"nothing under {root}: was the artifact restored there?"
+        assert new == [], f"{len(new)} file(s) the artifact did not hold: {new[:12]}"
+
     def test_it_plans_and_allocates_the_baked_nodes_calibrated_blocks(self, booted):
         again = summary.result(SPECS[self.name]["baked-again"].name)
         assert again is not None, "run Test*BakedAgain first, in the same call"
@@ -178,6 +199,44 @@ class FreshNode(LearnsNothing, Calibrated):
         assert booted.ready_seconds <= plain + WARM_SLACK_S, (
             f"fresh node ready in {booted.ready_seconds:.0f} s, plain vLLM warm {plain:.0f} s"
         )
+
+
+class KeyBaked(PlainCold):
+    """Plain vLLM cold on one cache root, then baked: vLLM's AOT-compiled graph is in it."""
+
+    name: str
+
+    def test_bake_holds_vllms_aot_compiled_graph(self, lab, booted):
+        baked = bake(lab, booted, f"{self.name}-key")
+        assert baked.exit_code == 0, baked.output[-3000:]
+        aot = [f["path"] for f in baked.manifest["files"] if "/torch_aot_compile/" in f["path"]]
+        assert aot, "the artifact holds no AOT-compiled graph of vLLM's"
+
+
+class KeyRestored(PlainCold):
+    """The cheap half of the fresh node: plain vLLM from the artifact on another cache root
+    loads the baked graph. vLLM's compile key must not follow the cache root (session 18: it
+    did, through ``VLLM_XLA_CACHE_PATH``, and vLLM compiled again).
+
+        TIER_SECONDS=300 PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh \
+          tests/gpu/test_artifact_boot.py::TestMoeKeyBaked \
+          tests/gpu/test_artifact_boot.py::TestMoeKeyRestored
+    """
+
+    @pytest.fixture(scope="class")
+    def booted(self, request, lab) -> BootResult:  # on emptied caches, as the fresh node's
+        spec: BootSpec = request.cls.spec
+        shutil.rmtree(lab.cache / spec.cache, ignore_errors=True)
+        assert (lab.artifact(spec.cache_from) / "manifest.json").is_file(), "run *KeyBaked first"
+        result = boot(lab, spec)
+        summary.add(result)
+        return result
+
+    def test_vllm_loads_the_baked_graph_instead_of_compiling(self, booted):
+        log = booted.log()
+        loaded = [ln for ln in log.splitlines() if "Directly load AOT compilation" in ln]
+        compiled = [ln for ln in log.splitlines() if "saved AOT compiled function" in ln]
+        assert loaded and not compiled, (compiled or ["no AOT line"])[0][-300:]
 
 
 class OtherBuildRefused:
@@ -250,3 +309,11 @@ class TestMoePlainWarm(PlainWarm):
 
 class TestMoeOtherBuildRefused(OtherBuildRefused):
     name = "moe"
+
+
+class TestMoeKeyBaked(KeyBaked):
+    spec, name = SPECS["moe"]["key-a"], "moe"
+
+
+class TestMoeKeyRestored(KeyRestored):
+    spec, name = SPECS["moe"]["key-b"], "moe"
