@@ -25,6 +25,7 @@ and allocate the blocks the baked node's own calibrated boot does.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,8 @@ pytestmark = pytest.mark.gpu
 WARM_SLACK_S = 10.0
 """The fresh node's ready time may exceed plain vLLM's warm boot by this much (issue 43)."""
 COMPILE_CACHES = ("vllm", "inductor", "triton")
+RESAVED = re.compile(r"^vllm/torch_compile_cache/[0-9a-f]{10}/rank_\d+_\d+/")
+"""vLLM's compiled pieces, saved again by every boot whose config hash is new to the cache."""
 MODELS = {"glm": ("glm-dsa-h200.yaml", "glm_dsa"), "moe": ("dsv2-moe-h200.yaml", "deepseek_v2")}
 
 
@@ -169,7 +172,9 @@ class FreshNode(LearnsNothing, Calibrated):
     def test_the_boot_compiled_nothing_the_artifact_did_not_hold(self, booted, lab):
         """The cache-directory oracle from the fresh node's start: a key of vLLM's compile
         cache that differs between the nodes (session 18: a path under the cache root) shows
-        here as vLLM's and Inductor's files written anew."""
+        here as a new AOT key and Inductor's and Triton's files written anew. Left out: the
+        pieces vLLM 0.26 saves again under a per-boot hash directory when it loads its AOT
+        graph (7 files on the baked node's own boot 2 in session 18, torch.compile 1.07 s)."""
         art = lab.artifact(booted.spec.cache_from)
         held = {f["path"] for f in json.loads((art / "manifest.json").read_text())["files"]}
         root = lab.cache / booted.spec.cache
@@ -179,7 +184,7 @@ class FreshNode(LearnsNothing, Calibrated):
             for p in (root / top).rglob("*")
             if p.is_file() and not skipped(rel := p.relative_to(root).as_posix())
         )
-        new = [rel for rel in compiled if rel not in held]
+        new = [rel for rel in compiled if rel not in held and not RESAVED.match(rel)]
         assert compiled, f"nothing under {root}: was the artifact restored there?"
         assert new == [], f"{len(new)} file(s) the artifact did not hold: {new[:12]}"
 
