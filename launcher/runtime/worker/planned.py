@@ -529,7 +529,31 @@ class PlannedMixin:
             provider.freeze(ctx, late)
         self._watch_steps()
         self._watch_caches()
+        self._say_compile_key()
         _say(f"rank {self.rank}: late-JIT watchdog armed{' (strict)' if strict else ''}")
+
+    def _say_compile_key(self) -> None:
+        """On a boot from a cache artifact: whether vLLM loaded its compiled graph from it or
+        compiled again, and which factor of its key differs (``runtime.compile_key``)."""
+        from launcher.runtime import compile_key
+
+        artifact = self._run.file.artifact
+        if artifact is None or artifact.state == "ignored" or not artifact.artifact_id:
+            return
+        try:
+            found = compile_key.after_restore(
+                self._run.profile.runtime.cache_root, artifact.artifact_id
+            )
+        except OSError as exc:  # a cache being rewritten under us: nothing to tell
+            logger.warning("b12x-launch rank %d: vLLM's compile key unread: %s", self.rank, exc)
+            return
+        if found is None:
+            return
+        line = f"rank {self.rank}: {found.say(artifact.artifact_id)}"
+        if found.loaded:
+            _say(line)
+        else:
+            logger.warning("b12x-launch %s", line)
 
     def _watch_caches(self) -> None:
         """The oracle beside the hooks: the compile caches as they stand now, then every file

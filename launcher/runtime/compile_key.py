@@ -1,0 +1,117 @@
+"""Whether vLLM found its compiled graph in a restored cache artifact, and if not, why.
+
+vLLM keeps its AOT-compiled model under ``<VLLM_CACHE_ROOT>/torch_compile_cache/
+torch_aot_compile/<key>/`` (the Inductor cache it uses lives there too), the key a hash of its
+config and of every ``VLLM_*`` variable. A key the artifact did not hold means vLLM compiled its
+graph on a boot the run file calls warm. Beside each compile vLLM writes the factors of its key
+(``<hash>/rank_*/<part>/cache_key_factors.json``: the raw variables and the config, code and
+compiler hashes); comparing this boot's with the baked boot's names what differs (session 18:
+``VLLM_XLA_CACHE_PATH``, which followed the cache root).
+
+What is this boot's and what came with the artifact is told by time: the restore's marker
+(``<cache_root>/.blaunch-artifacts/<id>.json``) is written when the restore ends, before vLLM
+starts, and every restored file is older than it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.artifact.restore import MARKERS
+
+TORCH_COMPILE = Path("vllm") / "torch_compile_cache"
+AOT = "torch_aot_compile"
+FACTORS = "cache_key_factors.json"
+HASHES = ("config_hash", "code_hash", "compiler_hash")
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """vLLM's compile keys on a boot from an artifact."""
+
+    new_keys: tuple[str, ...]
+    """AOT keys written after the restore: graphs vLLM compiled on this boot."""
+    held_keys: tuple[str, ...]
+    """AOT keys the restore brought (or an earlier boot left)."""
+    differing: tuple[str, ...] | None
+    """The factors of this boot's key that differ from the nearest restored one's (``env X``,
+    ``config_hash``, ...); None when there was no pair of factor files to compare."""
+
+    @property
+    def loaded(self) -> bool:
+        return not self.new_keys and bool(self.held_keys)
+
+    def say(self, artifact_id: str) -> str:
+        if self.loaded:
+            return f"vLLM loaded its compiled graph from cache artifact {artifact_id} (no new key)"
+        if not self.new_keys:
+            return f"no AOT-compiled graph of vLLM's under the cache root (artifact {artifact_id})"
+        keys = ", ".join(k[:12] for k in self.new_keys)
+        why = (
+            "no factor files to compare"
+            if self.differing is None
+            else "its factors differ from the baked boot's in " + ", ".join(self.differing)
+            if self.differing
+            else "its recorded factors are the baked boot's"
+        )
+        return (
+            f"vLLM compiled its graph on this warm boot: its torch.compile key {keys} is not in "
+            f"cache artifact {artifact_id} ({why}); see docs/operations.md, 'Where the cache "
+            "root lies'"
+        )
+
+
+def after_restore(cache_root: str, artifact_id: str) -> KeyCheck | None:
+    """vLLM's keys under the profile's ``cache_root`` against the restore of ``artifact_id``
+    into it."""
+    root = Path(os.path.expanduser(cache_root))
+    return check(root, root / MARKERS / f"{artifact_id}.json")
+
+
+def check(cache_root: Path, marker: Path) -> KeyCheck | None:
+    """vLLM's keys under ``cache_root`` against the restore that wrote ``marker``; None when
+    the marker or vLLM's compile cache is not there (nothing to tell)."""
+    try:
+        restored_at = marker.stat().st_mtime
+    except OSError:
+        return None
+    root = cache_root / TORCH_COMPILE
+    aot = root / AOT
+    if not aot.is_dir():
+        return None
+    new, held = [], []
+    for key in sorted(p for p in aot.iterdir() if p.is_dir()):
+        oldest = min((f.stat().st_mtime for f in key.rglob("*") if f.is_file()), default=None)
+        if oldest is not None:
+            (held if oldest <= restored_at else new).append(key.name)
+    differing = _differing(root, restored_at) if new else None
+    return KeyCheck(tuple(new), tuple(held), differing)
+
+
+def _differing(root: Path, restored_at: float) -> tuple[str, ...] | None:
+    mine, theirs = [], []
+    for path in sorted(root.glob(f"*/rank_*/*/{FACTORS}")):
+        try:
+            factors = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        (theirs if path.stat().st_mtime <= restored_at else mine).append(factors)
+    if not mine or not theirs:
+        return None
+    names: set[str] = set()
+    for ours in mine:  # one per compiled part (the backbone, an MTP head): each to its nearest
+        names.update(min((diff(ours, t) for t in theirs), key=len))
+    return tuple(sorted(names))
+
+
+def diff(ours: dict, theirs: dict) -> tuple[str, ...]:
+    """The names of the factors that differ (never their values: a variable may hold a
+    secret)."""
+    env_ours, env_theirs = ours.get("env") or {}, theirs.get("env") or {}
+    names = sorted(
+        f"env {k}" for k in set(env_ours) | set(env_theirs) if env_ours.get(k) != env_theirs.get(k)
+    )
+    return (*names, *(h for h in HASHES if ours.get(h) != theirs.get(h)))
