@@ -10,7 +10,9 @@ compiler hashes); comparing this boot's with the baked boot's names what differs
 
 What is this boot's and what came with the artifact is told by time: the restore's marker
 (``<cache_root>/.blaunch-artifacts/<id>.json``) is written when the restore ends, before vLLM
-starts, and every restored file is older than it.
+starts, and every restored file is older than it; this boot's files are newer than its run file
+(written by the launch, after the restore), so a later boot of a node that once compiled is not
+taken for one that compiled now.
 """
 
 from __future__ import annotations
@@ -46,7 +48,10 @@ class KeyCheck:
 
     def say(self, artifact_id: str) -> str:
         if self.loaded:
-            return f"vLLM loaded its compiled graph from cache artifact {artifact_id} (no new key)"
+            return (
+                f"vLLM made no new torch.compile key on this boot from cache artifact "
+                f"{artifact_id}: it loaded its compiled graph from the caches"
+            )
         if not self.new_keys:
             return f"no AOT-compiled graph of vLLM's under the cache root (artifact {artifact_id})"
         keys = ", ".join(k[:12] for k in self.new_keys)
@@ -64,20 +69,21 @@ class KeyCheck:
         )
 
 
-def after_restore(cache_root: str, artifact_id: str) -> KeyCheck | None:
+def after_restore(cache_root: str, artifact_id: str, started: float = 0.0) -> KeyCheck | None:
     """vLLM's keys under the profile's ``cache_root`` against the restore of ``artifact_id``
-    into it."""
+    into it, for a boot that started at ``started`` (its run file's time)."""
     root = Path(os.path.expanduser(cache_root))
-    return check(root, root / MARKERS / f"{artifact_id}.json")
+    return check(root, root / MARKERS / f"{artifact_id}.json", started)
 
 
-def check(cache_root: Path, marker: Path) -> KeyCheck | None:
+def check(cache_root: Path, marker: Path, started: float = 0.0) -> KeyCheck | None:
     """vLLM's keys under ``cache_root`` against the restore that wrote ``marker``; None when
     the marker or vLLM's compile cache is not there (nothing to tell)."""
     try:
         restored_at = marker.stat().st_mtime
     except OSError:
         return None
+    now = max(restored_at, started)  # what is newer was written by this boot
     root = cache_root / TORCH_COMPILE
     aot = root / AOT
     if not aot.is_dir():
@@ -86,19 +92,23 @@ def check(cache_root: Path, marker: Path) -> KeyCheck | None:
     for key in sorted(p for p in aot.iterdir() if p.is_dir()):
         oldest = min((f.stat().st_mtime for f in key.rglob("*") if f.is_file()), default=None)
         if oldest is not None:
-            (held if oldest <= restored_at else new).append(key.name)
-    differing = _differing(root, restored_at) if new else None
+            (held if oldest <= now else new).append(key.name)
+    differing = _differing(root, restored_at, now) if new else None
     return KeyCheck(tuple(new), tuple(held), differing)
 
 
-def _differing(root: Path, restored_at: float) -> tuple[str, ...] | None:
+def _differing(root: Path, restored_at: float, now: float) -> tuple[str, ...] | None:
     mine, theirs = [], []
     for path in sorted(root.glob(f"*/rank_*/*/{FACTORS}")):
         try:
             factors = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        (theirs if path.stat().st_mtime <= restored_at else mine).append(factors)
+        written = path.stat().st_mtime
+        if written <= restored_at:
+            theirs.append(factors)  # the artifact's
+        elif written > now:
+            mine.append(factors)
     if not mine or not theirs:
         return None
     names: set[str] = set()

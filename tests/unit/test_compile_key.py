@@ -69,7 +69,7 @@ def test_a_boot_that_loaded_the_baked_key_says_so(tmp_path):
     (part / "cache_key_factors.json").write_text(json.dumps(factors("/x", "cfg-1")))
     found = compile_key.after_restore(str(root), artifact_id)
     assert found.loaded and BAKED_KEY in found.held_keys and found.new_keys == ()
-    assert "loaded its compiled graph" in found.say(artifact_id)
+    assert "loaded its compiled graph from the caches" in found.say(artifact_id)
 
 
 def test_a_boot_that_compiled_again_names_the_factor_that_differs(tmp_path):
@@ -105,3 +105,15 @@ def test_nothing_to_tell_without_the_restores_marker_or_vllms_cache(tmp_path):
     assert compile_key.after_restore(str(root), "0" * 16) is None
     os.rename(root / "vllm", tmp_path / "elsewhere")
     assert compile_key.after_restore(str(root), artifact_id) is None
+
+
+def test_a_later_boot_that_loaded_what_an_earlier_one_compiled_is_not_taken_for_a_compile(
+    tmp_path,
+):
+    root, artifact_id = fresh_node(tmp_path)
+    vllm_compiled(root, OTHER_KEY, "b2919361d6", factors("/node"), seed=1)  # the first boot's
+    time.sleep(0.01)
+    started = time.time()  # the next launch writes its run file, then vLLM loads OTHER_KEY
+    found = compile_key.after_restore(str(root), artifact_id, started)
+    assert found.loaded and OTHER_KEY in found.held_keys
+    assert compile_key.after_restore(str(root), artifact_id).new_keys == (OTHER_KEY,)
