@@ -9,6 +9,7 @@ the restore, as vLLM's do.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import time
@@ -117,3 +118,27 @@ def test_a_later_boot_that_loaded_what_an_earlier_one_compiled_is_not_taken_for_
     found = compile_key.after_restore(str(root), artifact_id, started)
     assert found.loaded and OTHER_KEY in found.held_keys
     assert compile_key.after_restore(str(root), artifact_id).new_keys == (OTHER_KEY,)
+
+
+def test_the_worker_says_at_ready_which_factor_made_vllm_compile(tmp_path, monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from launcher.contract.runfile import PLAN_ENV
+    from launcher.runtime.worker.planned import PlannedMixin
+
+    root, artifact_id = fresh_node(tmp_path)
+    record = restore(tmp_path / "art", root, keys(), ranks=(0, 1))  # found present: the same
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")  # the launch writes the run file, then vLLM starts and compiles
+    time.sleep(0.01)
+    vllm_compiled(root, OTHER_KEY, "b2919361d6", factors("/node/xdg/vllm/xla_cache"), seed=1)
+    monkeypatch.setenv(PLAN_ENV, str(plan))
+    worker = PlannedMixin()
+    worker.rank = 0
+    profile = SimpleNamespace(runtime=SimpleNamespace(cache_root=str(root)))
+    worker._run = SimpleNamespace(file=SimpleNamespace(artifact=record), profile=profile)
+    with caplog.at_level(logging.INFO, logger="vllm.b12x_launch"):
+        worker._say_compile_key()
+    assert record.state == "present" and record.artifact_id == artifact_id
+    assert "compiled its graph on this warm boot" in caplog.text
+    assert "env VLLM_XLA_CACHE_PATH" in caplog.text
