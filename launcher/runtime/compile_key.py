@@ -35,7 +35,8 @@ class KeyCheck:
     """vLLM's compile keys on a boot from an artifact."""
 
     new_keys: tuple[str, ...]
-    """AOT keys written after the restore: graphs vLLM compiled on this boot."""
+    """AOT keys written after this boot started (and after the restore): graphs vLLM compiled
+    on this boot."""
     held_keys: tuple[str, ...]
     """AOT keys the restore brought (or an earlier boot left)."""
     differing: tuple[str, ...] | None
@@ -63,9 +64,9 @@ class KeyCheck:
             else "its recorded factors are the baked boot's"
         )
         return (
-            f"vLLM compiled its graph on this warm boot: its torch.compile key {keys} is not in "
-            f"cache artifact {artifact_id} ({why}); see docs/operations.md, 'Where the cache "
-            "root lies'"
+            f"vLLM compiled its graph on this boot from cache artifact {artifact_id}: its "
+            f"torch.compile key {keys} was not in the caches ({why}); see docs/operations.md, "
+            "'Where the cache root lies'"
         )
 
 
