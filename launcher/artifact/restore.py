@@ -125,7 +125,7 @@ def _restore(
             raise
         record = _done(base, started, "restored", **counts)
         try:
-            atomic.write_json(_marker(cache_root, m.artifact_id), _marker_data(record, m))
+            atomic.write_json(marker_path(cache_root, m.artifact_id), _marker_data(record, m))
         except OSError as exc:  # the journal is still there: take back what was placed
             recover(cache_root)
             raise ArtifactError(
@@ -211,7 +211,9 @@ def _locked(cache_root: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _marker(cache_root: Path, artifact_id: str) -> Path:
+def marker_path(cache_root: Path, artifact_id: str) -> Path:
+    """Where the restore of ``artifact_id`` into ``cache_root`` leaves its marker (written
+    when the restore ends)."""
     return cache_root / MARKERS / f"{artifact_id}.json"
 
 
@@ -230,7 +232,7 @@ def _marker_data(record: ArtifactRecord, m: Manifest) -> dict[str, object]:
 
 def _present(cache_root: Path, m: Manifest) -> bool:
     """Restored before into this cache root, and every file still there at its size."""
-    if not _marker(cache_root, m.artifact_id).is_file():
+    if not marker_path(cache_root, m.artifact_id).is_file():
         return False
     for f in m.files:
         try:
@@ -360,7 +362,7 @@ def recover(cache_root: Path) -> str | None:
                     undone += 1
         if artifact_id:
             with contextlib.suppress(OSError):
-                _marker(cache_root, artifact_id).unlink(missing_ok=True)
+                marker_path(cache_root, artifact_id).unlink(missing_ok=True)
         journal.unlink(missing_ok=True)
         note = (
             f"rolled back an interrupted restore of artifact {artifact_id or '?'} ({undone} files)"

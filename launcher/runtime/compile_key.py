@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.artifact.restore import MARKERS
+from launcher.artifact.restore import marker_path
 
 TORCH_COMPILE = Path("vllm") / "torch_compile_cache"
 AOT = "torch_aot_compile"
@@ -74,7 +74,7 @@ def after_restore(cache_root: str, artifact_id: str, started: float = 0.0) -> Ke
     """vLLM's keys under the profile's ``cache_root`` against the restore of ``artifact_id``
     into it, for a boot that started at ``started`` (its run file's time)."""
     root = Path(os.path.expanduser(cache_root))
-    return check(root, root / MARKERS / f"{artifact_id}.json", started)
+    return check(root, marker_path(root, artifact_id), started)
 
 
 def check(cache_root: Path, marker: Path, started: float = 0.0) -> KeyCheck | None:

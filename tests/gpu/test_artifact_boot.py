@@ -110,6 +110,17 @@ def _bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def boot_from_artifact(lab: Lab, spec: BootSpec) -> BootResult:
+    """The conftest's boot of ``spec``, on its emptied cache root, restoring the artifact
+    ``spec.cache_from`` an earlier class of the call baked."""
+    shutil.rmtree(lab.cache / spec.cache, ignore_errors=True)
+    art = lab.artifact(spec.cache_from)
+    assert (art / "manifest.json").is_file(), f"no artifact at {art}: run its Test*Baked first"
+    result = boot(lab, spec)
+    summary.add(result)
+    return result
+
+
 class PlainCold:
     """Plain vLLM from empty caches of its own: the caches its warm boot reads."""
 
@@ -149,15 +160,8 @@ class FreshNode(LearnsNothing, Calibrated):
     name: str
 
     @pytest.fixture(scope="class")
-    def booted(self, request, lab) -> BootResult:  # the conftest's, on emptied caches
-        spec: BootSpec = request.cls.spec
-        shutil.rmtree(lab.cache / spec.cache, ignore_errors=True)
-        assert (lab.artifact(spec.cache_from) / "manifest.json").is_file(), (
-            f"no artifact at {lab.artifact(spec.cache_from)}: run Test*Baked first"
-        )
-        result = boot(lab, spec)
-        summary.add(result)
-        return result
+    def booted(self, request, lab) -> BootResult:
+        return boot_from_artifact(lab, request.cls.spec)
 
     def test_the_artifact_was_restored_and_covers_the_boot(self, booted):
         artifact = booted.plan.get("artifact")
@@ -229,13 +233,8 @@ class KeyRestored(PlainCold):
     """
 
     @pytest.fixture(scope="class")
-    def booted(self, request, lab) -> BootResult:  # on emptied caches, as the fresh node's
-        spec: BootSpec = request.cls.spec
-        shutil.rmtree(lab.cache / spec.cache, ignore_errors=True)
-        assert (lab.artifact(spec.cache_from) / "manifest.json").is_file(), "run *KeyBaked first"
-        result = boot(lab, spec)
-        summary.add(result)
-        return result
+    def booted(self, request, lab) -> BootResult:
+        return boot_from_artifact(lab, request.cls.spec)
 
     def test_vllm_loads_the_baked_graph_instead_of_compiling(self, booted):
         log = booted.log()

@@ -322,7 +322,7 @@ def test_a_restore_that_cannot_write_its_marker_takes_back_what_it_placed(
     before = tree(root)
 
     (root / "a-file").write_bytes(b"")  # the marker's directory cannot be made under it
-    monkeypatch.setattr(restore_mod, "_marker", lambda r, i: r / "a-file" / f"{i}.json")
+    monkeypatch.setattr(restore_mod, "marker_path", lambda r, i: r / "a-file" / f"{i}.json")
     with pytest.raises(ArtifactError, match=r"cannot record the restore .* nothing was restored"):
         restore(path, root, keys())
     after = tree(root)

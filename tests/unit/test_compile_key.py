@@ -120,10 +120,9 @@ def test_a_later_boot_that_loaded_what_an_earlier_one_compiled_is_not_taken_for_
     assert compile_key.after_restore(str(root), artifact_id).new_keys == (OTHER_KEY,)
 
 
-def test_the_worker_says_at_ready_which_factor_made_vllm_compile(tmp_path, monkeypatch, caplog):
+def test_the_worker_says_at_ready_which_factor_made_vllm_compile(tmp_path, caplog):
     from types import SimpleNamespace
 
-    from launcher.contract.runfile import PLAN_ENV
     from launcher.runtime.worker.planned import PlannedMixin
 
     root, artifact_id = fresh_node(tmp_path)
@@ -132,11 +131,12 @@ def test_the_worker_says_at_ready_which_factor_made_vllm_compile(tmp_path, monke
     plan.write_text("{}")  # the launch writes the run file, then vLLM starts and compiles
     time.sleep(0.01)
     vllm_compiled(root, OTHER_KEY, "b2919361d6", factors("/node/xdg/vllm/xla_cache"), seed=1)
-    monkeypatch.setenv(PLAN_ENV, str(plan))
     worker = PlannedMixin()
     worker.rank = 0
     profile = SimpleNamespace(runtime=SimpleNamespace(cache_root=str(root)))
-    worker._run = SimpleNamespace(file=SimpleNamespace(artifact=record), profile=profile)
+    worker._run = SimpleNamespace(  # RunPlan's fields the line reads
+        file=SimpleNamespace(artifact=record), profile=profile, written_at=plan.stat().st_mtime
+    )
     with caplog.at_level(logging.INFO, logger="vllm.b12x_launch"):
         worker._say_compile_key()
     assert record.state == "present" and record.artifact_id == artifact_id

@@ -3,6 +3,7 @@
 import json
 import logging
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -63,6 +64,13 @@ def run(tmp_path, monkeypatch):
     for key in ("BLAUNCH_PLAN", "BLAUNCH_RUN_DIR", "BLAUNCH_FINGERPRINT"):
         monkeypatch.setenv(key, prepared.env[key])
     return prepared
+
+
+def test_the_run_plan_knows_when_the_launch_wrote_it(run):
+    from launcher.runtime.worker.runplan import RunPlan
+
+    loaded = RunPlan.from_env()
+    assert loaded.written_at == Path(run.env["BLAUNCH_PLAN"]).stat().st_mtime > 0
 
 
 def test_budget_is_the_plan_and_the_record_is_written(run, tmp_path):

@@ -12,11 +12,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
-import os
 import platform
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,7 +31,6 @@ from launcher.contract.record import (
     PrewarmOutcome,
     RankRecord,
 )
-from launcher.contract.runfile import PLAN_ENV
 from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_budget
 from launcher.runtime.prewarm import (
@@ -544,12 +541,8 @@ class PlannedMixin:
         if artifact is None or artifact.state == "ignored" or not artifact.artifact_id:
             return
         try:
-            started = Path(os.environ[PLAN_ENV]).stat().st_mtime  # the launch wrote it
-        except (KeyError, OSError):
-            started = 0.0
-        try:
             found = compile_key.after_restore(
-                self._run.profile.runtime.cache_root, artifact.artifact_id, started
+                self._run.profile.runtime.cache_root, artifact.artifact_id, self._run.written_at
             )
         except OSError as exc:  # a cache being rewritten under us: nothing to tell
             logger.warning("b12x-launch rank %d: vLLM's compile key unread: %s", self.rank, exc)

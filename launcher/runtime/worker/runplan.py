@@ -42,6 +42,9 @@ class RunPlan:
     profile: Profile
     run_dir: Path | None
     fingerprint: str
+    written_at: float = 0.0
+    """When the launch wrote the plan file (its mtime; 0 when unknown): what a boot's caches
+    hold that is newer came from this boot."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> RunPlan | None:
@@ -82,7 +85,11 @@ class RunPlan:
                 "--print-command`), or give each plan its own --run-dir"
             )
         run_dir = Path(env[RUN_DIR_ENV]) if env.get(RUN_DIR_ENV) else None
-        return cls(file, profile, run_dir, file.fingerprint)
+        try:
+            written_at = Path(path).stat().st_mtime
+        except OSError:  # read a moment ago; gone since: nothing is known to be this boot's
+            written_at = 0.0
+        return cls(file, profile, run_dir, file.fingerprint, written_at)
 
     def rank(self, rank: int) -> RankPlan:
         return self.file.rank(rank)
