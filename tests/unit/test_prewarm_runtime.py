@@ -445,3 +445,19 @@ def test_a_warm_boot_from_an_artifact_serves_only_the_feature_waves(fork_modules
     assert served == [len(sb.waves(shape)), len(sb.feature_waves(shape))]
     assert 0 < served[1] < served[0]
     assert full.scratch and warm.scratch  # the cache is still built: features need it
+
+
+def test_moe_buckets_still_run_on_a_warm_boot_that_replays_an_artifact():
+    """The forward reaches vLLM's torch.compile'd helpers: skipping it on a replaying boot
+    changes the order of shapes Dynamo specializes on (the H200, session 19)."""
+    from types import SimpleNamespace
+
+    from launcher.runtime.prewarm import moe_buckets
+
+    ctx = SimpleNamespace(
+        facts=SimpleNamespace(is_moe=True),
+        replay=(object(),),
+        model_runner=SimpleNamespace(model=None),
+    )
+    found = moe_buckets.find(ctx)
+    assert not (isinstance(found, str) and found.startswith("skipped")), found

@@ -110,8 +110,11 @@ def find(ctx: PrewarmContext):
     token count whose fused-MoE kernel key differs: both model runners, before sizing."""
     if not ctx.facts.is_moe:
         return "skipped: the model has no MoE layers"
-    if ctx.replay:
-        return "skipped: a warm boot from a cache artifact replays the baked boot's MoE keys"
+    # Runs on a warm boot from a cache artifact too, though its Triton keys are replayed: the
+    # forward calls vLLM's torch.compile'd routing helpers, and Dynamo specializes by the order
+    # of the shapes it sees. Skipped on the H200 (session 19), the fresh node compiled one
+    # graph in vLLM's profile run that the artifact did not hold; this order is the likely
+    # cause (docs/benchmarks.md), not yet confirmed by a rerun.
     model = getattr(ctx.model_runner, "model", None)
     blocks = moe_blocks(model)
     if not blocks:
