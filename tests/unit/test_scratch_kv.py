@@ -8,6 +8,7 @@ restored state are checked, and a release that leaves state behind fails loudly.
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -296,3 +297,28 @@ def test_without_a_device_the_transient_is_zero():
     with sk.transient_peak(None) as took:
         pass
     assert (took.peak, took.segments) == (0, 0)
+
+
+def test_a_thread_the_stage_left_running_is_joined_and_reported():
+    gate = threading.Event()
+    before = sk._threads()
+    stray = threading.Thread(target=gate.wait, name="stray", daemon=True)
+    stray.start()
+    try:
+        assert sk._end_stray_work(before, sk._captured(), join_s=0.05) == [
+            "thread stray still running after 0 s"
+        ]
+    finally:
+        gate.set()
+
+
+def test_tqdms_lifelong_monitor_is_not_waited_for_at_the_release():
+    from tqdm._monitor import TMonitor
+
+    before = sk._threads()
+    monitor = TMonitor(SimpleNamespace(_instances=set()), sleep_interval=60)
+    try:
+        assert sk._end_stray_work(before, sk._captured(), join_s=5.0) == []
+        assert monitor.is_alive()  # left to run, not joined for 5 s
+    finally:
+        monitor.exit()

@@ -152,14 +152,27 @@ def _captured() -> int:
     return sum(len(w.concrete_cudagraph_entries) for w in list(CUDAGraphWrapper._all_instances))
 
 
+LIFELONG_THREADS = {("tqdm._monitor", "TMonitor")}
+"""Threads a library starts once and keeps for the process, which run none of the stage's
+work: tqdm's monitor wakes every 10 s to redraw bars and ends only when the last bar closes.
+Joined, it held a warm boot's stage release for the whole 5 s (H200, session 20)."""
+
+
+def _lifelong(thread: Any) -> bool:
+    return (type(thread).__module__, type(thread).__qualname__) in LIFELONG_THREADS
+
+
 def _end_stray_work(threads_before: set[int], graphs_before: int, join_s: float = 5.0) -> list[str]:
     """End what the stage started and left running: threads (compile workers) are joined,
-    graphs captured on the scratch cache's memory dropped (a replay would read freed memory)."""
+    graphs captured on the scratch cache's memory dropped (a replay would read freed memory).
+    A library's lifelong monitor thread (``LIFELONG_THREADS``) is left to run."""
     import threading
 
     out = []
     for t in threading.enumerate():
         if t.ident not in threads_before and t is not threading.current_thread():
+            if _lifelong(t):
+                continue
             t.join(timeout=join_s)
             if t.is_alive():
                 out.append(f"thread {t.name} still running after {join_s:.0f} s")
