@@ -466,7 +466,7 @@ def test_a_warm_boot_that_replays_an_artifact_runs_the_moe_blocks_at_dynamos_cou
     ctx.replay = (object(),)
     found = moe_buckets.find(ctx)
     assert not isinstance(found, str), found
-    ((_, run),) = found
+    (_, run), = found
     run()
     first, _ = (b.experts.tokens for b in ctx.model_runner.model)
     assert first == [1, 2]
