@@ -105,22 +105,15 @@ def moe_config_changes(layer: Any, max_tokens: int) -> list[int]:
     return out
 
 
-def dynamo_order(counts: list[int]) -> list[int]:
-    """The counts of ``counts`` (ascending) at which Dynamo compiles a ``torch.compile(dynamic
-    =True)`` helper: 1 (sizes 0 and 1 are specialized) and the first larger one (the dynamic
-    graph every later count reuses), in the order the full pass calls them."""
-    return [c for c in counts if c == 1] + [c for c in counts if c > 1][:1]
-
-
 def find(ctx: PrewarmContext):
     """Each MoE block's own forward, outside the model (no attention, no KV cache), at every
     token count whose fused-MoE kernel key differs: both model runners, before sizing."""
     if not ctx.facts.is_moe:
         return "skipped: the model has no MoE layers"
-    # A warm boot from a cache artifact replays the Triton keys but still runs the counts
-    # Dynamo compiles vLLM's torch.compile'd routing helpers at, in this pass's order: skipped,
-    # vLLM's profile run called them first, at another size, and the fresh node compiled a
-    # graph the artifact did not hold (benchmarks.md, session 19).
+    # Runs on a warm boot from a cache artifact too, though its Triton keys are replayed: the
+    # forward calls vLLM's torch.compile'd routing helpers, and Dynamo specializes by the order
+    # of the shapes it sees: skipped, vLLM's profile run calls them first (benchmarks.md,
+    # session 19).
     model = getattr(ctx.model_runner, "model", None)
     blocks = moe_blocks(model)
     if not blocks:
@@ -132,8 +125,6 @@ def find(ctx: PrewarmContext):
     for _, _, weights in blocks:
         counts |= set(moe_config_changes(weights, max_tokens))
     counts = sorted(c for c in counts if 1 <= c <= max_tokens)
-    if ctx.replay:
-        counts = dynamo_order(counts)
 
     def run() -> None:
         import torch
