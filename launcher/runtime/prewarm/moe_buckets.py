@@ -110,10 +110,11 @@ def find(ctx: PrewarmContext):
     token count whose fused-MoE kernel key differs: both model runners, before sizing."""
     if not ctx.facts.is_moe:
         return "skipped: the model has no MoE layers"
-    # Runs on a warm boot from a cache artifact too, though its Triton keys are replayed: the
-    # forward calls vLLM's torch.compile'd routing helpers, and Dynamo specializes by the order
-    # of the shapes it sees: skipped, vLLM's profile run calls them first (benchmarks.md,
-    # session 19).
+    # A warm boot from a cache artifact runs every count too, though its Triton keys are
+    # replayed: skipped, Dynamo met vLLM's torch.compile'd routing helpers first at another
+    # size and compiled a graph the artifact lacked; run at 1 and 2 alone, the CUDA context
+    # measured 0.48 GiB above the baked boot's and sizing came out short (benchmarks.md,
+    # sessions 19 and 20).
     model = getattr(ctx.model_runner, "model", None)
     blocks = moe_blocks(model)
     if not blocks:
