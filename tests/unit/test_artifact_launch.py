@@ -100,6 +100,31 @@ def test_a_fresh_node_restores_the_artifact_and_plans_with_its_records(write, tm
     assert any(n.startswith("cache artifact") for n in run.notes)
 
 
+FACTORS = "vllm/torch_compile_cache/9f1e/rank_0_0/backbone/cache_key_factors.json"
+
+
+@pytest.mark.parametrize(("home", "differs"), [("/home/server", True), ("/home/baker", False)])
+def test_a_node_under_another_home_is_told_before_vllm_starts_that_vllm_will_compile_again(
+    write, tmp_path, monkeypatch, home, differs
+):
+    for name in ("VLLM_CONFIG_ROOT", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    p = planned(write, tmp_path / "first-node")
+    booted(tmp_path / "first-node", p.fingerprint)
+    factors = tmp_path / "first-node" / FACTORS
+    factors.write_text(json.dumps({"env": {"VLLM_CONFIG_ROOT": "/home/baker/.config/vllm"}}))
+    pipeline.bake(p, str(tmp_path / "art"), replace=False, gpus=GPUS, cuda=CUDA)
+    monkeypatch.setenv("HOME", home)
+    restored(planned(write, tmp_path / "fresh-node"), tmp_path, tmp_path / "art")
+    run = runfile.read_run_file(tmp_path / "run" / runfile.PLAN_FILE)
+    said = (
+        "VLLM_CONFIG_ROOT is /home/server/.config/vllm here and was /home/baker/.config/vllm there"
+    )
+    assert (said in run.artifact.note) is differs
+    assert any(said in n for n in run.notes) is differs
+    assert run.artifact.warm  # the Triton keys and records still hold: only vLLM's graph compiles
+
+
 def test_an_artifact_from_another_build_is_refused_before_the_run_is_written(
     write, tmp_path, monkeypatch
 ):
