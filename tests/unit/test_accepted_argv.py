@@ -1,0 +1,126 @@
+"""A command the installed vLLM accepted once is not parsed again: the launch skips importing
+vLLM's parser (seconds) while the same install and command come back, and checks again when
+either changes. The verdict lives beside the plan's records, so ``bake`` carries it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from launcher import pipeline
+from launcher.errors import Issue, ProfileError
+from launcher.launch import accepted_argv
+from launcher.launch import start as launch_mod
+from tests.conftest import MINIMAL
+from tests.unit.test_launch import probed, rtx
+
+GPUS = [rtx(i) for i in range(4)]
+
+
+def fake_vllm(root):
+    """A vLLM package's files that build its parser, and one that does not."""
+    for rel, text in {
+        "__init__.py": "",
+        "engine/arg_utils.py": "class EngineArgs: ...\n",
+        "entrypoints/openai/cli_args.py": "def make_arg_parser(p): return p\n",
+        "config/cache.py": "block_size = 16\n",
+        "v1/worker/gpu_worker.py": "class Worker: ...\n",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+@pytest.fixture
+def install(tmp_path, monkeypatch):
+    root = fake_vllm(tmp_path / "site" / "vllm")
+    monkeypatch.setattr(accepted_argv, "vllm_root", lambda: root)
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    return root
+
+
+@pytest.fixture
+def parsed(monkeypatch):
+    """The command vLLM's parser was given, each time it was built; a flag in ``reject``
+    fails as vLLM's parser fails it. The installed line is the profile's own."""
+    monkeypatch.setattr(launch_mod, "probe_installed", probed("gilded-gnosis"))
+    calls: list[list[str]] = []
+    reject: set[str] = set()
+
+    def check(flags, keys):
+        calls.append(flags)
+        if reject & set(flags):
+            raise ProfileError([Issue("vLLM rejects it", key="serving.max_num_seqs")])
+
+    monkeypatch.setattr(launch_mod, "check_argv", check)
+    return calls, reject
+
+
+def prepare(write, cache, tmp_path, *sets, force=False):
+    path = write("p.yaml", MINIMAL)
+    p = pipeline.make_plan(pipeline.load(str(path), (f"runtime.cache_root={cache}", *sets)))
+    return pipeline.prepare(p, force=force, run_dir=str(tmp_path / "run"), gpus=GPUS)
+
+
+def test_a_command_the_same_install_accepted_is_not_parsed_again(write, tmp_path, install, parsed):
+    calls, _ = parsed
+    first = prepare(write, tmp_path / "cache", tmp_path)
+    prepare(write, tmp_path / "cache", tmp_path)
+    assert len(calls) == 1
+    folder = tmp_path / "cache" / "calibration" / first.planned.fingerprint
+    assert len(json.loads((folder / accepted_argv.FILE).read_text())["keys"]) == 1
+
+
+def test_a_rejected_command_is_not_remembered(write, tmp_path, install, parsed):
+    calls, reject = parsed
+    reject.add("--model")
+    for _ in range(2):
+        with pytest.raises(ProfileError):
+            prepare(write, tmp_path / "cache", tmp_path)
+    assert len(calls) == 2
+
+
+def test_another_install_or_command_is_parsed_again(write, tmp_path, install, parsed, monkeypatch):
+    calls, _ = parsed
+    prepare(write, tmp_path / "cache", tmp_path)
+    (install / "config" / "cache.py").write_text("block_size = 32\n")  # a fork's option
+    prepare(write, tmp_path / "cache", tmp_path)
+    monkeypatch.setenv("VLLM_PLUGINS", "b12x")  # plugins may add choices
+    prepare(write, tmp_path / "cache", tmp_path)
+    prepare(write, tmp_path / "cache", tmp_path, "serving.max_num_seqs=3")
+    prepare(write, tmp_path / "cache", tmp_path, "serving.max_num_seqs=3", force=True)
+    assert len(calls) == 5
+    (install / "v1" / "worker" / "gpu_worker.py").write_text("# not the parser\n")
+    prepare(write, tmp_path / "cache", tmp_path, "serving.max_num_seqs=3", force=True)
+    assert len(calls) == 5
+
+
+def test_without_an_installed_vllm_the_command_is_always_parsed(
+    write, tmp_path, parsed, monkeypatch
+):
+    calls, _ = parsed
+    monkeypatch.setattr(accepted_argv, "vllm_root", lambda: None)
+    for _ in range(2):
+        prepare(write, tmp_path / "cache", tmp_path)
+    assert len(calls) == 2
+
+
+def test_an_unreadable_verdict_file_is_checked_again_and_rewritten(
+    write, tmp_path, install, parsed
+):
+    calls, _ = parsed
+    done = prepare(write, tmp_path / "cache", tmp_path)
+    file = tmp_path / "cache" / "calibration" / done.planned.fingerprint / accepted_argv.FILE
+    file.write_text("{half")
+    prepare(write, tmp_path / "cache", tmp_path)
+    prepare(write, tmp_path / "cache", tmp_path)
+    assert len(calls) == 2 and json.loads(file.read_text())["keys"]
+
+
+def test_a_free_port_or_another_host_is_the_same_command_and_a_port_that_is_no_number_is_not():
+    base = ["--model", "m", "--host", "127.0.0.1", "--port", "8000"]
+    other = ["--model", "m", "--host", "10.0.0.7", "--port", "44355"]
+    assert accepted_argv.stable(base) == accepted_argv.stable(other)
+    assert accepted_argv.stable(["--port", "http"]) == ["--port", "http"]
+    assert accepted_argv.stable(["--model", "--port"]) == ["--model", "--port"]
