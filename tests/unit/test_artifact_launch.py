@@ -123,6 +123,9 @@ def test_a_node_under_another_home_is_told_before_vllm_starts_that_vllm_will_com
     assert (said in run.artifact.note) is differs
     assert any(said in n for n in run.notes) is differs
     assert run.artifact.warm  # the Triton keys and records still hold: only vLLM's graph compiles
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "run")])
+    assert report.exit_code == 0, report.output
+    assert ("note: vLLM's torch.compile key will differ" in report.stdout) is differs
 
 
 def test_an_artifact_from_another_build_is_refused_before_the_run_is_written(
