@@ -44,6 +44,7 @@ def install(tmp_path, monkeypatch):
 def parsed(monkeypatch):
     """The command vLLM's parser was given, each time it was built; a flag in ``reject``
     fails as vLLM's parser fails it. The installed line is the profile's own."""
+    monkeypatch.setattr(launch_mod, "require_vllm", lambda: None)
     monkeypatch.setattr(launch_mod, "probe_installed", probed("gilded-gnosis"))
     calls: list[list[str]] = []
     reject: set[str] = set()
