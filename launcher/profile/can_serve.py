@@ -272,7 +272,8 @@ def vllm_outside_support(version: str) -> str | None:
     return f"vLLM {version} is outside the releases b12x-launch supports ({span})"
 
 
-def _vllm_root() -> Path | None:
+def vllm_root() -> Path | None:
+    """The installed vLLM package's directory, found without importing it."""
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -282,7 +283,7 @@ def _vllm_root() -> Path | None:
 def probe_installed() -> tuple[VllmLine, str] | None:
     """The installed vLLM's line, read off its files without importing it (the registry's
     ``markers``, most derived line first); None when no vLLM is installed."""
-    root = _vllm_root()
+    root = vllm_root()
     if root is None:
         return None
     for line in reversed(VLLM_LINES.values()):  # most derived first (see VLLM_LINES)
@@ -361,7 +362,7 @@ def read_registry(plugins: bool = False, env: Mapping[str, str] | None = None) -
     versions (an image built on this one that moved a package). With ``plugins``, vLLM's
     registries imported after loading its general plugins, as at engine start.
     """
-    root = _vllm_root()
+    root = vllm_root()
     if root is None:
         return None
     version = installed_vllm_version() or "?"

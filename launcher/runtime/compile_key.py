@@ -17,16 +17,14 @@ taken for one that compiled now.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.artifact.compile_env import TORCH_COMPILE, factor_files
 from launcher.artifact.restore import marker_path
 
-TORCH_COMPILE = Path("vllm") / "torch_compile_cache"
 AOT = "torch_aot_compile"
-FACTORS = "cache_key_factors.json"
 HASHES = ("config_hash", "code_hash", "compiler_hash")
 
 
@@ -94,17 +92,13 @@ def check(cache_root: Path, marker: Path, started: float = 0.0) -> KeyCheck | No
         oldest = min((f.stat().st_mtime for f in key.rglob("*") if f.is_file()), default=None)
         if oldest is not None:
             (held if oldest <= now else new).append(key.name)
-    differing = _differing(root, restored_at, now) if new else None
+    differing = _differing(cache_root, restored_at, now) if new else None
     return KeyCheck(tuple(new), tuple(held), differing)
 
 
-def _differing(root: Path, restored_at: float, now: float) -> tuple[str, ...] | None:
+def _differing(cache_root: Path, restored_at: float, now: float) -> tuple[str, ...] | None:
     mine, theirs = [], []
-    for path in sorted(root.glob(f"*/rank_*/*/{FACTORS}")):
-        try:
-            factors = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for path, factors in factor_files(cache_root):
         written = path.stat().st_mtime
         if written <= restored_at:
             theirs.append(factors)  # the artifact's

@@ -494,7 +494,7 @@ def test_the_registry_recorded_at_image_build_is_read_without_importing(tmp_path
     then decides), never an empty registry."""
     record = tmp_path / "vllm-registry.json"
     env = {can_serve.REGISTRY_ENV: str(record)}
-    monkeypatch.setattr(can_serve, "_vllm_root", lambda: tmp_path / "vllm")
+    monkeypatch.setattr(can_serve, "vllm_root", lambda: tmp_path / "vllm")
     monkeypatch.setattr(can_serve, "installed_vllm_version", lambda: "9.9")
     assert can_serve.read_registry(env=env) == Registry(None, None, f"vLLM 9.9 at {tmp_path}/vllm")
     versions = buildid.build_info({})["versions"]
