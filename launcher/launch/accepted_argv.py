@@ -9,12 +9,13 @@ same install accepted once is accepted again, so the launch remembers it in the 
 calibration folder (``calibration/<fingerprint>/accepted-argv.json``), which ``bake`` carries
 to a fresh node.
 
-The key is the command (its port and host left out: any value parses alike), ``--force`` and
-what builds the parser, read without importing it: the vLLM distribution's version, the
-contents of the files that define its options (the server's and the engine's argument modules,
-its config classes, its quantization registry), every installed ``vllm.*`` entry point
-(plugins may add choices) and ``VLLM_PLUGINS``. A key this misses costs only the friendly
-error: vLLM parses the command again itself and stops on a flag it rejects.
+The key is the command (its port, host and planned memory figures left out: any value of
+theirs parses alike), ``--force`` and what builds the parser, read without importing it: the
+vLLM distribution's version, the contents of the files that define its options (the server's
+and the engine's argument modules, its config classes, its quantization registry), every
+installed ``vllm.*`` entry point (plugins may add choices) and ``VLLM_PLUGINS``. A key this
+misses costs only the friendly error: vLLM parses the command again itself and stops on a flag
+it rejects.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from importlib import metadata
 from pathlib import Path
 
@@ -61,19 +63,26 @@ def installed_vllm(root: Path | None) -> list | None:
     return [version, digest.hexdigest(), plugins, os.environ.get("VLLM_PLUGINS")]
 
 
-PER_BOOT = {"--host": "HOST", "--port": "PORT"}
-"""Flags whose value changes from boot to boot or node to node (a free port, the node's
-address) and parses the same whatever it is: a host name is any string, a port any integer."""
+PER_BOOT = {
+    "--host": ("HOST", r".+"),
+    "--port": ("PORT", r"\d+"),
+    "--gpu-memory-utilization": ("FRACTION", r"\d+(\.\d+)?"),
+    "--kv-cache-memory-bytes": ("BYTES", r"\d+"),
+}
+"""Flags whose value changes from boot to boot or node to node and parses the same whatever
+it is, as long as it has the shape given (vLLM's parser checks the type, never the range): a
+host name is any string, a port any integer, and the plan's memory figures are calibrated
+between boots (a fresh node plans from the baked node's records, not from its first boot)."""
 
 
 def stable(flags: list[str]) -> list[str]:
-    """``flags`` with the values of ``PER_BOOT`` flags (a port only when it is an integer)
-    replaced by their names."""
+    """``flags`` with the values of ``PER_BOOT`` flags that have their shape replaced by the
+    flags' placeholders."""
     out = list(flags)
     for i in range(1, len(out)):
-        name = flags[i - 1]
-        if name in PER_BOOT and (name != "--port" or flags[i].isdigit()):
-            out[i] = PER_BOOT[name]
+        name, shape = PER_BOOT.get(flags[i - 1], ("", ""))
+        if shape and re.fullmatch(shape, flags[i]):
+            out[i] = name
     return out
 
 

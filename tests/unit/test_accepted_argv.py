@@ -125,3 +125,13 @@ def test_a_free_port_or_another_host_is_the_same_command_and_a_port_that_is_no_n
     assert accepted_argv.stable(base) == accepted_argv.stable(other)
     assert accepted_argv.stable(["--port", "http"]) == ["--port", "http"]
     assert accepted_argv.stable(["--model", "--port"]) == ["--model", "--port"]
+
+
+def test_a_recalibrated_plan_is_the_same_command_and_a_figure_of_another_shape_is_not():
+    """A fresh node plans from the baked node's calibrated records, so its memory figures
+    differ from those of the boot that baked the verdict."""
+    boot1 = ["--gpu-memory-utilization", "0.974", "--kv-cache-memory-bytes", "80000000000"]
+    fresh = ["--gpu-memory-utilization", "0.969", "--kv-cache-memory-bytes", "79123456789"]
+    assert accepted_argv.stable(boot1) == accepted_argv.stable(fresh)
+    assert accepted_argv.stable(["--kv-cache-memory-bytes", "80G"])[1] == "80G"
+    assert accepted_argv.stable(["--gpu-memory-utilization", ".9"])[1] == ".9"
