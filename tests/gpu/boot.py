@@ -80,6 +80,9 @@ class BootResult:
     ballast: bool = False
     ready_seconds: float | None = None
     """From the launcher's start to /health answering."""
+    plan_seconds: float | None = None
+    """From the launcher's start to its plan file (the launcher's own part of the start:
+    planning, the checks before the exec, the restore of an artifact)."""
     late_files: list[str] = field(default_factory=list)
     """Files that appeared in the boot's compile caches after its workers armed their
     watchdogs (``launcher.runtime.cache_oracle``), read after the workload; plain vLLM boots
@@ -244,12 +247,13 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
             argv, stdout=log, stderr=subprocess.STDOUT, env=lab.env(), start_new_session=True
         )
     (work / "server.pid").write_text(str(proc.pid))  # run-tier.sh ends a group left behind
-    started = time.monotonic()
+    started, wall = time.monotonic(), time.time()
     try:
         result.healthy = _wait_healthy(proc, f"http://127.0.0.1:{port}")
         if result.healthy:
             result.ready_seconds = time.monotonic() - started
             result.plan = json.loads((result.run_dir / "plan.json").read_text())
+            result.plan_seconds = (result.run_dir / "plan.json").stat().st_mtime - wall
             work_load = _workload(lab, spec, result.plan, port, deadline)
             if spec.strict_jit:
                 _provoke(result, proc, work_load)
@@ -305,6 +309,7 @@ def summary_facts(r: BootResult) -> dict[str, Any]:
         "plain": r.spec.plain,
         "sets": list(r.spec.sets),
         "ready_seconds": r.ready_seconds,
+        "plan_seconds": r.plan_seconds,
         "monitor_late": r.monitor_late,
         "late_files": r.late_files,
         "exit_code": r.exit_code,

@@ -60,6 +60,7 @@ def rows() -> list[dict[str, Any]]:
                     "profile": b.spec.profile,
                     "plain": b.spec.plain,
                     "ready_seconds": b.ready_seconds,
+                    "plan_seconds": b.plan_seconds,
                     "monitor_late": len(b.monitor_late),
                     "rank": rank,
                     "gpu": device,
