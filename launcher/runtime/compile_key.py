@@ -40,12 +40,26 @@ class KeyCheck:
     differing: tuple[str, ...] | None
     """The factors of this boot's key that differ from the nearest restored one's (``env X``,
     ``config_hash``, ...); None when there was no pair of factor files to compare."""
+    resaved: tuple[str, ...] = ()
+    """Held keys whose AOT graph (``rank_*/model``) this boot wrote again: vLLM could not load
+    it, traced the model again and took the compiled graph from Inductor's cache under the same
+    key. vLLM 0.26 does so on every warm boot of a graph that holds a user-defined Triton
+    kernel (the GLM model's DSA indexer: "Kernel index N not found in id_to_kernel"), its own
+    warm boot included (session 21)."""
 
     @property
     def loaded(self) -> bool:
         return not self.new_keys and bool(self.held_keys)
 
     def say(self, artifact_id: str) -> str:
+        if self.loaded and self.resaved:
+            keys = ", ".join(k[:12] for k in self.resaved)
+            return (
+                f"vLLM made no new torch.compile key on this boot from cache artifact "
+                f"{artifact_id}, but did not load its AOT graph {keys}: it traced the model "
+                "again and saved the graph anew, compiled from the caches (vLLM's log: "
+                "'Compiling model again due to a load failure')"
+            )
         if self.loaded:
             return (
                 f"vLLM made no new torch.compile key on this boot from cache artifact "
@@ -87,13 +101,16 @@ def check(cache_root: Path, marker: Path, started: float = 0.0) -> KeyCheck | No
     aot = root / AOT
     if not aot.is_dir():
         return None
-    new, held = [], []
+    new, held, resaved = [], [], []
     for key in sorted(p for p in aot.iterdir() if p.is_dir()):
         oldest = min((f.stat().st_mtime for f in key.rglob("*") if f.is_file()), default=None)
-        if oldest is not None:
-            (held if oldest <= now else new).append(key.name)
+        if oldest is None:
+            continue
+        (held if oldest <= now else new).append(key.name)
+        if oldest <= now and any(g.stat().st_mtime > now for g in key.glob("rank_*/model")):
+            resaved.append(key.name)
     differing = _differing(cache_root, restored_at, now) if new else None
-    return KeyCheck(tuple(new), tuple(held), differing)
+    return KeyCheck(tuple(new), tuple(held), differing, tuple(resaved))
 
 
 def _differing(cache_root: Path, restored_at: float, now: float) -> tuple[str, ...] | None:

@@ -70,7 +70,22 @@ def test_a_boot_that_loaded_the_baked_key_says_so(tmp_path):
     (part / "cache_key_factors.json").write_text(json.dumps(factors("/x", "cfg-1")))
     found = compile_key.after_restore(str(root), artifact_id)
     assert found.loaded and BAKED_KEY in found.held_keys and found.new_keys == ()
+    assert found.resaved == ()
     assert "loaded its compiled graph from the caches" in found.say(artifact_id)
+
+
+def test_a_boot_that_saved_the_baked_aot_graph_again_says_it_traced_again(tmp_path):
+    """vLLM 0.26 could not load the GLM model's AOT graph on any warm boot (a user-defined
+    Triton kernel in it) and saved it again under the same key: no new key, but no load
+    either (session 21)."""
+    root, artifact_id = fresh_node(tmp_path)
+    graph = root / "vllm/torch_compile_cache/torch_aot_compile" / BAKED_KEY / "rank_0_0/model"
+    graph.write_bytes(b"traced again")
+    found = compile_key.after_restore(str(root), artifact_id)
+    assert found.loaded and found.resaved == (BAKED_KEY,)
+    said = found.say(artifact_id)
+    assert "did not load its AOT graph" in said and BAKED_KEY[:12] in said
+    assert "loaded its compiled graph" not in said
 
 
 def test_a_boot_that_compiled_again_names_the_factor_that_differs(tmp_path):
