@@ -486,15 +486,11 @@ class VllmWarmupProvider:
 
 def _inductor_pool(ctx: PrewarmContext) -> inductor_pool.InductorPool:
     """Inductor's compile processes for the passes (``inductor_pool``), a CUDA rank's share of
-    the CPUs; none on vLLM's CPU backend, whose Inductor compiles C++, not Triton.
-
-    A boot that replays a restored artifact's keys gets the pool too, so that it compiles as
-    the baked boot did: where Inductor builds a graph's user-defined Triton kernel (vLLM's DSA
-    indexer) in its own process, Triton keys the binary apart from the pool's, and a replaying
-    GLM boot without the pool compiled one the artifact lacked (docs/benchmarks.md, session
-    21)."""
-    cuda = ctx.profile.hardware.gpu != "cpu"
-    n = inductor_pool.processes(ranks=ctx.profile.hardware.count) if cuda else 0
+    the CPUs. None on vLLM's CPU backend, whose Inductor compiles C++, not Triton, nor on a boot
+    that replays a restored artifact's keys: its caches hold what Inductor would compile."""
+    hardware = ctx.profile.hardware
+    cold = hardware.gpu != "cpu" and not ctx.replay
+    n = inductor_pool.processes(ranks=hardware.count) if cold else 0
     return inductor_pool.InductorPool(n).start()
 
 
