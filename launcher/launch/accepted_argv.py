@@ -1,21 +1,23 @@
-"""The installed vLLM's verdict on a plan's command, remembered beside the plan's records.
+"""The installed vLLM's verdicts on a plan and its command, remembered beside its records.
 
-Before the exec the launch parses the command with vLLM's own parser (``preflight.check_argv``)
-and reads ``vllm.extra_args`` by its option table, so that a flag vLLM rejects is an error on
-its profile key. Building that parser imports vLLM, torch with it (6.7 s on the CPU machine;
-on the H200, 18-24 s passed from launch to the plan file, this import likely most of it:
-docs/benchmarks.md, session 20), and vLLM's own processes import it again. A command the
-same install accepted once is accepted again, so the launch remembers it in the plan's
-calibration folder (``calibration/<fingerprint>/accepted-argv.json``), which ``bake`` carries
-to a fresh node.
+Before the exec the launch checks the plan against the installed vLLM: what its attention
+backend's impl class declares (``can_serve.on_installed``, under DCP) and the command through
+vLLM's own parser, with ``vllm.extra_args`` read by its option table (``preflight.check_argv``),
+so that what vLLM rejects is an error on its profile key. Each imports vLLM and torch with it
+(8.6-13 s on the CPU machine; on the H200 the launch took 18-24 s to its plan file with the
+command's verdict remembered and the impl still imported: docs/benchmarks.md, session 21), and
+vLLM's own processes import them again. What the same install accepted once it accepts again,
+so the launch remembers a passed check in the plan's calibration folder
+(``calibration/<fingerprint>/accepted-argv.json``), which ``bake`` carries to a fresh node.
 
-The key is the command (its port, host and planned memory figures left out: any value of
-theirs parses alike), ``--force`` and what builds the parser, read without importing it: the
-vLLM distribution's version, the contents of the files that define its options (the server's
-and the engine's argument modules, its config classes, its quantization registry), every
-installed ``vllm.*`` entry point (plugins may add choices) and ``VLLM_PLUGINS``. A key this
-misses costs only the friendly error: vLLM parses the command again itself and stops on a flag
-it rejects.
+A key is what was checked (the command, its port, host and planned memory figures left out, as
+any value of theirs parses alike, and ``--force``; or the plan's fingerprint, the installed
+line and what the check read of the model and the card) and the install, read without
+importing it: the vLLM distribution's version, the contents of the files that define its
+options (the server's and the engine's argument modules, its config classes, its quantization
+registry) and its attention backends, every installed ``vllm.*`` entry point (plugins may add
+choices) and ``VLLM_PLUGINS``. A key this misses costs only the friendly error: vLLM checks
+again itself and stops on what it rejects.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ PARSER_FILES = (
     "model_executor/layers/quantization/__init__.py",
 )
 PARSER_DIRS = ("config",)
+IMPL_DIRS = ("v1/attention/backends",)
+"""The attention backends' impl classes and their bases, which ``can_serve.on_installed``
+imports to read what an impl declares (each file below, at any depth)."""
 
 
 def installed_vllm(root: Path | None) -> list | None:
@@ -49,6 +54,7 @@ def installed_vllm(root: Path | None) -> list | None:
         return None
     files = [root / f for f in PARSER_FILES if (root / f).is_file()]
     files += sorted(p for d in PARSER_DIRS for p in (root / d).glob("*.py"))
+    files += sorted(p for d in IMPL_DIRS for p in (root / d).rglob("*.py"))
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
@@ -89,13 +95,24 @@ def stable(flags: list[str]) -> list[str]:
 def key(flags: list[str], extra_args: list[str], force: bool) -> str | None:
     """The key of a parser verdict on ``flags`` (and the profile's ``extra_args``); None when
     the installed vLLM cannot be read (the check then runs)."""
+    return _key([stable(flags), extra_args, force])
+
+
+def plan_key(line: str, fingerprint: str, target: object) -> str | None:
+    """The key of the installed vLLM's verdict on the plan itself (``can_serve.on_installed``:
+    the line ``line`` the probe found, the plan's ``fingerprint``, what it read of the model
+    and the card, ``target``); None when the installed vLLM cannot be read."""
+    return _key(["plan", line, fingerprint, repr(target)])
+
+
+def _key(what: list) -> str | None:
     try:
         vllm = installed_vllm(vllm_root())
     except (OSError, ImportError, ValueError):  # an install find_spec or a read trips on
         return None
     if vllm is None:
         return None
-    text = json.dumps([vllm, stable(flags), extra_args, force], sort_keys=True)
+    text = json.dumps([vllm, *what], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

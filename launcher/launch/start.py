@@ -44,6 +44,7 @@ from launcher.plan.record import plan_record
 from launcher.profile import extra_args
 from launcher.profile.can_serve import probe_installed
 from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
+from launcher.profile.vllm_runtime import VllmLine
 from launcher.secrets import redact_argv
 from launcher.vllm_options import OptionTable, table_from_parser
 
@@ -91,10 +92,7 @@ def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:
     if probed is None:
         return None, ()
     installed, how = probed
-    loaded = planned.loaded
-    issues = installed_line_issues(planned, installed, how)
-    if issues:
-        raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
+    _check_plan_on(planned, installed, how)
     inferred = planned.deployment.runtime
     if inferred.name == installed.name:
         return None, ()
@@ -131,6 +129,29 @@ def finish(
     for note in notes:
         print(f"b12x-launch: note: {note}", file=sys.stderr)
     return Prepared(planned, run, command.argv, env)
+
+
+def _check_plan_on(planned: Planned, installed: VllmLine, how: str) -> None:
+    """``installed_line_issues``, unless this install passed the same plan before
+    (``accepted_argv``).
+
+    Raises:
+        ProfileError: what the installed line cannot serve, on its key.
+    """
+    from launcher.plan.calibration import store_dir
+    from launcher.plan.inputs import serve_target
+
+    loaded, inputs = planned.loaded, planned.inputs
+    target = serve_target(inputs.facts, inputs.gpu)
+    key = accepted_argv.plan_key(installed.name, planned.fingerprint, target)
+    folder = store_dir(loaded.profile, planned.fingerprint)
+    if key is not None and accepted_argv.accepted(folder, key):
+        return
+    issues = installed_line_issues(planned, installed, how)
+    if issues:
+        raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
+    if key is not None:
+        accepted_argv.remember(folder, key)
 
 
 def check_installed_vllm(planned: Planned, *, force: bool) -> None:

@@ -105,8 +105,8 @@ def on_table(p: Profile, line: Line, target: Target, *, installed: bool = False)
     """What the capability table ``line`` cannot run of ``p`` on ``target``.
 
     A profile that leaves the backend to vLLM gets the one vLLM picks for the model and card.
-    ``installed``: read the installed vLLM's impl class for the backend's decode LSE (a
-    launch); else the table's entry stands (the dry run)."""
+    ``installed``: read the installed vLLM's impl class for the backend's decode LSE when the
+    profile splits decode contexts (a launch); else the table's entry stands."""
     if target.arch == 0:
         return []
     backend, how = chosen_backend(
@@ -120,7 +120,9 @@ def on_table(p: Profile, line: Line, target: Target, *, installed: bool = False)
     )
     if backend is None:
         return []
-    if installed:
+    # The impl class decides only the decode LSE, read under DCP alone: importing it imports
+    # vLLM and torch (9-12 s on the CPU machine), the most of a launch's own start.
+    if installed and p.parallel.decode_context > 1:
         read = read_installed(line, backend)
         if read is not None:
             # replace: the line's other facts (title, indexer limit) stay the table's

@@ -41,6 +41,22 @@ def install(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def lines_checked(monkeypatch):
+    """How often the plan was checked against the installed line (the check that imports
+    the attention impl under DCP); an issue in ``refuse`` is what it finds."""
+    calls: list[str] = []
+    refuse: list[Issue] = []
+    real = launch_mod.installed_line_issues
+
+    def check(planned, installed, how):
+        calls.append(installed.name)
+        return list(refuse) or real(planned, installed, how)
+
+    monkeypatch.setattr(launch_mod, "installed_line_issues", check)
+    return calls, refuse
+
+
+@pytest.fixture
 def parsed(monkeypatch):
     """The command vLLM's parser was given, each time it was built; a flag in ``reject``
     fails as vLLM's parser fails it. The installed line is the profile's own."""
@@ -70,7 +86,7 @@ def test_a_command_the_same_install_accepted_is_not_parsed_again(write, tmp_path
     prepare(write, tmp_path / "cache", tmp_path)
     assert len(calls) == 1
     folder = tmp_path / "cache" / "calibration" / first.planned.fingerprint
-    assert len(json.loads((folder / accepted_argv.FILE).read_text())["keys"]) == 1
+    assert len(json.loads((folder / accepted_argv.FILE).read_text())["keys"]) == 2  # plan, argv
 
 
 def test_a_rejected_command_is_not_remembered(write, tmp_path, install, parsed):
@@ -135,3 +151,24 @@ def test_a_recalibrated_plan_is_the_same_command_and_a_figure_of_another_shape_i
     assert accepted_argv.stable(boot1) == accepted_argv.stable(fresh)
     assert accepted_argv.stable(["--kv-cache-memory-bytes", "80G"])[1] == "80G"
     assert accepted_argv.stable(["--gpu-memory-utilization", ".9"])[1] == ".9"
+
+
+def test_a_plan_the_same_install_passed_is_not_checked_again_and_a_refused_one_is(
+    write, tmp_path, install, parsed, lines_checked
+):
+    calls, refuse = lines_checked
+    prepare(write, tmp_path / "cache", tmp_path)
+    prepare(write, tmp_path / "cache", tmp_path)
+    assert calls == ["gilded-gnosis"]
+    prepare(write, tmp_path / "cache", tmp_path, "serving.max_num_seqs=3")  # another plan
+    assert len(calls) == 2
+    refuse.append(Issue("not on this vLLM", key="vllm.attention_backend"))
+    for _ in range(2):
+        with pytest.raises(ProfileError):
+            prepare(write, tmp_path / "cache", tmp_path, "serving.max_num_seqs=5")
+    assert len(calls) == 4
+    (install / "v1" / "attention" / "backends" / "mla").mkdir(parents=True)
+    (install / "v1" / "attention" / "backends" / "mla" / "impl.py").write_text("dcp = True\n")
+    refuse.clear()
+    prepare(write, tmp_path / "cache", tmp_path)  # an impl class changed: checked again
+    assert len(calls) == 5

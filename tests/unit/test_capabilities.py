@@ -100,3 +100,25 @@ def test_vllms_auto_choice_follows_the_model_and_card():
     )[0] == ("FLASH_ATTN")
     assert capabilities.release_of("0.32.0+cpu") == "0.32"
     assert capabilities.release_of("0.25.1") is None
+
+
+@pytest.mark.parametrize("dcp", [1, 2])
+def test_a_launch_imports_the_impl_class_only_when_decode_contexts_are_split(
+    tmp_path, monkeypatch, dcp
+):
+    """The impl's decode LSE is all a launch reads of it, and it matters only under DCP;
+    importing it imports vLLM (seconds), so a DCP-1 launch does not."""
+    from launcher.profile import load_profile
+
+    read: list[str] = []
+    monkeypatch.setattr(can_serve, "read_installed", lambda line, b: read.append(b))
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "hardware: {gpu: h200, count: 2}\nmodel: {path: /nonexistent, architecture: x}\n"
+        f"parallel: {{tensor: 2, decode_context: {dcp}}}\n"
+        "serving: {max_model_len: 20480, kv_cache_dtype: fp8, block_size: 64}\n"
+    )
+    p = load_profile(str(profile), ()).profile
+    target = can_serve.Target(mla=True, indexer=True, heads=64, arch=9)
+    can_serve.on_table(p, LINES["0.26"], target, installed=True)
+    assert read == ([] if dcp == 1 else ["FLASHMLA_SPARSE"])
