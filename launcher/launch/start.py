@@ -44,7 +44,6 @@ from launcher.plan.record import plan_record
 from launcher.profile import extra_args
 from launcher.profile.can_serve import probe_installed
 from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
-from launcher.profile.vllm_runtime import VllmLine
 from launcher.secrets import redact_argv
 from launcher.vllm_options import OptionTable, table_from_parser
 
@@ -79,22 +78,21 @@ def read_cards(planned: Planned, *, force: bool, gpus=None) -> GpuFacts | None:
 
 
 def installed_line(planned: Planned) -> tuple[str | None, tuple[str, ...]]:
-    """Probe the installed vLLM's line (its files, no import) and refuse what it cannot
-    serve, before any weight loads: the line to plan for when it is not the one planned
-    (``vllm.runtime: auto``: the dry run could only infer one from the backend), and a note.
+    """Probe the installed vLLM's line (its files, no import): the line to plan for when it is
+    not the one planned (``vllm.runtime: auto``: the dry run could only infer one from the
+    backend), and a note. What the line cannot serve is refused on the final plan, after an
+    artifact's restore and before any weight loads (``check_installed_line``).
 
     Raises:
         EnvironmentProblem: no vLLM, or one outside the supported range.
-        ProfileError: a key the installed vLLM cannot serve, located, with the fix.
     """
     require_vllm()
     probed = probe_installed()
     if probed is None:
         return None, ()
     installed, how = probed
-    _check_plan_on(planned, installed, how)
     inferred = planned.deployment.runtime
-    if inferred.name == installed.name:
+    if inferred.name == installed.name or planned.loaded.profile.vllm.runtime != "auto":
         return None, ()
     return installed.name, (
         f"vllm.runtime auto: planned for the installed vLLM, {installed.name} ({how}); the dry "
@@ -114,10 +112,13 @@ def finish(
     artifact: ArtifactRecord | None = None,
     force: bool = False,
 ) -> Prepared:
-    """The final plan's checks and files: refuse what does not fit or what vLLM's parser
-    rejects, make the cache directories, write the run (``driver``: the cards' driver, for
-    the workers' records; ``gpu_kind``: the cards' kind, likewise; ``artifact``: the cache
-    artifact restored, for the workers and the report). No process started."""
+    """The final plan's checks and files: refuse what the installed vLLM cannot serve, what
+    does not fit or what vLLM's parser rejects, make the cache directories, write the run
+    (``driver``: the cards' driver, for the workers' records; ``gpu_kind``: the cards' kind,
+    likewise; ``artifact``: the cache artifact restored, for the workers and the report). No
+    process started."""
+    if check_vllm:
+        check_installed_line(planned)
     require_fit(planned)
     if check_vllm:
         check_installed_vllm(planned, force=force)
@@ -131,16 +132,21 @@ def finish(
     return Prepared(planned, run, command.argv, env)
 
 
-def _check_plan_on(planned: Planned, installed: VllmLine, how: str) -> None:
-    """``installed_line_issues``, unless this install passed the same plan before
-    (``accepted_argv``).
+def check_installed_line(planned: Planned) -> None:
+    """Refuse what the installed vLLM's line cannot serve of the final plan (its capability
+    table, the attention impl class read under DCP), unless this install passed the same plan
+    before (``accepted_argv``; after a restore, the baked node's verdict counts).
 
     Raises:
-        ProfileError: what the installed line cannot serve, on its key.
+        ProfileError: a key the installed vLLM cannot serve, located, with the fix.
     """
     from launcher.plan.calibration import store_dir
     from launcher.plan.inputs import serve_target
 
+    probed = probe_installed()
+    if probed is None:
+        return
+    installed, how = probed
     loaded, inputs = planned.loaded, planned.inputs
     target = serve_target(inputs.facts, inputs.gpu)
     key = accepted_argv.plan_key(installed.name, planned.fingerprint, target)
