@@ -338,18 +338,20 @@ def test_read_cuda_target_reads_the_visible_cards(monkeypatch):
         read_cuda_target({})
 
 
-def test_a_fresh_node_from_the_artifact_skips_parsing_the_command_its_baked_node_had_accepted(
+def test_a_fresh_node_from_the_artifact_checks_nothing_its_baked_node_had_passed(
     write, tmp_path, monkeypatch, launchable
 ):
-    """The baked node's launch remembered vLLM's verdict beside its records; the artifact
-    carries it, so the fresh node does not import vLLM's parser for the same command."""
+    """The baked node's launch remembered vLLM's verdicts on the plan and its command beside
+    its records; the artifact carries them, so the fresh node imports no vLLM for either,
+    although it plans from the baked node's calibrated records (other memory figures)."""
     from launcher.launch import accepted_argv
     from tests.unit.test_accepted_argv import fake_vllm
 
     root = fake_vllm(tmp_path / "site" / "vllm")
     monkeypatch.setattr(accepted_argv, "vllm_root", lambda: root)
-    parsed = []
+    parsed, lines = [], []
     monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: parsed.append(flags))
+    monkeypatch.setattr(launch_mod, "installed_line_issues", lambda *a: lines.append(a) or [])
     first = planned(write, tmp_path / "first-node")
     pipeline.prepare(first, force=False, run_dir=str(tmp_path / "run-1"), gpus=GPUS)
     booted(tmp_path / "first-node", first.fingerprint)
@@ -362,5 +364,5 @@ def test_a_fresh_node_from_the_artifact_skips_parsing_the_command_its_baked_node
         cache_from=str(tmp_path / "art"),
         cuda=CUDA,
     )
-    assert len(parsed) == 1
+    assert len(parsed) == 1 and len(lines) == 1
     assert (tmp_path / "fresh-node/calibration" / first.fingerprint / accepted_argv.FILE).is_file()
