@@ -121,6 +121,20 @@ def boot_from_artifact(lab: Lab, spec: BootSpec) -> BootResult:
     return result
 
 
+def _signatures(root: Path, rel: str) -> str:
+    """A new Triton key's kernel signature (its ``tt.func`` line: each argument's type and
+    specialization, such as ``tt.divisibility``) beside those of the same kernel's other keys
+    under ``root``: what made Triton key it apart (session 21's GLM indexer kernel)."""
+    path = root / rel
+    lines = []
+    for other in sorted(path.parent.parent.glob(f"*/{path.name}")):
+        text = other.read_text(errors="replace")
+        func = next((ln.strip() for ln in text.splitlines() if "tt.func" in ln), "?")
+        mark = "new" if other == path else "held"
+        lines.append(f"\n  {mark} {other.parent.name[:8]}: {func[:1500]}")
+    return "".join(lines)
+
+
 class PlainCold:
     """Plain vLLM from empty caches of its own: the caches its warm boot reads."""
 
@@ -190,7 +204,9 @@ class FreshNode(LearnsNothing, Calibrated):
         )
         new = [rel for rel in compiled if rel not in held and not RESAVED.match(rel)]
         assert compiled, f"nothing under {root}: was the artifact restored there?"
-        assert new == [], f"{len(new)} file(s) the artifact did not hold: {new[:12]}"
+        assert new == [], f"{len(new)} file(s) the artifact did not hold: {new[:12]}" + "".join(
+            _signatures(root, rel) for rel in new if rel.endswith(".ttir")
+        )
 
     def test_it_plans_and_allocates_the_baked_nodes_calibrated_blocks(self, booted):
         again = summary.result(SPECS[self.name]["baked-again"].name)
