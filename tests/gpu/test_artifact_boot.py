@@ -131,7 +131,8 @@ def _signatures(root: Path, rel: str) -> str:
         text = other.read_text(errors="replace")
         func = next((ln.strip() for ln in text.splitlines() if "tt.func" in ln), "?")
         mark = "new" if other == path else "held"
-        lines.append(f"\n  {mark} {other.parent.name[:8]}: {func[:1500]}")
+        when = time.strftime("%H:%M:%S", time.localtime(other.stat().st_mtime))  # the log's clock
+        lines.append(f"\n  {mark} {other.parent.name[:8]} written {when}: {func[:1500]}")
     return "".join(lines)
 
 
