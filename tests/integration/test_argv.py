@@ -8,7 +8,7 @@ import re
 import pytest
 
 from launcher import pipeline
-from launcher.launch import accepted_argv
+from launcher.launch import verdicts
 from launcher.launch.preflight import check_argv, vllm_parser
 from launcher.launch.start import parser_flags
 from launcher.profile.vllm_flags import FLAG_KEYS
@@ -36,8 +36,8 @@ def test_a_bad_flag_is_a_profile_error(parser):
 
 
 @pytest.mark.parametrize("profile", sorted(p.name for p in PROFILES.glob("*.yaml")))
-def test_any_value_of_a_flag_the_accepted_argv_key_leaves_out_parses_alike(parser, profile):
-    """``accepted_argv.stable`` drops the values of per-boot flags from the verdict's key: the
+def test_any_value_of_a_flag_the_verdicts_key_leaves_out_parses_alike(parser, profile):
+    """``verdicts.stable`` drops the values of per-boot flags from the verdict's key: the
     real parser must accept every value of the shape it drops (seeded draws and the edges)."""
     rng = random.Random(f"stable-{profile}")
     draws = {
@@ -48,13 +48,13 @@ def test_any_value_of_a_flag_the_accepted_argv_key_leaves_out_parses_alike(parse
     }
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / profile)), calibrate=False)
     flags = parser_flags(planned)
-    for name, (placeholder, _) in accepted_argv.PER_BOOT.items():
+    for name, (placeholder, _) in verdicts.PER_BOOT.items():
         if name not in flags:  # the CPU profile pins no utilization, say: parse it anyway
             flags += [name, draws[placeholder][0]]
-    for name, (placeholder, shape) in accepted_argv.PER_BOOT.items():
+    for name, (placeholder, shape) in verdicts.PER_BOOT.items():
         i = flags.index(name) + 1
         for value in draws[placeholder]:
             assert re.fullmatch(shape, value)
             tried = [*flags[:i], value, *flags[i + 1 :]]
-            assert accepted_argv.stable(tried)[i] == placeholder
+            assert verdicts.stable(tried)[i] == placeholder
             check_argv(tried, FLAG_KEYS, parser)

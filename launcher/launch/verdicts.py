@@ -8,7 +8,7 @@ so that what vLLM rejects is an error on its profile key. Each imports vLLM and 
 command's verdict remembered and the impl still imported: docs/benchmarks.md, session 21), and
 vLLM's own processes import them again. What the same install accepted once it accepts again,
 so the launch remembers a passed check in the plan's calibration folder
-(``calibration/<fingerprint>/accepted-argv.json``), which ``bake`` carries to a fresh node.
+(``calibration/<fingerprint>/vllm-verdicts.json``), which ``bake`` carries to a fresh node.
 
 A key is what was checked (the command, its port, host and planned memory figures left out, as
 any value of theirs parses alike, and ``--force``; or the plan's fingerprint, the installed
@@ -32,7 +32,7 @@ from pathlib import Path
 from launcher import atomic
 from launcher.profile.can_serve import installed_vllm_version, vllm_root
 
-FILE = "accepted-argv.json"
+FILE = "vllm-verdicts.json"
 KEPT = 16
 """Keys kept per plan, newest last (a node's installs change rarely)."""
 PARSER_FILES = (

@@ -1,6 +1,6 @@
-"""A command the installed vLLM accepted once is not parsed again: the launch skips importing
-vLLM's parser (seconds) while the same install and command come back, and checks again when
-either changes. The verdict lives beside the plan's records, so ``bake`` carries it."""
+"""A plan and a command the installed vLLM passed once are not checked again: the launch skips
+importing vLLM (seconds) while the same install, plan and command come back, and checks again
+when one changes. The verdicts live beside the plan's records, so ``bake`` carries them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from launcher import pipeline
 from launcher.errors import Issue, ProfileError
-from launcher.launch import accepted_argv
 from launcher.launch import start as launch_mod
+from launcher.launch import verdicts
 from tests.conftest import MINIMAL
 from tests.unit.test_launch import probed, rtx
 
@@ -35,7 +35,7 @@ def fake_vllm(root):
 @pytest.fixture
 def install(tmp_path, monkeypatch):
     root = fake_vllm(tmp_path / "site" / "vllm")
-    monkeypatch.setattr(accepted_argv, "vllm_root", lambda: root)
+    monkeypatch.setattr(verdicts, "vllm_root", lambda: root)
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     return root
 
@@ -86,7 +86,7 @@ def test_a_command_the_same_install_accepted_is_not_parsed_again(write, tmp_path
     prepare(write, tmp_path / "cache", tmp_path)
     assert len(calls) == 1
     folder = tmp_path / "cache" / "calibration" / first.planned.fingerprint
-    assert len(json.loads((folder / accepted_argv.FILE).read_text())["keys"]) == 2  # plan, argv
+    assert len(json.loads((folder / verdicts.FILE).read_text())["keys"]) == 2  # plan, argv
 
 
 def test_a_rejected_command_is_not_remembered(write, tmp_path, install, parsed):
@@ -117,7 +117,7 @@ def test_without_an_installed_vllm_the_command_is_always_parsed(
     write, tmp_path, parsed, monkeypatch
 ):
     calls, _ = parsed
-    monkeypatch.setattr(accepted_argv, "vllm_root", lambda: None)
+    monkeypatch.setattr(verdicts, "vllm_root", lambda: None)
     for _ in range(2):
         prepare(write, tmp_path / "cache", tmp_path)
     assert len(calls) == 2
@@ -128,7 +128,7 @@ def test_an_unreadable_verdict_file_is_checked_again_and_rewritten(
 ):
     calls, _ = parsed
     done = prepare(write, tmp_path / "cache", tmp_path)
-    file = tmp_path / "cache" / "calibration" / done.planned.fingerprint / accepted_argv.FILE
+    file = tmp_path / "cache" / "calibration" / done.planned.fingerprint / verdicts.FILE
     file.write_text("{half")
     prepare(write, tmp_path / "cache", tmp_path)
     prepare(write, tmp_path / "cache", tmp_path)
@@ -138,9 +138,9 @@ def test_an_unreadable_verdict_file_is_checked_again_and_rewritten(
 def test_a_free_port_or_another_host_is_the_same_command_and_a_port_that_is_no_number_is_not():
     base = ["--model", "m", "--host", "127.0.0.1", "--port", "8000"]
     other = ["--model", "m", "--host", "10.0.0.7", "--port", "44355"]
-    assert accepted_argv.stable(base) == accepted_argv.stable(other)
-    assert accepted_argv.stable(["--port", "http"]) == ["--port", "http"]
-    assert accepted_argv.stable(["--model", "--port"]) == ["--model", "--port"]
+    assert verdicts.stable(base) == verdicts.stable(other)
+    assert verdicts.stable(["--port", "http"]) == ["--port", "http"]
+    assert verdicts.stable(["--model", "--port"]) == ["--model", "--port"]
 
 
 def test_a_recalibrated_plan_is_the_same_command_and_a_figure_of_another_shape_is_not():
@@ -148,9 +148,9 @@ def test_a_recalibrated_plan_is_the_same_command_and_a_figure_of_another_shape_i
     differ from those of the boot that baked the verdict."""
     boot1 = ["--gpu-memory-utilization", "0.974", "--kv-cache-memory-bytes", "80000000000"]
     fresh = ["--gpu-memory-utilization", "0.969", "--kv-cache-memory-bytes", "79123456789"]
-    assert accepted_argv.stable(boot1) == accepted_argv.stable(fresh)
-    assert accepted_argv.stable(["--kv-cache-memory-bytes", "80G"])[1] == "80G"
-    assert accepted_argv.stable(["--gpu-memory-utilization", ".9"])[1] == ".9"
+    assert verdicts.stable(boot1) == verdicts.stable(fresh)
+    assert verdicts.stable(["--kv-cache-memory-bytes", "80G"])[1] == "80G"
+    assert verdicts.stable(["--gpu-memory-utilization", ".9"])[1] == ".9"
 
 
 def test_a_plan_the_same_install_passed_is_not_checked_again_and_a_refused_one_is(
