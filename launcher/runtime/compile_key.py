@@ -137,3 +137,28 @@ def diff(ours: dict, theirs: dict) -> tuple[str, ...]:
         f"env {k}" for k in set(env_ours) | set(env_theirs) if env_ours.get(k) != env_theirs.get(k)
     )
     return (*names, *(h for h in HASHES if ours.get(h) != theirs.get(h)))
+
+
+FX_COUNTERS = ("hit", "miss", "bypass")
+
+
+def inductor_cache_line() -> str | None:
+    """What Inductor's FX graph cache did in this process so far (torch's own counters), as
+    ``FX graph cache: 12 hits, 1 miss``; None before torch's compiler was imported or when
+    nothing was looked up. A miss on a warm boot is a graph Inductor compiled again, its
+    kernels from Triton's cache or compiled anew (session 21's GLM fresh node)."""
+    import sys
+
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    if counters is None:
+        return None
+    inductor = counters.get("inductor", {})
+    counts = {c: int(inductor.get(f"fxgraph_cache_{c}", 0)) for c in FX_COUNTERS}
+    if not any(counts.values()):
+        return None
+    said = ", ".join(
+        f"{n} {c if n == 1 else {'hit': 'hits', 'miss': 'misses', 'bypass': 'bypasses'}[c]}"
+        for c, n in counts.items()
+    )
+    return f"Inductor's FX graph cache on this boot: {said}"

@@ -157,3 +157,24 @@ def test_the_worker_says_at_ready_which_factor_made_vllm_compile(tmp_path, caplo
     assert record.state == "present" and record.artifact_id == artifact_id
     assert "compiled its graph on this boot from cache artifact" in caplog.text
     assert "env VLLM_XLA_CACHE_PATH" in caplog.text
+
+
+def test_inductors_fx_graph_cache_counts_are_said_from_torchs_counters(monkeypatch):
+    import collections
+    import sys
+    import types
+
+    utils = types.ModuleType("torch._dynamo.utils")
+    utils.counters = collections.defaultdict(collections.Counter)
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", utils)
+    assert compile_key.inductor_cache_line() is None  # nothing looked up
+    utils.counters["inductor"].update(fxgraph_cache_hit=12, fxgraph_cache_miss=1)
+    said = compile_key.inductor_cache_line()
+    assert said == "Inductor's FX graph cache on this boot: 12 hits, 1 miss, 0 bypasses"
+
+
+def test_no_fx_graph_cache_line_before_torchs_compiler_is_imported(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "torch._dynamo.utils", raising=False)
+    assert compile_key.inductor_cache_line() is None

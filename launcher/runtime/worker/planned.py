@@ -530,6 +530,10 @@ class PlannedMixin:
         self._watch_steps()
         self._watch_caches()
         self._say_compile_key()
+        from launcher.runtime.compile_key import inductor_cache_line
+
+        if said := inductor_cache_line():
+            _say(f"rank {self.rank}: {said}")
         _say(f"rank {self.rank}: late-JIT watchdog armed{' (strict)' if strict else ''}")
 
     def _say_compile_key(self) -> None:
