@@ -140,7 +140,6 @@ def check_installed_line(planned: Planned) -> None:
     Raises:
         ProfileError: a key the installed vLLM cannot serve, located, with the fix.
     """
-    from launcher.plan.calibration import store_dir
     from launcher.plan.inputs import serve_target
 
     probed = probe_installed()
@@ -148,16 +147,15 @@ def check_installed_line(planned: Planned) -> None:
         return
     installed, how = probed
     loaded, inputs = planned.loaded, planned.inputs
+
+    def check() -> None:
+        issues = installed_line_issues(planned, installed, how)
+        if issues:
+            raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
+
     target = serve_target(inputs.facts, inputs.gpu)
     key = verdicts.plan_key(installed.name, planned.fingerprint, target)
-    folder = store_dir(loaded.profile, planned.fingerprint)
-    if key is not None and verdicts.accepted(folder, key):
-        return
-    issues = installed_line_issues(planned, installed, how)
-    if issues:
-        raise ProfileError([loaded.issue(i.key, i.message) for i in issues])
-    if key is not None:
-        verdicts.remember(folder, key)
+    verdicts.unless_passed(_verdicts_folder(planned), key, check)
 
 
 def check_installed_vllm(planned: Planned, *, force: bool) -> None:
@@ -167,21 +165,25 @@ def check_installed_vllm(planned: Planned, *, force: bool) -> None:
     Raises:
         ProfileError: what vLLM rejects, on its profile key.
     """
-    from launcher.plan.calibration import store_dir
-
     loaded = planned.loaded
     flags = parser_flags(planned)
+
+    def check() -> None:
+        try:
+            check_argv(flags, FLAG_KEYS)
+            installed_extra_args(loaded.profile, force=force)
+        except ProfileError as exc:
+            raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
+
     key = verdicts.key(flags, list(loaded.profile.vllm.extra_args), force)
-    folder = store_dir(loaded.profile, planned.fingerprint)
-    if key is not None and verdicts.accepted(folder, key):
-        return
-    try:
-        check_argv(flags, FLAG_KEYS)
-        installed_extra_args(loaded.profile, force=force)
-    except ProfileError as exc:
-        raise ProfileError([loaded.issue(i.key, i.message) for i in exc.issues]) from None
-    if key is not None:
-        verdicts.remember(folder, key)
+    verdicts.unless_passed(_verdicts_folder(planned), key, check)
+
+
+def _verdicts_folder(planned: Planned) -> Path:
+    """The plan's calibration folder, which ``bake`` carries: the verdicts travel with it."""
+    from launcher.plan.calibration import store_dir
+
+    return store_dir(planned.loaded.profile, planned.fingerprint)
 
 
 def installed_extra_args(profile, table: OptionTable | None = None, *, force: bool) -> None:

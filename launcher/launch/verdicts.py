@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -48,8 +49,9 @@ imports to read what an impl declares (each file below, at any depth)."""
 
 
 def installed_vllm(root: Path | None) -> list | None:
-    """What builds the parser of the vLLM package at ``root``, read without importing it;
-    None when there is none."""
+    """What the checks read of the vLLM package at ``root`` (its version, the sources of its
+    parser and attention backends, its plugins), read without importing it; None when there is
+    none."""
     if root is None or not root.is_dir():
         return None
     files = [root / f for f in PARSER_FILES if (root / f).is_file()]
@@ -124,8 +126,14 @@ def _keys(folder: Path) -> list[str]:
     return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
 
 
-def accepted(folder: Path, k: str) -> bool:
-    return k in _keys(folder)
+def unless_passed(folder: Path, k: str | None, check: Callable[[], None]) -> None:
+    """Run ``check`` unless the verdict ``k`` is remembered in ``folder``; remember ``k`` when
+    it passes (raises nothing). ``k`` None: always run, remember nothing."""
+    if k is not None and k in _keys(folder):
+        return
+    check()
+    if k is not None:
+        remember(folder, k)
 
 
 def remember(folder: Path, k: str) -> None:

@@ -139,7 +139,8 @@ def diff(ours: dict, theirs: dict) -> tuple[str, ...]:
     return (*names, *(h for h in HASHES if ours.get(h) != theirs.get(h)))
 
 
-FX_COUNTERS = ("hit", "miss", "bypass")
+FX_COUNTERS = {"hit": "hits", "miss": "misses", "bypass": "bypasses"}
+"""torch's ``fxgraph_cache_<name>`` counters, and their plurals."""
 
 
 def inductor_cache_line() -> str | None:
@@ -149,16 +150,12 @@ def inductor_cache_line() -> str | None:
     kernels from Triton's cache or compiled anew (session 21's GLM fresh node)."""
     import sys
 
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None)
+    counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
     if counters is None:
         return None
     inductor = counters.get("inductor", {})
     counts = {c: int(inductor.get(f"fxgraph_cache_{c}", 0)) for c in FX_COUNTERS}
     if not any(counts.values()):
         return None
-    said = ", ".join(
-        f"{n} {c if n == 1 else {'hit': 'hits', 'miss': 'misses', 'bypass': 'bypasses'}[c]}"
-        for c, n in counts.items()
-    )
+    said = ", ".join(f"{n} {c if n == 1 else FX_COUNTERS[c]}" for c, n in counts.items())
     return f"Inductor's FX graph cache on this boot: {said}"
