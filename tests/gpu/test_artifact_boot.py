@@ -136,6 +136,33 @@ def _signatures(root: Path, rel: str) -> str:
     return "".join(lines)
 
 
+def _keep_evidence(root: Path, art: Path, new: list[str], into: Path) -> None:
+    """Copies the files the fresh node wrote anew, and the artifact's files of the same
+    Triton kernels and Inductor modules naming them, into the lab's packed folder: the two
+    keys' sources and metadata to compare off the machine (session 21's indexer kernel)."""
+    budget = 12 * 2**20
+
+    def kernel(path: str) -> str:
+        return Path(path).name.split(".")[0].removeprefix("__grp__")
+
+    names = {kernel(rel) for rel in new if rel.startswith("triton/")}
+    files = art / "files"
+    held = [p for p in (files / "triton").rglob("*") if p.is_file() and kernel(p.name) in names]
+    held += [
+        p
+        for p in (files / "inductor").rglob("*.py")
+        if p.stat().st_size < 2**21 and any(n in p.read_text(errors="replace") for n in names)
+    ]
+    pairs = [(root / rel, into / "new" / rel) for rel in new]
+    pairs += [(p, into / "held" / p.relative_to(files)) for p in held]
+    for src, dst in pairs:
+        if not src.is_file() or src.stat().st_size > budget:
+            continue
+        budget -= src.stat().st_size
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+
+
 class PlainCold:
     """Plain vLLM from empty caches of its own: the caches its warm boot reads."""
 
@@ -205,6 +232,8 @@ class FreshNode(LearnsNothing, Calibrated):
         )
         new = [rel for rel in compiled if rel not in held and not RESAVED.match(rel)]
         assert compiled, f"nothing under {root}: was the artifact restored there?"
+        if new:
+            _keep_evidence(root, art, new, lab.root / f"{booted.spec.name}-new-files")
         assert new == [], f"{len(new)} file(s) the artifact did not hold: {new[:12]}" + "".join(
             _signatures(root, rel) for rel in new if rel.endswith(".ttir")
         )
