@@ -6,6 +6,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.contract.names import ComponentName as Name
@@ -127,7 +128,10 @@ def build_command(
     run_dir: str = "",
     fingerprint: str = "",
     deployment: Deployment,
+    toolchain: Mapping[str, str] | None = None,
 ) -> VllmCommand:
+    """``toolchain``: variables the caller resolved on the serving machine
+    (``toolchain.pinned_env``); the profile's own ``env`` still wins over them."""
     p = profile
     d = deployment  # resolved by the caller that made the deployment
     values = FlagValues(
@@ -139,7 +143,7 @@ def build_command(
     )
     argv = [*entry_command(p), p.model.path, *render(values)]
     argv += list(p.vllm.extra_args)
-    env = {**cache_env(p), **COMPILE_KEY_ENV, **p.env}
+    env = {**cache_env(p), **COMPILE_KEY_ENV, **(toolchain or {}), **p.env}
     for key, value in (
         (PLAN_ENV, plan_file),
         (RUN_DIR_ENV, run_dir),

@@ -1,0 +1,40 @@
+"""The ptxas every process of a boot hands to Triton, fixed before vLLM starts.
+
+Triton's cache key holds the version of ptxas that a process first asked for (Triton 3.6
+caches ``get_ptxas_version`` per process). PyTorch's Inductor points Triton at torch's own
+ptxas (``TRITON_PTXAS_PATH``) in its compile workers at their start, and in the main process
+only when that process first compiles. torch 2.11 (cu130) ships ptxas 13.0 and Triton 3.6
+bundles 12.8, so a kernel has two keys, and which one a boot computes depends on which process
+compiled it and what that process ran first. Seen on the H200 (session 22): a node restoring
+the GLM model's artifact compiled vLLM's indexer kernel in the main process while the baked
+node's compile workers had, keyed it apart, and compiled it again. Set before any process
+starts, every process of every boot asks the same ptxas, so one kernel has one key.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+PTXAS_ENV = "TRITON_PTXAS_PATH"
+
+
+def torch_ptxas() -> Path | None:
+    """torch's bundled ptxas, found without importing torch; None on builds without one
+    (CPU, ROCm) or without torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "ptxas"
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def pinned_env(profile_env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``TRITON_PTXAS_PATH`` set to torch's ptxas, the one Inductor would switch to, unless the
+    profile or the caller's environment names one already (theirs is kept)."""
+    if PTXAS_ENV in profile_env or PTXAS_ENV in environ:
+        return {}
+    path = torch_ptxas()
+    return {PTXAS_ENV: str(path)} if path else {}
