@@ -8,7 +8,10 @@ bundles 12.8, so a kernel has two keys, and which one a boot computes depends on
 compiled it and what that process ran first. Seen on the H200 (session 22): a node restoring
 the GLM model's artifact compiled vLLM's indexer kernel in the main process while the baked
 node's compile workers had, keyed it apart, and compiled it again. Set before any process
-starts, every process of every boot asks the same ptxas, so one kernel has one key.
+starts, every process of every boot asks the same ptxas, so one kernel has one key. Cards of
+compute capability 10 and up (Blackwell) compile with Triton's ``ptxas-blackwell``
+(``TRITON_PTXAS_BLACKWELL_PATH`` in Triton 3.6), which Inductor does not switch: the pin
+changes nothing there.
 """
 
 from __future__ import annotations
