@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from launcher.deployment import resolve
 from launcher.launch.planned import Planned
-from launcher.launch.toolchain import pinned_env
 from launcher.launch.vllm_args import build_command
 from launcher.plan.fingerprint import profile_fingerprint
 from launcher.plan.inputs import gather
@@ -222,11 +221,7 @@ def _planned(
 ):
     memory_plan = plan(loaded.profile, inputs)
     command = build_command(
-        loaded.profile,
-        memory_plan,
-        fingerprint=fingerprint,
-        deployment=inputs.deployment,
-        toolchain=pinned_env(loaded.profile.env, os.environ),
+        loaded.profile, memory_plan, fingerprint=fingerprint, deployment=inputs.deployment
     )
     return Planned(loaded, memory_plan, command, fingerprint, inputs, calibrate, use_qualified)
 

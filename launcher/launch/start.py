@@ -33,7 +33,6 @@ from launcher.launch.preflight import (
     visible,
     vllm_parser,
 )
-from launcher.launch.toolchain import pinned_env
 from launcher.launch.vllm_args import (
     CACHE_DIRS,
     VllmCommand,
@@ -247,7 +246,6 @@ def write_run(
         run_dir=str(run.absolute()),
         fingerprint=planned.fingerprint,
         deployment=planned.deployment,
-        toolchain=pinned_env(loaded.profile.env, os.environ),
     )
     plan = plan_record(planned.plan, planned.fingerprint, command_record(command.argv, command.env))
     # What the worker needs, resolved here once: it reads these instead of deriving them

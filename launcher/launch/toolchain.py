@@ -16,10 +16,11 @@ changes nothing there.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from launcher.installed import package_root
 
 PTXAS_ENV = "TRITON_PTXAS_PATH"
 
@@ -27,11 +28,9 @@ PTXAS_ENV = "TRITON_PTXAS_PATH"
 def torch_ptxas() -> Path | None:
     """torch's bundled ptxas, found without importing torch; None on builds without one
     (CPU, ROCm) or without torch."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "ptxas"
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    root = package_root("torch")
+    path = root / "bin" / "ptxas" if root else None
+    return path if path and path.is_file() and os.access(path, os.X_OK) else None
 
 
 def pinned_env(profile_env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:

@@ -6,12 +6,12 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.contract.names import ComponentName as Name
 from launcher.contract.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
 from launcher.deployment import Deployment
+from launcher.launch.toolchain import pinned_env
 from launcher.plan.planner import MemoryPlan
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_flags import FlagValues, render, spans_nodes
@@ -128,10 +128,7 @@ def build_command(
     run_dir: str = "",
     fingerprint: str = "",
     deployment: Deployment,
-    toolchain: Mapping[str, str] | None = None,
 ) -> VllmCommand:
-    """``toolchain``: variables the caller resolved on the serving machine
-    (``toolchain.pinned_env``); the profile's own ``env`` still wins over them."""
     p = profile
     d = deployment  # resolved by the caller that made the deployment
     values = FlagValues(
@@ -143,7 +140,8 @@ def build_command(
     )
     argv = [*entry_command(p), p.model.path, *render(values)]
     argv += list(p.vllm.extra_args)
-    env = {**cache_env(p), **COMPILE_KEY_ENV, **(toolchain or {}), **p.env}
+    # the ptxas pin is this machine's (torch's files): the command is the one run here
+    env = {**cache_env(p), **COMPILE_KEY_ENV, **pinned_env(p.env, os.environ), **p.env}
     for key, value in (
         (PLAN_ENV, plan_file),
         (RUN_DIR_ENV, run_dir),

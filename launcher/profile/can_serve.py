@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from launcher.installed import package_root
 from launcher.profile.capabilities import (
     DRY_RUN_RELEASE,
     UPSTREAM_RELEASES,
@@ -276,10 +277,7 @@ def vllm_outside_support(version: str) -> str | None:
 
 def vllm_root() -> Path | None:
     """The installed vLLM package's directory, found without importing it."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
+    return package_root("vllm")
 
 
 def probe_installed() -> tuple[VllmLine, str] | None:

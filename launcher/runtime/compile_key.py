@@ -147,7 +147,7 @@ def inductor_cache_line() -> str | None:
     """What Inductor's FX graph cache did in this process so far (torch's own counters), as
     ``FX graph cache: 12 hits, 1 miss``; None before torch's compiler was imported or when
     nothing was looked up. A miss on a warm boot is a graph Inductor compiled again, its
-    kernels from Triton's cache or compiled anew (session 21's GLM fresh node)."""
+    kernels from Triton's cache or compiled anew."""
     import sys
 
     counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)

@@ -38,6 +38,7 @@ ROOM_OF_TOP_MODULE = {
     "switches": "base",  # on/off switches read from the environment
     "buildid": "base",  # the image build id every compile cache and artifact is keyed by
     "bounded": "base",  # reading input files: regular files of a bounded size
+    "installed": "base",  # where an installed package lies, found without importing it
     "vllm_options": "base",  # vLLM's option table and how its parser reads an argument list
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)

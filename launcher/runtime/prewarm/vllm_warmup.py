@@ -487,9 +487,10 @@ class VllmWarmupProvider:
 def _inductor_pool(ctx: PrewarmContext) -> inductor_pool.InductorPool:
     """Inductor's compile processes for the passes (``inductor_pool``), a CUDA rank's share of
     the CPUs. None on vLLM's CPU backend, whose Inductor compiles C++, not Triton, nor on a boot
-    that replays a restored artifact's keys: its caches hold what Inductor would compile. (With
-    the pool on, a replaying GLM boot still compiled the one kernel the artifact lacked, and
-    its prewarm cost about 8 s more: docs/benchmarks.md, session 21.)"""
+    that replays a restored artifact's keys: its caches hold what Inductor would compile, and
+    the launch's ptxas pin (``launch.toolchain``) keys a kernel compiled in this process as the
+    baked boot's pool keyed it (the pool on a replay cost about 8 s: docs/benchmarks.md,
+    sessions 21 and 22)."""
     hardware = ctx.profile.hardware
     cold = hardware.gpu != "cpu" and not ctx.replay
     n = inductor_pool.processes(ranks=hardware.count) if cold else 0
