@@ -53,6 +53,9 @@ class BootSpec:
     cache_from: str = ""
     """A cache artifact to restore before vLLM starts (``--cache-from``): its name under the
     lab's artifacts (``Lab.artifact``); none by default."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Variables added to the launch's environment (a diagnostic switch such as
+    ``BLAUNCH_COMPILE_TIMES=1``); the launcher passes them on to vLLM and its workers."""
 
     @property
     def prewarm(self) -> bool:
@@ -244,7 +247,11 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
     (work / "argv.json").write_text(json.dumps(argv))
     with result.log_path.open("w") as log:
         proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=lab.env(), start_new_session=True
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**lab.env(), **dict(spec.env)},
+            start_new_session=True,
         )
     (work / "server.pid").write_text(str(proc.pid))  # run-tier.sh ends a group left behind
     started, wall = time.monotonic(), time.time()

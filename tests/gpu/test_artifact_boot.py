@@ -64,6 +64,15 @@ def specs(name: str) -> dict[str, BootSpec]:
         "baked": spec("baked", "art-baked"),
         "baked-again": spec("baked-2", "art-baked"),
         "fresh": spec("fresh", "art-fresh", cache_from=f"{name}-art"),
+        # The same fresh node again, on another empty cache root, with the stage's thread
+        # sampled (BLAUNCH_COMPILE_TIMES): where its prewarm's seconds go, beside the boot of
+        # record, whose timing the sampler and hooks would touch.
+        "fresh-traced": spec(
+            "fresh-traced",
+            "art-fresh-traced",
+            cache_from=f"{name}-art",
+            env=(("BLAUNCH_COMPILE_TIMES", "1"),),
+        ),
         "key-a": spec("key-a", "key-a", plain=True),
         "key-b": spec("key-b", "key-b", plain=True, cache_from=f"{name}-key"),
     }
@@ -337,6 +346,10 @@ class TestGlmOtherBuildRefused(OtherBuildRefused):
     name = "glm"
 
 
+class TestGlmFromArtifactTraced(FreshNode):
+    spec, name = SPECS["glm"]["fresh-traced"], "glm"
+
+
 class TestMoePlainCold(PlainCold):
     spec, name = SPECS["moe"]["plain"], "moe"
 
@@ -359,6 +372,10 @@ class TestMoePlainWarm(PlainWarm):
 
 class TestMoeOtherBuildRefused(OtherBuildRefused):
     name = "moe"
+
+
+class TestMoeFromArtifactTraced(FreshNode):
+    spec, name = SPECS["moe"]["fresh-traced"], "moe"
 
 
 class TestMoeKeyBaked(KeyBaked):
