@@ -38,14 +38,17 @@ class KeyCheck:
     held_keys: tuple[str, ...]
     """AOT keys the restore brought (or an earlier boot left)."""
     differing: tuple[str, ...] | None
-    """The factors of this boot's key that differ from the nearest restored one's (``env X``,
-    ``config_hash``, ...); None when there was no pair of factor files to compare."""
+    """The factors of the keys this boot wrote (an AOT key, or the config-hash directory of
+    vLLM's compiled pieces) that differ from the nearest restored one's (``env X``,
+    ``config_hash``, ...); () when they are the same, None when there was no pair of factor
+    files to compare."""
     resaved: tuple[str, ...] = ()
     """Held keys whose AOT graph (``rank_*/model``) this boot wrote again: vLLM could not load
     it, traced the model again and took the compiled graph from Inductor's cache under the same
-    key. vLLM 0.26 does so on every warm boot of a graph that holds a user-defined Triton
-    kernel (the GLM model's DSA indexer: "Kernel index N not found in id_to_kernel"), its own
-    warm boot included (session 21)."""
+    key. On the H200 every planned warm boot of the GLM model did ("Kernel index N not found in
+    id_to_kernel": its DSA indexer is a user-defined Triton kernel), while plain vLLM's own
+    warm boot loaded it (session 23); those boots also saved vLLM's pieces under a config-hash
+    directory the baked boot did not use, which ``differing`` names the cause of."""
 
     @property
     def loaded(self) -> bool:
@@ -58,12 +61,12 @@ class KeyCheck:
                 f"vLLM made no new torch.compile key on this boot from cache artifact "
                 f"{artifact_id}, but did not load its AOT graph {keys}: it traced the model "
                 "again and saved the graph anew, compiled from the caches (vLLM's log: "
-                "'Compiling model again due to a load failure')"
+                "'Compiling model again due to a load failure')" + self._pieces()
             )
         if self.loaded:
             return (
                 f"vLLM made no new torch.compile key on this boot from cache artifact "
-                f"{artifact_id}: it loaded its compiled graph from the caches"
+                f"{artifact_id}: it loaded its compiled graph from the caches" + self._pieces()
             )
         if not self.new_keys:
             return f"no AOT-compiled graph of vLLM's under the cache root (artifact {artifact_id})"
@@ -79,6 +82,16 @@ class KeyCheck:
             f"vLLM compiled its graph on this boot from cache artifact {artifact_id}: its "
             f"torch.compile key {keys} was not in the caches ({why}); see docs/operations.md, "
             "'Where the cache root lies'"
+        )
+
+    def _pieces(self) -> str:
+        """The config-hash directory this boot saved vLLM's pieces under, when its factors are
+        not the baked boot's: vLLM then loads the pieces through Inductor's cache, not its own."""
+        if not self.differing:
+            return ""
+        return (
+            "; it saved its compiled pieces under a cache key whose factors differ from the "
+            f"baked boot's in {', '.join(self.differing)}"
         )
 
 
@@ -109,7 +122,7 @@ def check(cache_root: Path, marker: Path, started: float = 0.0) -> KeyCheck | No
         (held if oldest <= now else new).append(key.name)
         if oldest <= now and any(g.stat().st_mtime > now for g in key.glob("rank_*/model")):
             resaved.append(key.name)
-    differing = _differing(cache_root, restored_at, now) if new else None
+    differing = _differing(cache_root, restored_at, now)
     return KeyCheck(tuple(new), tuple(held), differing, tuple(resaved))
 
 

@@ -235,6 +235,20 @@ def dry_run(lab: Lab, spec: BootSpec, port: int) -> tuple[dict | None, str]:
     return json.loads(done.stdout), done.stderr[-2000:]
 
 
+def _keep_compile_factors(cache_root: Path, work: Path) -> None:
+    """vLLM's ``cache_key_factors.json`` of every config-hash directory under the boot's cache
+    root, into its work dir (packed with the logs): which factor put a warm boot's compiled
+    pieces under another directory than the baked boot's (session 23)."""
+    from launcher.artifact.compile_env import factor_files
+
+    out = work / "compile-factors"
+    for path, _ in factor_files(cache_root):
+        part = path.parent
+        name = f"{part.parent.parent.name}-{part.parent.name}-{part.name}.json"
+        out.mkdir(exist_ok=True)
+        (out / name).write_bytes(path.read_bytes())
+
+
 def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
     """Start, stress (or, under strict JIT, provoke one late compile), stop, read back."""
     work = lab.root / spec.name
@@ -275,6 +289,7 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
         result.stopped_by_us = proc.poll() is None
         result.exit_code = _stop(proc)
     _read_back(result)
+    _keep_compile_factors(lab.cache / spec.cache if spec.cache else lab.cache, work)
     nvml.wait_idle(devices, IDLE_USED if not lab.ballast else 1 << 60)
     if result.healthy and not spec.strict_jit and not spec.plain:
         result.calibrated, result.dry_run_error = dry_run(lab, spec, port)

@@ -24,12 +24,12 @@ BAKED_KEY = "c9d7e627f0289bff35666d45793c606791e42402739d4b80ffaac6682493c568"
 OTHER_KEY = "c69014704bb7edba8503dc77b4f42f02f989e6c02339d93b7beaf806d5fcdd9d"
 
 
-def factors(xla: str, config_hash: str = "cfg-1") -> dict:
+def factors(xla: str, config_hash: str = "cfg-1", code_hash: str = "code-1") -> dict:
     """``cache_key_factors.json`` as vLLM writes it beside a compile."""
     return {
         "env": {"VLLM_XLA_CACHE_PATH": xla, "VLLM_USE_AOT_COMPILE": True},
         "config_hash": config_hash,
-        "code_hash": "code-1",
+        "code_hash": code_hash,
         "compiler_hash": "inductor-1",
     }
 
@@ -64,28 +64,47 @@ def fresh_node(tmp_path: Path) -> tuple[Path, str]:
 
 def test_a_boot_that_loaded_the_baked_key_says_so(tmp_path):
     root, artifact_id = fresh_node(tmp_path)
-    # loading the AOT graph, vLLM 0.26 saves its pieces again under a new config hash
-    part = root / "vllm/torch_compile_cache/7046b5c4a4/rank_0_0/backbone"
-    part.mkdir(parents=True)
-    (part / "cache_key_factors.json").write_text(json.dumps(factors("/x", "cfg-1")))
     found = compile_key.after_restore(str(root), artifact_id)
     assert found.loaded and BAKED_KEY in found.held_keys and found.new_keys == ()
-    assert found.resaved == ()
-    assert "loaded its compiled graph from the caches" in found.say(artifact_id)
+    assert found.resaved == () and found.differing is None
+    said = found.say(artifact_id)
+    assert said.endswith("it loaded its compiled graph from the caches")
+
+
+def test_pieces_saved_under_another_config_hash_name_the_factor_that_moved_them(tmp_path):
+    """Loading the baked AOT graph, the H200's warm boots saved vLLM's pieces again under a
+    config-hash directory the baked boot did not use (session 23): vLLM then loads them through
+    Inductor's cache, which the GLM model's user-defined Triton kernel fails. The line names
+    the factor, never its value."""
+    root, artifact_id = fresh_node(tmp_path)
+    part = root / "vllm/torch_compile_cache/7046b5c4a4/rank_0_0/backbone"
+    part.mkdir(parents=True)
+    moved = factors("/baked-on/xdg/vllm/xla_cache", code_hash="code-2")
+    (part / "cache_key_factors.json").write_text(json.dumps(moved))
+    found = compile_key.after_restore(str(root), artifact_id)
+    assert found.loaded and found.new_keys == () and found.differing == ("code_hash",)
+    said = found.say(artifact_id)
+    assert "loaded its compiled graph" in said
+    assert "differ from the baked boot's in code_hash" in said
+    assert "code-2" not in said
 
 
 def test_a_boot_that_saved_the_baked_aot_graph_again_says_it_traced_again(tmp_path):
-    """vLLM 0.26 could not load the GLM model's AOT graph on any warm boot (a user-defined
-    Triton kernel in it) and saved it again under the same key: no new key, but no load
-    either (session 21)."""
+    """vLLM 0.26 could not load the GLM model's AOT graph on a planned warm boot (a
+    user-defined Triton kernel in it) and saved it again under the same key: no new key, but no
+    load either (sessions 21 and 23), with its pieces under another config hash."""
     root, artifact_id = fresh_node(tmp_path)
     graph = root / "vllm/torch_compile_cache/torch_aot_compile" / BAKED_KEY / "rank_0_0/model"
     graph.write_bytes(b"traced again")
+    part = root / "vllm/torch_compile_cache/150303e038/rank_0_0/backbone"
+    part.mkdir(parents=True)
+    moved = factors("/baked-on/xdg/vllm/xla_cache", config_hash="cfg-2")
+    (part / "cache_key_factors.json").write_text(json.dumps(moved))
     found = compile_key.after_restore(str(root), artifact_id)
     assert found.loaded and found.resaved == (BAKED_KEY,)
     said = found.say(artifact_id)
     assert "did not load its AOT graph" in said and BAKED_KEY[:12] in said
-    assert "loaded its compiled graph" not in said
+    assert "loaded its compiled graph" not in said and said.endswith("in config_hash")
 
 
 def test_a_boot_that_compiled_again_names_the_factor_that_differs(tmp_path):
