@@ -9,17 +9,23 @@ to back on one machine: the lab's cache roots and artifacts stay while it is war
       tests/gpu/test_artifact_boot.py::TestGlmPlainCold \
       tests/gpu/test_artifact_boot.py::TestGlmBaked
     # Y: the baked node's own boot 2 (the blocks to match); plain vLLM warm on its own caches
-    #    (the time to match); a fresh node (empty caches) from the artifact; an artifact of
-    #    another build refused. In this order: the fresh node's tests read the two before it.
+    #    and a fresh node (empty caches) from the artifact, twice each, in turn (the time to
+    #    match, and the time); an artifact of another build refused; the bar over the samples.
+    #    In this order: the fresh node's tests read the boots before it.
     TIER_SECONDS=560 PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh \
       tests/gpu/test_artifact_boot.py::TestGlmBakedAgain \
       tests/gpu/test_artifact_boot.py::TestGlmPlainWarm \
       tests/gpu/test_artifact_boot.py::TestGlmFromArtifact \
-      tests/gpu/test_artifact_boot.py::TestGlmOtherBuildRefused
+      tests/gpu/test_artifact_boot.py::TestGlmPlainWarmAgain \
+      tests/gpu/test_artifact_boot.py::TestGlmFromArtifactAgain \
+      tests/gpu/test_artifact_boot.py::TestGlmOtherBuildRefused \
+      tests/gpu/test_artifact_boot.py::TestGlmBar
 
-(``Moe`` in place of ``Glm`` for the MoE model.) The fresh node's boot must be ready within
-plain vLLM's warm boot + 10 s, compile nothing late by any of the three counters, and plan
-and allocate the blocks the baked node's own calibrated boot does.
+(``Moe`` in place of ``Glm`` for the MoE model.) The fresh node's boots must be ready, by
+their median, within plain vLLM's median warm boot + 10 s (one sample of each where the call
+ran one: session 23 saw the same fresh boot take 54 and 67 s in one call), compile nothing
+late by any of the three counters, and plan and allocate the blocks the baked node's own
+calibrated boot does.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import median
 
 import pytest
 
@@ -61,9 +68,11 @@ def specs(name: str) -> dict[str, BootSpec]:
     return {
         "plain": spec("plain", "art-plain", plain=True),
         "plain-warm": spec("plain-warm", "art-plain", plain=True),
+        "plain-warm-2": spec("plain-warm-2", "art-plain", plain=True),
         "baked": spec("baked", "art-baked"),
         "baked-again": spec("baked-2", "art-baked"),
         "fresh": spec("fresh", "art-fresh", cache_from=f"{name}-art"),
+        "fresh-2": spec("fresh-2", "art-fresh-2", cache_from=f"{name}-art"),
         # The same fresh node again, on another empty cache root, with the stage's thread
         # sampled (BLAUNCH_COMPILE_TIMES): where its prewarm's seconds go, beside the boot of
         # record, whose timing the sampler and hooks would touch.
@@ -256,13 +265,33 @@ class FreshNode(LearnsNothing, Calibrated):
             r: rec["kv"]["blocks"] for r, rec in again.records.items()
         }
 
-    def test_it_is_ready_within_plain_vllms_warm_boot_plus_10_s(self, booted):
-        plain = summary.ready_seconds(SPECS[self.name]["plain-warm"].name)
-        if plain is None:
-            pytest.fail("run Test*PlainWarm in the same call (it is the bar)")
-        assert booted.ready_seconds <= plain + WARM_SLACK_S, (
-            f"fresh node ready in {booted.ready_seconds:.0f} s, plain vLLM warm {plain:.0f} s"
+
+PLAIN_WARM = ("plain-warm", "plain-warm-2")
+FRESH = ("fresh", "fresh-2")
+"""The boots the bar compares; the sampled fresh node is not one (its hooks and sampler cost
+time of their own)."""
+
+
+class ReadyBar:
+    """The fresh node's time to ready against plain vLLM's warm boot, each the median of the
+    samples this call booted."""
+
+    name: str
+
+    def test_the_fresh_nodes_median_ready_is_within_plain_vllms_median_warm_plus_10_s(self):
+        def samples(names: tuple[str, ...]) -> list[float]:
+            found = (summary.ready_seconds(SPECS[self.name][n].name) for n in names)
+            return [s for s in found if s is not None]
+
+        plain, fresh = samples(PLAIN_WARM), samples(FRESH)
+        if not plain or not fresh:
+            pytest.fail("run Test*PlainWarm and Test*FromArtifact in the same call (the bar)")
+        said = (
+            f"fresh node ready in {median(fresh):.1f} s (median of {fresh}), plain vLLM warm "
+            f"{median(plain):.1f} s (median of {plain})"
         )
+        print(said)
+        assert median(fresh) <= median(plain) + WARM_SLACK_S, said
 
 
 class KeyBaked(PlainCold):
@@ -342,7 +371,19 @@ class TestGlmPlainWarm(PlainWarm):
     spec, name = SPECS["glm"]["plain-warm"], "glm"
 
 
+class TestGlmPlainWarmAgain(PlainWarm):
+    spec, name = SPECS["glm"]["plain-warm-2"], "glm"
+
+
+class TestGlmFromArtifactAgain(FreshNode):
+    spec, name = SPECS["glm"]["fresh-2"], "glm"
+
+
 class TestGlmOtherBuildRefused(OtherBuildRefused):
+    name = "glm"
+
+
+class TestGlmBar(ReadyBar):
     name = "glm"
 
 
@@ -370,7 +411,19 @@ class TestMoePlainWarm(PlainWarm):
     spec, name = SPECS["moe"]["plain-warm"], "moe"
 
 
+class TestMoePlainWarmAgain(PlainWarm):
+    spec, name = SPECS["moe"]["plain-warm-2"], "moe"
+
+
+class TestMoeFromArtifactAgain(FreshNode):
+    spec, name = SPECS["moe"]["fresh-2"], "moe"
+
+
 class TestMoeOtherBuildRefused(OtherBuildRefused):
+    name = "moe"
+
+
+class TestMoeBar(ReadyBar):
     name = "moe"
 
 

@@ -33,8 +33,9 @@ def _fingerprint(lab: Lab, spec, port: int) -> str:
 def test_the_baked_and_the_fresh_node_plan_one_deployment(tmp_path, name):
     lab, specs = _lab(tmp_path), SPECS[name]
     baked = _fingerprint(lab, specs["baked"], 8001)
-    assert _fingerprint(lab, specs["fresh"], 8002) == baked  # another port, another cache root
-    assert _fingerprint(lab, specs["baked-again"], 8003) == baked
+    for port, fresh in enumerate(("fresh", "fresh-2", "fresh-traced"), 8002):
+        assert _fingerprint(lab, specs[fresh], port) == baked  # another port and cache root
+    assert _fingerprint(lab, specs["baked-again"], 8009) == baked
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
