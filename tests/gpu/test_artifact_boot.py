@@ -8,9 +8,10 @@ to back on one machine: the lab's cache roots and artifacts stay while it is war
     TIER_SECONDS=560 PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh \
       tests/gpu/test_artifact_boot.py::TestGlmPlainCold \
       tests/gpu/test_artifact_boot.py::TestGlmBaked
-    # Y: the baked node's own boot 2 (the blocks to match); plain vLLM warm on its own caches
-    #    and a fresh node (empty caches) from the artifact, twice each, in turn (the time to
-    #    match, and the time); an artifact of another build refused; the bar over the samples.
+    # Y: the baked node's own boot 2 (the blocks to match), baked again after it; plain vLLM
+    #    warm on its own caches and a fresh node (empty caches) from the artifact, twice
+    #    each, in turn (the time to match, and the time); an artifact of another build
+    #    refused; the bar over the samples; a fresh node from the artifact baked after boot 2.
     #    In this order: the fresh node's tests read the boots before it.
     TIER_SECONDS=560 PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh \
       tests/gpu/test_artifact_boot.py::TestGlmBakedAgain \
@@ -19,7 +20,8 @@ to back on one machine: the lab's cache roots and artifacts stay while it is war
       tests/gpu/test_artifact_boot.py::TestGlmPlainWarmAgain \
       tests/gpu/test_artifact_boot.py::TestGlmFromArtifactAgain \
       tests/gpu/test_artifact_boot.py::TestGlmOtherBuildRefused \
-      tests/gpu/test_artifact_boot.py::TestGlmBar
+      tests/gpu/test_artifact_boot.py::TestGlmBar \
+      tests/gpu/test_artifact_boot.py::TestGlmFromSecondBake
 
 (``Moe`` in place of ``Glm`` for the MoE model.) The fresh node's boots must be ready, by
 their median, within plain vLLM's median warm boot + 10 s (one sample of each where the call
@@ -73,6 +75,10 @@ def specs(name: str) -> dict[str, BootSpec]:
         "baked-again": spec("baked-2", "art-baked"),
         "fresh": spec("fresh", "art-fresh", cache_from=f"{name}-art"),
         "fresh-2": spec("fresh-2", "art-fresh-2", cache_from=f"{name}-art"),
+        # A fresh node from the artifact baked after boot 2: the baked node's warm boot saved
+        # vLLM's pieces under the config-hash directory every planned warm boot uses, which
+        # boot 1 does not (session 23), so vLLM may load them directly.
+        "fresh-b2": spec("fresh-b2", "art-fresh-b2", cache_from=f"{name}-art-2"),
         # The same fresh node again, on another empty cache root, with the stage's thread
         # sampled (BLAUNCH_COMPILE_TIMES): where its prewarm's seconds go, beside the boot of
         # record, whose timing the sampler and hooks would touch.
@@ -197,11 +203,13 @@ class BakedNode(LearnsNothing):
     """The first node: boot 1 from empty caches, then `bake` writes the artifact."""
 
     name: str
+    artifact = "art"
+    """The artifact's name under the lab's, after the model's."""
 
     @pytest.fixture(scope="class")
     def baked(self, lab, booted) -> Baked:
         assert booted.healthy, _why(booted)
-        return bake(lab, booted, f"{self.name}-art")
+        return bake(lab, booted, f"{self.name}-{self.artifact}")
 
     def test_bake_writes_an_artifact_of_the_boots_caches_and_records(self, baked, booted):
         assert baked.exit_code == 0, baked.output[-3000:]
@@ -359,8 +367,8 @@ class TestGlmBaked(BakedNode):
     spec, name = SPECS["glm"]["baked"], "glm"
 
 
-class TestGlmBakedAgain(LearnsNothing, Calibrated):
-    spec, name = SPECS["glm"]["baked-again"], "glm"
+class TestGlmBakedAgain(BakedNode, Calibrated):
+    spec, name, artifact = SPECS["glm"]["baked-again"], "glm", "art-2"
 
 
 class TestGlmFromArtifact(FreshNode):
@@ -387,6 +395,10 @@ class TestGlmBar(ReadyBar):
     name = "glm"
 
 
+class TestGlmFromSecondBake(FreshNode):
+    spec, name = SPECS["glm"]["fresh-b2"], "glm"
+
+
 class TestGlmFromArtifactTraced(FreshNode):
     spec, name = SPECS["glm"]["fresh-traced"], "glm"
 
@@ -399,8 +411,8 @@ class TestMoeBaked(BakedNode):
     spec, name = SPECS["moe"]["baked"], "moe"
 
 
-class TestMoeBakedAgain(LearnsNothing, Calibrated):
-    spec, name = SPECS["moe"]["baked-again"], "moe"
+class TestMoeBakedAgain(BakedNode, Calibrated):
+    spec, name, artifact = SPECS["moe"]["baked-again"], "moe", "art-2"
 
 
 class TestMoeFromArtifact(FreshNode):
@@ -425,6 +437,10 @@ class TestMoeOtherBuildRefused(OtherBuildRefused):
 
 class TestMoeBar(ReadyBar):
     name = "moe"
+
+
+class TestMoeFromSecondBake(FreshNode):
+    spec, name = SPECS["moe"]["fresh-b2"], "moe"
 
 
 class TestMoeFromArtifactTraced(FreshNode):
