@@ -286,7 +286,7 @@ class ReadyBar:
 
     name: str
 
-    def test_the_fresh_nodes_median_ready_is_within_plain_vllms_median_warm_plus_10_s(self):
+    def test_the_fresh_nodes_median_ready_is_within_plain_vllms_median_warm_plus_10_s(self, lab):
         def samples(names: tuple[str, ...]) -> list[float]:
             found = (summary.ready_seconds(SPECS[self.name][n].name) for n in names)
             return [s for s in found if s is not None]
