@@ -157,6 +157,10 @@ class Lab:
         between calls on a warm machine, as the caches are)."""
         return self.cache.parent / "artifacts" / name
 
+    def cache_root(self, spec: BootSpec) -> Path:
+        """The boot's ``runtime.cache_root``: its own under the lab's, or the lab's."""
+        return self.cache / spec.cache if spec.cache else self.cache
+
     def sets(self, spec: BootSpec, port: int) -> list[str]:
         model = models.write(spec.model, self.models / spec.model)
         plain = ["vllm.worker_cls=vllm.v1.worker.gpu_worker.Worker", "prewarm.enabled=false"]
@@ -164,7 +168,7 @@ class Lab:
             f"model.path={model}",
             "serving.host=127.0.0.1",
             f"serving.port={port}",
-            f"runtime.cache_root={self.cache / spec.cache if spec.cache else self.cache}",
+            f"runtime.cache_root={self.cache_root(spec)}",
             *(plain if spec.plain else []),
             *spec.sets,
         ]
@@ -243,10 +247,11 @@ def _keep_compile_factors(cache_root: Path, work: Path) -> None:
 
     out = work / "compile-factors"
     for path, _ in factor_files(cache_root):
-        part = path.parent
-        name = f"{part.parent.parent.name}-{part.parent.name}-{part.name}.json"
+        part = path.parent  # <hash>/rank_<r>_<dp>/<part>/cache_key_factors.json
         out.mkdir(exist_ok=True)
-        (out / name).write_bytes(path.read_bytes())
+        (out / f"{part.parent.parent.name}-{part.parent.name}-{part.name}.json").write_bytes(
+            path.read_bytes()
+        )
 
 
 def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
@@ -289,7 +294,7 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
         result.stopped_by_us = proc.poll() is None
         result.exit_code = _stop(proc)
     _read_back(result)
-    _keep_compile_factors(lab.cache / spec.cache if spec.cache else lab.cache, work)
+    _keep_compile_factors(lab.cache_root(spec), work)
     nvml.wait_idle(devices, IDLE_USED if not lab.ballast else 1 << 60)
     if result.healthy and not spec.strict_jit and not spec.plain:
         result.calibrated, result.dry_run_error = dry_run(lab, spec, port)

@@ -137,7 +137,7 @@ def _bytes(path: Path) -> int:
 def boot_from_artifact(lab: Lab, spec: BootSpec) -> BootResult:
     """The conftest's boot of ``spec``, on its emptied cache root, restoring the artifact
     ``spec.cache_from`` an earlier class of the call baked."""
-    shutil.rmtree(lab.cache / spec.cache, ignore_errors=True)
+    shutil.rmtree(lab.cache_root(spec), ignore_errors=True)
     art = lab.artifact(spec.cache_from)
     assert (art / "manifest.json").is_file(), f"no artifact at {art}: run its Test*Baked first"
     result = boot(lab, spec)
@@ -249,7 +249,7 @@ class FreshNode(LearnsNothing, Calibrated):
         graph (7 files on the baked node's own boot 2 in session 18, torch.compile 1.07 s)."""
         art = lab.artifact(booted.spec.cache_from)
         held = {f["path"] for f in json.loads((art / "manifest.json").read_text())["files"]}
-        root = lab.cache / booted.spec.cache
+        root = lab.cache_root(booted.spec)
         compiled = sorted(
             rel
             for top in COMPILE_CACHES
@@ -344,7 +344,7 @@ class OtherBuildRefused:
         spec = replace(SPECS[self.name]["fresh"], cache=f"{self.name}-art-other-build")
         art = lab.artifact(spec.cache_from)
         assert (art / "manifest.json").is_file(), f"no artifact at {art}: run Test*Baked first"
-        cache = lab.cache / spec.cache
+        cache = lab.cache_root(spec)
         shutil.rmtree(cache, ignore_errors=True)
         argv = [  # not lab.argv: its --force would boot without the artifact, not refuse it
             sys.executable, "-m", "launcher", str(PROFILES / spec.profile), "--cache-from",
