@@ -26,6 +26,7 @@ from tests.gpu import models, nvml, stress
 from tests.integration.server import free_port
 
 PROFILES = Path(__file__).resolve().parent / "profiles"
+CONFIG_HASHES = Path(__file__).resolve().parent / "config_hashes"
 START_TIMEOUT = 300.0
 STOP_TIMEOUT = 60.0
 STRICT_EXIT_TIMEOUT = 90.0
@@ -254,6 +255,17 @@ def _keep_compile_factors(cache_root: Path, work: Path) -> None:
         )
 
 
+def config_hash_env(work: Path) -> dict[str, str]:
+    """The boot's processes write every vLLM config hash with its factors into
+    ``<work>/config-hashes`` (``tests/gpu/config_hashes/sitecustomize.py``): which factor of
+    which config moved a warm boot's compiled pieces (the factor files keep only digests)."""
+    path = os.environ.get("PYTHONPATH")
+    return {
+        "BLAUNCH_TIER_CONFIG_HASHES": str(work / "config-hashes"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(CONFIG_HASHES), str(ROOT), path])),
+    }
+
+
 def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
     """Start, stress (or, under strict JIT, provoke one late compile), stop, read back."""
     work = lab.root / spec.name
@@ -269,7 +281,7 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**lab.env(), **dict(spec.env)},
+            env={**lab.env(), **dict(spec.env), **config_hash_env(work)},
             start_new_session=True,
         )
     (work / "server.pid").write_text(str(proc.pid))  # run-tier.sh ends a group left behind

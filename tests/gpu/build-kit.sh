@@ -49,5 +49,5 @@ python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$OUT/wheels" \
 ls "$OUT/wheels" | sed -E 's/-[0-9][^-]*-.*//' | sort | uniq -d | while read -r dup; do
   ls -v "$OUT/wheels/$dup"-* | head -n -1 | xargs -r rm -f
 done
-ls -la "$OUT" "$OUT/wheels" | tail -n +1 | head -5
+ls -la "$OUT"  # not piped to head: under pipefail its SIGPIPE ended the script
 du -sh "$OUT"/vllm-site.tar.xz.* "$OUT/wheels"
