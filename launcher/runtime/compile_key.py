@@ -45,10 +45,11 @@ class KeyCheck:
     resaved: tuple[str, ...] = ()
     """Held keys whose AOT graph (``rank_*/model``) this boot wrote again: vLLM could not load
     it, traced the model again and took the compiled graph from Inductor's cache under the same
-    key. On the H200 every planned warm boot of the GLM model did ("Kernel index N not found in
-    id_to_kernel": its DSA indexer is a user-defined Triton kernel), while plain vLLM's own
-    warm boot loaded it (session 23); those boots also saved vLLM's pieces under a config-hash
-    directory the baked boot did not use, which ``differing`` names the cause of."""
+    key. On the H200 every warm boot of the GLM model did, plain vLLM's too ("Kernel index N
+    not found in id_to_kernel": its DSA indexer is a user-defined Triton kernel): it looked for
+    vLLM's pieces under another config-hash directory than the cold boot's, named from fewer
+    source files, and compiled them through Inductor (``runtime.compile_dir``, which links a
+    cold boot's pieces there)."""
 
     @property
     def loaded(self) -> bool:

@@ -214,6 +214,18 @@ class BakedNode(LearnsNothing):
         assert booted.healthy, _why(booted)
         return bake(lab, booted, f"{self.name}-{self.artifact}")
 
+    def test_a_boot_that_compiled_put_its_pieces_where_a_warm_boot_looks(self, booted):
+        """``runtime.compile_dir``: vLLM 0.26 names its pieces' directory from the files Dynamo
+        tried on a cold boot and from those torch kept on a warm one (session 24)."""
+        log = booted.log_path.read_text(errors="replace")
+        said = [line for line in log.splitlines() if "vLLM's compiled pieces" in line]
+        if "saved AOT compiled function" not in log:  # loaded, not compiled: nothing to link
+            assert said == [], said
+            return
+        assert any("files linked there" in x or "where a warm boot looks" in x for x in said), (
+            said or "no line of runtime.compile_dir's in the log"
+        )
+
     def test_bake_writes_an_artifact_of_the_boots_caches_and_records(self, baked, booted):
         assert baked.exit_code == 0, baked.output[-3000:]
         manifest = baked.manifest
@@ -243,6 +255,14 @@ class FreshNode(LearnsNothing, Calibrated):
             f"restored {artifact['files_restored']} files, "
             f"{artifact['total_bytes'] / 2**20:.1f} MiB, in {artifact['seconds']:.2f} s"
         )
+
+    def test_vllm_loaded_its_aot_graph_without_tracing_the_model_again(self, booted):
+        """The pieces under the directory a warm boot names, their files found beside their
+        index (``runtime.compile_dir``): no "load failure" (session 23: every GLM warm boot)."""
+        log = booted.log_path.read_text(errors="replace")
+        failed = [line for line in log.splitlines() if "due to a load failure" in line]
+        assert failed == [], failed
+        assert "Directly load AOT compilation" in log
 
     def test_the_boot_compiled_nothing_the_artifact_did_not_hold(self, booted, lab):
         """The cache-directory oracle from the fresh node's start: a key of vLLM's compile

@@ -80,6 +80,7 @@ class PlannedMixin:
         rank = self.rank
         profile = run.profile
         _say(f"rank {rank}: planned worker {type(self).__name__}, plan {run.fingerprint}")
+        self._watch_compile_dir()  # before the prewarm's first forward compiles the model
         before = self._device_snapshot()
         results, measurement = self._prewarm(run)
         self._barrier()
@@ -185,6 +186,45 @@ class PlannedMixin:
         return result
 
     # -- parts ----------------------------------------------------------------------------
+    def _watch_compile_dir(self) -> None:
+        """Where vLLM names its compiled pieces' directory, and where it loads them from
+        (``runtime.compile_dir``)."""
+        from launcher.runtime import compile_dir
+
+        try:
+            compile_dir.install()
+        except Exception as exc:  # another vLLM: the pieces stay where vLLM puts them
+            logger.warning(
+                "b12x-launch rank %d: vLLM's compile directory unwatched: %r", self.rank, exc
+            )
+
+    def _link_compile_dir(self) -> None:
+        """A boot that compiled vLLM's model links its pieces where a warm boot will look."""
+        from pathlib import Path
+
+        from launcher.runtime import compile_dir
+
+        config = getattr(getattr(self, "vllm_config", None), "compilation_config", None)
+        runner = getattr(self, "model_runner", None)
+        if config is None or runner is None or not getattr(config, "cache_dir", ""):
+            return
+        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+        drafter = getattr(getattr(runner, "drafter", None), "model", None)
+        try:
+            parts = compile_dir.compiled_parts(model, drafter)
+            if not parts:
+                return
+            parallel = self.vllm_config.parallel_config
+            rank_dir = f"rank_{parallel.rank}_{getattr(parallel, 'data_parallel_index', 0)}"
+            done = compile_dir.link_for_warm_boots(Path(config.cache_dir), rank_dir, parts)
+        except Exception as exc:  # a diagnosis of vLLM's cache never stops a boot
+            logger.warning("b12x-launch rank %d: compiled pieces not linked: %r", self.rank, exc)
+            return
+        if isinstance(done, str):
+            logger.warning("b12x-launch rank %d: compiled pieces not linked: %s", self.rank, done)
+        else:
+            _say(f"rank {self.rank}: {done.say()}")
+
     def _prewarm(self, run: RunPlan) -> tuple[list[PrewarmResult], Any]:
         deployment = run.deployment  # resolved by the launcher, read from the run file
         if not deployment.prewarm:
@@ -524,6 +564,7 @@ class PlannedMixin:
             )
             self._save()
 
+        self._link_compile_dir()  # before the cache oracle's baseline: not a late file
         jit_watch.arm(late, strict=strict)
         for provider, ctx in getattr(self, "_providers", []):
             provider.freeze(ctx, late)
