@@ -241,6 +241,8 @@ def compiled_parts(*models: Any) -> dict[str, set[str]]:
     files torch kept in its graph."""
     parts: dict[str, set[str]] = {}
     for model in models:
+        if hasattr(model, "unwrap"):  # vLLM's CUDA graph wrappers around a model
+            model = model.unwrap()
         if model is None or not hasattr(model, "modules"):
             continue
         for module in model.modules():

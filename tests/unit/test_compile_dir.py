@@ -155,3 +155,44 @@ def test_a_piece_is_loaded_from_beside_its_index_when_vllm_recorded_another_root
     gone = ("k2", str(tmp_path / "baked" / "part" / "k2"))
     assert compile_dir.beside(str(here), gone) == gone  # no such file here: vLLM's own path
     assert compile_dir.beside(str(here), "not a handle") == "not a handle"
+
+
+class Compiled:
+    """What vLLM's ``support_torch_compile`` leaves on a module: the AOT function and whether
+    it came from disk; the function's artifacts name the part (vLLM's ``prefix``)."""
+
+    def __init__(self, part: str, module: str, from_disk: bool):
+        info = SimpleNamespace(inlined_sources=[SimpleNamespace(module=module)])
+        self.aot_compiled_fn = SimpleNamespace(
+            _artifacts=SimpleNamespace(compiled_fn=SimpleNamespace(prefix=part)),
+            source_info=lambda: info,
+        )
+        self.was_aot_compile_fn_loaded_from_disk = from_disk
+
+
+class Model:
+    def __init__(self, *modules):
+        self._modules = [object(), *modules]
+
+    def modules(self):
+        return iter(self._modules)
+
+
+class Wrapper:  # vLLM's CUDA graph wrapper: the model is behind unwrap()
+    def __init__(self, model):
+        self.model = model
+
+    def unwrap(self):
+        return self.model
+
+
+def test_compiled_parts_are_the_aot_graphs_this_boot_compiled_not_those_it_loaded():
+    import json as json_module
+
+    import launcher.units
+
+    model = Wrapper(Model(Compiled("backbone", "json", from_disk=False)))
+    drafter = Model(Compiled("eagle_head", "launcher.units", from_disk=True))
+    assert compile_dir.compiled_parts(model, drafter, None) == {"backbone": {json_module.__file__}}
+    drafter = Model(Compiled("eagle_head", "launcher.units", from_disk=False))
+    assert compile_dir.compiled_parts(model, drafter)["eagle_head"] == {launcher.units.__file__}

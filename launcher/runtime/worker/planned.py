@@ -208,16 +208,16 @@ class PlannedMixin:
         runner = getattr(self, "model_runner", None)
         if config is None or runner is None or not getattr(config, "cache_dir", ""):
             return
-        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
-        drafter = getattr(getattr(runner, "drafter", None), "model", None)
         try:
+            model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+            drafter = getattr(getattr(runner, "drafter", None), "model", None)
             parts = compile_dir.compiled_parts(model, drafter)
             if not parts:
                 return
             parallel = self.vllm_config.parallel_config
             rank_dir = f"rank_{parallel.rank}_{getattr(parallel, 'data_parallel_index', 0)}"
             done = compile_dir.link_for_warm_boots(Path(config.cache_dir), rank_dir, parts)
-        except Exception as exc:  # a diagnosis of vLLM's cache never stops a boot
+        except Exception as exc:  # the pieces stay where vLLM put them; the boot goes on
             logger.warning("b12x-launch rank %d: compiled pieces not linked: %r", self.rank, exc)
             return
         if isinstance(done, str):
