@@ -155,24 +155,29 @@ def link_for_warm_boots(
     left_out = tuple(sorted(set(naming.files) - kept))
     if warm == cache_dir.name:
         return Linked(cache_dir.name, warm, 0, left_out)
-    n = _link_tree(cache_dir / rank_dir, cache_dir.parent / warm / rank_dir, code_hash(kept))
+    naming_factors = Path(naming.part) / FACTORS
+    n = _link_tree(
+        cache_dir / rank_dir, cache_dir.parent / warm / rank_dir, naming_factors, code_hash(kept)
+    )
     return Linked(cache_dir.name, warm, n, left_out)
 
 
-def _link_tree(src: Path, dest: Path, warm_code: str) -> int:
-    """Every file of ``src`` at ``dest`` (none replaced): pieces hard-linked, the index copied
-    (vLLM rewrites it whole), the factor file with the warm boot's code hash."""
+def _link_tree(src: Path, dest: Path, naming_factors: Path, warm_code: str) -> int:
+    """Every file of ``src`` at ``dest`` (none replaced): pieces hard-linked, indexes and factor
+    files copied (vLLM rewrites an index whole), the naming part's factor file with the code
+    hash its new directory is named by."""
     linked = 0
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        target = dest / path.relative_to(src)
+        rel = path.relative_to(src)
+        target = dest / rel
         if target.exists():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        if path.name == FACTORS:
+        if rel == naming_factors:
             factors = json.loads(path.read_text())
             factors["code_hash"] = warm_code
             atomic.write_text(target, json.dumps(factors, indent=2, sort_keys=True))
-        elif path.name == INDEX:
+        elif path.name in (INDEX, FACTORS):
             atomic.write_bytes(target, path.read_bytes())
         else:
             try:

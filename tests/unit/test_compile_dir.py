@@ -109,8 +109,10 @@ def test_a_cold_boots_pieces_are_linked_under_the_directory_a_warm_boot_names(tr
         index = warm / part / compile_dir.INDEX
         assert index.read_text() == (tree.cold / part / compile_dir.INDEX).read_text()
         assert not os.path.samefile(index, tree.cold / part / compile_dir.INDEX)
-        factors = json.loads((warm / part / compile_dir.FACTORS).read_text())
-        assert compile_dir.dir_name(factors) == tree.warm_name  # true to its own directory
+    factors = json.loads((warm / "backbone" / compile_dir.FACTORS).read_text())
+    assert compile_dir.dir_name(factors) == tree.warm_name  # the naming part's: its directory
+    other = (warm / "eagle_head" / compile_dir.FACTORS).read_text()
+    assert other == (tree.cold / "eagle_head" / compile_dir.FACTORS).read_text()
     again = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"backbone": tree.kept})
     assert again.files == 0
 
