@@ -53,6 +53,8 @@ class Naming:
 
     part: str
     files: tuple[str, ...]
+    given: bool = False
+    """The directory was set (``compilation_config.cache_dir``): every boot uses it as is."""
 
 
 _naming: list[Naming] = []
@@ -135,6 +137,8 @@ def link_for_warm_boots(
     if not _naming:
         return "no backend call of vLLM's was seen naming its directory"
     naming = _naming[0]
+    if naming.given:
+        return Linked(cache_dir.name, cache_dir.name, 0, ())
     if naming.part not in part_files:
         return f"the part that named the directory ({naming.part}) has no AOT graph of this boot"
     factors_path = cache_dir / rank_dir / naming.part / FACTORS
@@ -211,8 +215,9 @@ def install() -> list[str]:
 
         def __call__(self: Any, graph: Any, example_inputs: Any) -> Any:
             config = getattr(self, "compilation_config", None)
-            if config is not None and not config.cache_dir and not _naming:
-                _naming.append(Naming(str(self.prefix), tuple(sorted(config.traced_files))))
+            if config is not None and not _naming:
+                files = tuple(sorted(config.traced_files))
+                _naming.append(Naming(str(self.prefix), files, given=bool(config.cache_dir)))
             return original_call(self, graph, example_inputs)
 
         __call__._blaunch = True  # type: ignore[attr-defined]

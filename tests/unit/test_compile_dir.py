@@ -141,6 +141,12 @@ def test_another_vllms_source_hash_links_nothing(tree, monkeypatch):
     assert sorted(p.name for p in tree.cache.iterdir()) == [tree.cold.parent.name]
 
 
+def test_a_directory_set_in_vllms_config_is_where_every_boot_looks(tree, monkeypatch):
+    monkeypatch.setattr(compile_dir, "_naming", [Naming("backbone", (), given=True)])
+    done = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"backbone": tree.kept})
+    assert done.warm == done.cold and done.files == 0
+
+
 def test_a_boot_whose_naming_part_compiled_no_aot_graph_links_nothing(tree, monkeypatch):
     done = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"eagle_head": set()})
     assert isinstance(done, str) and "backbone" in done
