@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import logging
 import os
 import shutil
 import sys
@@ -38,13 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
+from launcher.artifact.compile_env import FACTORS
+from launcher.runtime.prewarm import runtime_function
 
-logger = logging.getLogger(__name__)
-
-FACTORS = "cache_key_factors.json"
 INDEX = "vllm_compile_cache.py"
-BACKENDS = "vllm.compilation.backends"
-ADAPTORS = "vllm.compilation.compiler_interface"
+BACKEND = "vllm.compilation.backends:VllmBackend"
+ADAPTOR = "vllm.compilation.compiler_interface:InductorStandaloneAdaptor"
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,8 @@ class Naming:
 
     part: str
     files: tuple[str, ...]
+    local_dir: Path
+    """``<dir>/rank_<r>_<dp>/<part>``, as vLLM set it for that call."""
     given: bool = False
     """The directory was set (``compilation_config.cache_dir``): every boot uses it as is."""
 
@@ -127,21 +127,21 @@ def _short(path: str) -> str:
     return "/".join(parts[-2:])
 
 
-def link_for_warm_boots(
-    cache_dir: Path, rank_dir: str, part_files: dict[str, set[str]]
-) -> Linked | str:
-    """Link ``cache_dir/rank_dir``'s pieces under the directory a warm boot names.
+def link_for_warm_boots(part_files: dict[str, set[str]]) -> Linked | str:
+    """Link this process's pieces under the directory a warm boot names.
 
     ``part_files``: the files torch kept in each part's AOT graph compiled on this boot. A
     string says why nothing was linked."""
     if not _naming:
         return "no backend call of vLLM's was seen naming its directory"
     naming = _naming[0]
+    rank_dir = naming.local_dir.parent
+    cache_dir = rank_dir.parent
     if naming.given:
         return Linked(cache_dir.name, cache_dir.name, 0, ())
     if naming.part not in part_files:
         return f"the part that named the directory ({naming.part}) has no AOT graph of this boot"
-    factors_path = cache_dir / rank_dir / naming.part / FACTORS
+    factors_path = naming.local_dir / FACTORS
     try:
         factors = json.loads(factors_path.read_text())
         named = dir_name(factors)
@@ -155,13 +155,13 @@ def link_for_warm_boots(
     if code_hash(naming.files) != factors["code_hash"]:
         return "vLLM hashes its traced files otherwise than this launcher knows"
     kept = part_files[naming.part]
-    warm = dir_name(factors, code_hash(kept))
+    warm_code = code_hash(kept)
+    warm = dir_name(factors, warm_code)
     left_out = tuple(sorted(set(naming.files) - kept))
     if warm == cache_dir.name:
         return Linked(cache_dir.name, warm, 0, left_out)
-    naming_factors = Path(naming.part) / FACTORS
     n = _link_tree(
-        cache_dir / rank_dir, cache_dir.parent / warm / rank_dir, naming_factors, code_hash(kept)
+        rank_dir, cache_dir.parent / warm / rank_dir.name, Path(naming.part) / FACTORS, warm_code
     )
     return Linked(cache_dir.name, warm, n, left_out)
 
@@ -205,26 +205,29 @@ def beside(cache_dir: str, handle: Any) -> Any:
 
 
 def install() -> list[str]:
-    """Wrap vLLM's backend call (record the naming call's traced files) and its piece loader
-    (``beside``); what was wrapped. Nothing when vLLM lacks either (another version)."""
+    """Wrap vLLM's backend call (record the call that names the directory) and its piece
+    loader (``beside``); what was wrapped. Nothing when vLLM lacks either (another version)."""
     wrapped = []
-    backends = sys.modules.get(BACKENDS) or _import(BACKENDS)
-    backend = getattr(backends, "VllmBackend", None)
+    backend = runtime_function(BACKEND)
     if backend is not None and not getattr(backend.__call__, "_blaunch", False):
         original_call = backend.__call__
 
         def __call__(self: Any, graph: Any, example_inputs: Any) -> Any:
             config = getattr(self, "compilation_config", None)
-            if config is not None and not _naming:
-                files = tuple(sorted(config.traced_files))
-                _naming.append(Naming(str(self.prefix), files, given=bool(config.cache_dir)))
-            return original_call(self, graph, example_inputs)
+            first = config is not None and not _naming
+            if first:
+                files, given = tuple(sorted(config.traced_files)), bool(config.cache_dir)
+            try:
+                return original_call(self, graph, example_inputs)  # names and sets the dirs
+            finally:  # a call that failed (a warm boot's load) still named the directory
+                if first and config.local_cache_dir:
+                    local = Path(config.local_cache_dir)
+                    _naming.append(Naming(str(self.prefix), files, local, given))
 
         __call__._blaunch = True  # type: ignore[attr-defined]
         backend.__call__ = __call__
         wrapped.append("VllmBackend.__call__")
-    adaptors = sys.modules.get(ADAPTORS) or _import(ADAPTORS)
-    adaptor = getattr(adaptors, "InductorStandaloneAdaptor", None)
+    adaptor = runtime_function(ADAPTOR)
     if adaptor is not None and not getattr(adaptor.load, "_blaunch", False):
         original_load = adaptor.load
 
@@ -235,15 +238,6 @@ def install() -> list[str]:
         adaptor.load = load
         wrapped.append("InductorStandaloneAdaptor.load")
     return wrapped
-
-
-def _import(name: str) -> Any:
-    try:
-        import importlib
-
-        return importlib.import_module(name)
-    except Exception:  # another vLLM, or none
-        return None
 
 
 def compiled_parts(*models: Any) -> dict[str, set[str]]:

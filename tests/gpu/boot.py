@@ -255,15 +255,13 @@ def _keep_compile_factors(cache_root: Path, work: Path) -> None:
         )
 
 
-def config_hash_env(work: Path) -> dict[str, str]:
-    """The boot's processes write every vLLM config hash with its factors into
-    ``<work>/config-hashes`` (``tests/gpu/config_hashes/sitecustomize.py``): which factor of
-    which config moved a warm boot's compiled pieces (the factor files keep only digests)."""
-    path = os.environ.get("PYTHONPATH")
-    return {
-        "BLAUNCH_TIER_CONFIG_HASHES": str(work / "config-hashes"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(CONFIG_HASHES), str(ROOT), path])),
-    }
+def with_config_hashes(env: dict[str, str], work: Path) -> dict[str, str]:
+    """``env`` with the boot's processes writing every vLLM config hash and its factors into
+    ``<work>/config-hashes`` (``tests/gpu/config_hashes/sitecustomize.py``, first on the path):
+    which factor of which config moved a warm boot's compiled pieces (the factor files keep
+    only digests)."""
+    path = os.pathsep.join(filter(None, [str(CONFIG_HASHES), env.get("PYTHONPATH")]))
+    return {**env, "BLAUNCH_TIER_CONFIG_HASHES": str(work / "config-hashes"), "PYTHONPATH": path}
 
 
 def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
@@ -281,7 +279,7 @@ def boot(lab: Lab, spec: BootSpec, deadline: float = 120.0) -> BootResult:
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**lab.env(), **dict(spec.env), **config_hash_env(work)},
+            env=with_config_hashes({**lab.env(), **dict(spec.env)}, work),
             start_new_session=True,
         )
     (work / "server.pid").write_text(str(proc.pid))  # run-tier.sh ends a group left behind

@@ -93,12 +93,12 @@ class Tree:
 @pytest.fixture
 def tree(tmp_path, monkeypatch) -> Tree:
     t = Tree(tmp_path)
-    monkeypatch.setattr(compile_dir, "_naming", [Naming("backbone", t.traced)])
+    monkeypatch.setattr(compile_dir, "_naming", [Naming("backbone", t.traced, t.cold / "backbone")])
     return t
 
 
 def test_a_cold_boots_pieces_are_linked_under_the_directory_a_warm_boot_names(tree):
-    done = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"backbone": tree.kept})
+    done = compile_dir.link_for_warm_boots({"backbone": tree.kept})
     assert isinstance(done, compile_dir.Linked), done
     assert done.warm == tree.warm_name != done.cold
     assert done.files == 6
@@ -113,14 +113,12 @@ def test_a_cold_boots_pieces_are_linked_under_the_directory_a_warm_boot_names(tr
     assert compile_dir.dir_name(factors) == tree.warm_name  # the naming part's: its directory
     other = (warm / "eagle_head" / compile_dir.FACTORS).read_text()
     assert other == (tree.cold / "eagle_head" / compile_dir.FACTORS).read_text()
-    again = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"backbone": tree.kept})
+    again = compile_dir.link_for_warm_boots({"backbone": tree.kept})
     assert again.files == 0
 
 
 def test_nothing_is_linked_when_torch_kept_every_traced_file(tree):
-    done = compile_dir.link_for_warm_boots(
-        tree.cold.parent, "rank_0_0", {"backbone": set(tree.traced)}
-    )
+    done = compile_dir.link_for_warm_boots({"backbone": set(tree.traced)})
     assert done.warm == done.cold and done.files == 0
     assert sorted(p.name for p in tree.cache.iterdir()) == [tree.cold.parent.name]
 
@@ -129,29 +127,31 @@ def test_another_vllms_directory_naming_links_nothing(tree):
     (tree.cold / "backbone" / compile_dir.FACTORS).write_text(
         json.dumps({**tree.factors, "config_hash": "e" * 10})
     )
-    done = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"backbone": tree.kept})
+    done = compile_dir.link_for_warm_boots({"backbone": tree.kept})
     assert isinstance(done, str) and "names its directories otherwise" in done
     assert sorted(p.name for p in tree.cache.iterdir()) == [tree.cold.parent.name]
 
 
 def test_another_vllms_source_hash_links_nothing(tree, monkeypatch):
-    monkeypatch.setattr(compile_dir, "_naming", [Naming("backbone", tree.traced[:1])])
-    done = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"backbone": tree.kept})
+    naming = Naming("backbone", tree.traced[:1], tree.cold / "backbone")
+    monkeypatch.setattr(compile_dir, "_naming", [naming])
+    done = compile_dir.link_for_warm_boots({"backbone": tree.kept})
     assert isinstance(done, str) and "hashes its traced files otherwise" in done
     assert sorted(p.name for p in tree.cache.iterdir()) == [tree.cold.parent.name]
 
 
 def test_a_directory_set_in_vllms_config_is_where_every_boot_looks(tree, monkeypatch):
-    monkeypatch.setattr(compile_dir, "_naming", [Naming("backbone", (), given=True)])
-    done = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"backbone": tree.kept})
+    naming = Naming("backbone", (), tree.cold / "backbone", given=True)
+    monkeypatch.setattr(compile_dir, "_naming", [naming])
+    done = compile_dir.link_for_warm_boots({"backbone": tree.kept})
     assert done.warm == done.cold and done.files == 0
 
 
 def test_a_boot_whose_naming_part_compiled_no_aot_graph_links_nothing(tree, monkeypatch):
-    done = compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {"eagle_head": set()})
+    done = compile_dir.link_for_warm_boots({"eagle_head": set()})
     assert isinstance(done, str) and "backbone" in done
     monkeypatch.setattr(compile_dir, "_naming", [])
-    assert "no backend call" in compile_dir.link_for_warm_boots(tree.cold.parent, "rank_0_0", {})
+    assert "no backend call" in compile_dir.link_for_warm_boots({})
 
 
 def test_a_piece_is_loaded_from_beside_its_index_when_vllm_recorded_another_root(tmp_path):

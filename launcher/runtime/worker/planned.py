@@ -200,23 +200,18 @@ class PlannedMixin:
 
     def _link_compile_dir(self) -> None:
         """A boot that compiled vLLM's model links its pieces where a warm boot will look."""
-        from pathlib import Path
-
         from launcher.runtime import compile_dir
 
-        config = getattr(getattr(self, "vllm_config", None), "compilation_config", None)
         runner = getattr(self, "model_runner", None)
-        if config is None or runner is None or not getattr(config, "cache_dir", ""):
+        if runner is None:
             return
         try:
             model = runner.get_model() if hasattr(runner, "get_model") else runner.model
             drafter = getattr(getattr(runner, "drafter", None), "model", None)
             parts = compile_dir.compiled_parts(model, drafter)
-            if not parts:
+            if not parts:  # nothing compiled here (loaded, eager, or vLLM's CPU backend)
                 return
-            parallel = self.vllm_config.parallel_config
-            rank_dir = f"rank_{parallel.rank}_{getattr(parallel, 'data_parallel_index', 0)}"
-            done = compile_dir.link_for_warm_boots(Path(config.cache_dir), rank_dir, parts)
+            done = compile_dir.link_for_warm_boots(parts)
         except Exception as exc:  # the pieces stay where vLLM put them; the boot goes on
             logger.warning("b12x-launch rank %d: compiled pieces not linked: %r", self.rank, exc)
             return
