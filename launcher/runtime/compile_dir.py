@@ -122,16 +122,26 @@ class Linked:
         )
 
 
+@dataclass(frozen=True)
+class Unneeded:
+    """Nothing to link, and nothing wrong: why."""
+
+    why: str
+
+    def say(self) -> str:
+        return self.why
+
+
 def _short(path: str) -> str:
     parts = Path(path).parts
     return "/".join(parts[-2:])
 
 
-def link_for_warm_boots(part_files: dict[str, set[str]]) -> Linked | str:
+def link_for_warm_boots(part_files: dict[str, set[str]]) -> Linked | Unneeded | str:
     """Link this process's pieces under the directory a warm boot names.
 
     ``part_files``: the files torch kept in each part's AOT graph compiled on this boot. A
-    string says why nothing was linked."""
+    string says why nothing was linked where a link was due."""
     if not _naming:
         return "no backend call of vLLM's was seen naming its directory"
     naming = _naming[0]
@@ -141,6 +151,11 @@ def link_for_warm_boots(part_files: dict[str, set[str]]) -> Linked | str:
         return Linked(cache_dir.name, cache_dir.name, 0, ())
     if naming.part not in part_files:
         return f"the part that named the directory ({naming.part}) has no AOT graph of this boot"
+    if not (naming.local_dir / INDEX).is_file():  # vLLM 0.32 on torch 2.12: the mega artifact
+        return Unneeded(
+            f"no index of vLLM's compiled pieces under {cache_dir.name}: they live in its AOT "
+            "artifact (VLLM_USE_MEGA_AOT_ARTIFACT), which a warm boot loads whole"
+        )
     factors_path = naming.local_dir / FACTORS
     try:
         factors = json.loads(factors_path.read_text())

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -62,14 +61,15 @@ def main(link: bool) -> dict[str, Any]:
         model = Tiny(vllm_config=config, prefix="model")
     with set_current_vllm_config(config), set_forward_context(None, config):
         model(torch.randn(8, 4))
-    naming = compile_dir._naming[0]
     done: Any = None
     if link:
         done = compile_dir.link_for_warm_boots(compile_dir.compiled_parts(model))
+    if isinstance(done, compile_dir.Linked | compile_dir.Unneeded):
+        done = {"kind": type(done).__name__, **done.__dict__}
+    naming = compile_dir._naming[0] if compile_dir._naming else None  # none: a whole AOT load
     return {
-        "named": naming.local_dir.parent.parent.name,
-        "files": [Path(f).name for f in naming.files],
-        "linked": done.__dict__ if isinstance(done, compile_dir.Linked) else done,
+        "named": naming.local_dir.parent.parent.name if naming else None,
+        "linked": done,
         **calls,
     }
 

