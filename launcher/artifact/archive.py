@@ -6,6 +6,12 @@ a reader checks the keys before it reads a byte of the caches, and reads the res
 copied; a file whose size or sha256 is not the manifest's, a file the manifest does not list,
 or one it lists and the artifact lacks, is refused by name.
 
+A tar stores the bytes of several paths once (vLLM's compiled pieces linked under two
+directories, ``runtime.compile_dir``): the first path in order as a file, the others as
+hard-link members naming it; a directory hard-links them where its file system can. A reader
+takes a link member only when it names an earlier file of the manifest with the same size and
+sha256, and gets the bytes back from where that file was written (``extract``), checked again.
+
 Written deterministically: tar members in path order, mode 0644 or 0755, owner 0, no names,
 time 0, PAX headers, and a gzip header without time or file name.
 """
@@ -19,6 +25,7 @@ import os
 import tarfile
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -91,12 +98,45 @@ def copy_verified(src: BinaryIO, dest: Path, entry: FileEntry) -> None:
 # --- reading ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SameAs:
+    """A file whose bytes the artifact stores once, under an earlier path: ``first``'s."""
+
+    first: FileEntry
+
+
+Source = BinaryIO | SameAs
+"""Where a file's bytes come from: a stream, or a file written before it."""
+
+
+def extract(reader: Reader, root: Path) -> int:
+    """Write every file of ``reader`` under ``root`` (new files only), each checked against
+    the manifest; how many.
+
+    Raises:
+        ArtifactError: the artifact lists, holds or lacks another set of files.
+        Mismatch: a file's bytes are not the manifest's.
+        OSError: a write failed.
+    """
+    n = 0
+    for entry, src in reader.files():
+        dest = root / entry.path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(src, SameAs):  # a copy, not a link: a cache may rewrite either in place
+            with open(root / src.first.path, "rb") as first:
+                copy_verified(first, dest, entry)
+        else:
+            copy_verified(src, dest, entry)
+        n += 1
+    return n
+
+
 class Reader:
     """An artifact opened for reading: its manifest, then each file once, in order.
 
-    Use as a context manager; ``files()`` yields ``(entry, stream)`` for every file of the
-    manifest and raises ``ArtifactError`` when the artifact holds a file the manifest does not
-    list, or lacks one it lists.
+    Use as a context manager; ``files()`` yields ``(entry, source)`` for every file of the
+    manifest (``extract`` writes them) and raises ``ArtifactError`` when the artifact holds a
+    file the manifest does not list, or lacks one it lists.
     """
 
     def __init__(self, path: Path):
@@ -126,7 +166,7 @@ class Reader:
             raise ArtifactError(str(exc)) from None
         self.manifest_bytes = data
 
-    def files(self) -> Iterator[tuple[FileEntry, BinaryIO]]:
+    def files(self) -> Iterator[tuple[FileEntry, Source]]:
         raise NotImplementedError
 
 
@@ -160,7 +200,7 @@ class DirReader(Reader):
                     found.add(rel)
         return found
 
-    def files(self) -> Iterator[tuple[FileEntry, BinaryIO]]:
+    def files(self) -> Iterator[tuple[FileEntry, Source]]:
         listed = {f.path for f in self.manifest.files}
         extra = sorted(self._listed_on_disk() - listed)
         if extra:
@@ -206,25 +246,27 @@ class TarReader(Reader):
         assert stream is not None  # a regular file
         self._parse(stream.read(), f"{self.path}:{MANIFEST_NAME}")
 
-    def files(self) -> Iterator[tuple[FileEntry, BinaryIO]]:
+    def files(self) -> Iterator[tuple[FileEntry, Source]]:
         wanted = {f.path: f for f in self.manifest.files}
         seen: set[str] = set()
-        prefix = FILES_DIR + "/"
         try:
             while (member := self._tar.next()) is not None:
                 name = _name(member)
-                if member.isdir() and (name == FILES_DIR or name.startswith(prefix)):
+                if member.isdir() and (name == FILES_DIR or name.startswith(_PREFIX)):
                     continue
-                rel = name[len(prefix) :] if name.startswith(prefix) else None
+                rel = _rel(name)
                 entry = wanted.get(rel or "")
-                if entry is None or rel in seen or not member.isfile():
+                if entry is None or rel in seen or not (member.isfile() or member.islnk()):
                     what = "a second copy of" if rel in seen else "a member"
                     kind = "" if member.isfile() else " (not a plain file)"
                     raise ArtifactError(
                         f"{self.path}: {what} {name!r}{kind} the manifest does not list: the "
                         "artifact was changed after it was baked; bake it again"
                     )
-                seen.add(rel)
+                seen.add(entry.path)
+                if member.islnk():
+                    yield entry, SameAs(self._first(member, entry, wanted, seen))
+                    continue
                 stream = self._tar.extractfile(member)
                 assert stream is not None
                 yield entry, stream
@@ -238,12 +280,41 @@ class TarReader(Reader):
                 "it again"
             )
 
+    def _first(
+        self, member: tarfile.TarInfo, entry: FileEntry, wanted: dict[str, FileEntry], seen: set
+    ) -> FileEntry:
+        """The earlier file a hard-link member stands for, when its bytes are the entry's."""
+        rel = _rel(_strip(member.linkname))
+        first = wanted.get(rel or "")
+        if first is None or first.path not in seen or first.path == entry.path:
+            raise ArtifactError(
+                f"{self.path}: {member.name!r} links to {member.linkname!r}, no file before it in "
+                "the artifact: the artifact was changed after it was baked; bake it again"
+            )
+        if (first.size, first.sha256) != (entry.size, entry.sha256):
+            raise ArtifactError(
+                f"{self.path}: {member.name!r} links to {member.linkname!r}, whose bytes the "
+                "manifest says differ: the artifact was changed after it was baked; bake it again"
+            )
+        return first
 
-def _name(member: tarfile.TarInfo) -> str:
-    name = member.name
+
+_PREFIX = FILES_DIR + "/"
+
+
+def _strip(name: str) -> str:
     while name.startswith("./"):
         name = name[2:]
     return name.rstrip("/")
+
+
+def _name(member: tarfile.TarInfo) -> str:
+    return _strip(member.name)
+
+
+def _rel(name: str) -> str | None:
+    """The path under ``files/`` a member's name stands for."""
+    return name[len(_PREFIX) :] if name.startswith(_PREFIX) else None
 
 
 def open_artifact(path: Path) -> Reader:
@@ -273,9 +344,18 @@ def write_dir(manifest: Manifest, sources: dict[str, Path], out: Path) -> None:
         Mismatch: a source file changed since it was hashed.
     """
     out.mkdir()
+    stored: dict[tuple[int, str, bool], Path] = {}
     for entry in manifest.files:
         dest = out / FILES_DIR / entry.path
         dest.parent.mkdir(parents=True, exist_ok=True)
+        first = stored.get(same := (entry.size, entry.sha256, entry.executable))
+        if first is not None and entry.size:
+            try:  # the artifact is read, never written in place: its paths may share bytes
+                os.link(first, dest)
+                continue
+            except OSError:
+                pass  # a file system without hard links: a file per path
+        stored.setdefault(same, dest)
         with open(sources[entry.path], "rb") as src:
             copy_verified(src, dest, entry)
     (out / MANIFEST_NAME).write_bytes(manifest.canonical())
@@ -294,12 +374,19 @@ def write_tar(manifest: Manifest, sources: dict[str, Path], out: Path, *, gz: bo
         with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as tar:
             data = manifest.canonical()
             tar.addfile(_info(MANIFEST_NAME, len(data), False), io.BytesIO(data))
+            stored: dict[tuple[int, str], str] = {}
             for entry in manifest.files:
+                name = f"{FILES_DIR}/{entry.path}"
+                first = stored.get((entry.size, entry.sha256)) if entry.size else None
+                if first is not None:
+                    info = _info(name, 0, entry.executable)
+                    info.type, info.linkname = tarfile.LNKTYPE, first
+                    tar.addfile(info)
+                    continue
+                stored[(entry.size, entry.sha256)] = name
                 with open(sources[entry.path], "rb") as src:
                     reader = _Hashing(src)
-                    tar.addfile(
-                        _info(f"{FILES_DIR}/{entry.path}", entry.size, entry.executable), reader
-                    )
+                    tar.addfile(_info(name, entry.size, entry.executable), reader)
                     reader.check(entry)
 
 

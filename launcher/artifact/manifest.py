@@ -23,9 +23,10 @@ from launcher.contract.artifact import ArtifactKeys, CacheSummary
 from launcher.launch.vllm_args import CACHE_DIRS
 
 FORMAT = "b12x-launch/cache-artifact"
-VERSION = 1
-"""The manifest's layout. A reader refuses another version, naming it: bake again with this
-b12x-launch (an artifact is cheap to bake and dear to misread)."""
+VERSION = 2
+"""The artifact's layout. A reader refuses another version, naming it: bake again with this
+b12x-launch (an artifact is cheap to bake and dear to misread). 2: a tar stores the bytes of
+several paths once, the later paths as hard-link members (``launcher.artifact.archive``)."""
 
 CALIBRATION = "calibration"
 TOPS = (*sorted(set(CACHE_DIRS.values())), CALIBRATION)
@@ -129,7 +130,7 @@ class Manifest(_Strict):
     """The artifact's manifest (``manifest.json``)."""
 
     format: Literal["b12x-launch/cache-artifact"] = FORMAT
-    version: Literal[1] = VERSION
+    version: Literal[2] = VERSION
     profile: str
     """The profile's name (a label: the fingerprint is the key)."""
     keys: ArtifactKeys

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from launcher import atomic
 from launcher.artifact import ArtifactError
-from launcher.artifact.archive import Mismatch, copy_verified, hash_file, open_artifact
+from launcher.artifact.archive import Mismatch, extract, hash_file, open_artifact
 from launcher.artifact.manifest import ArtifactKeys, Manifest, differences
 from launcher.contract.artifact import ArtifactRecord
 from launcher.contract.base import Frozen
@@ -252,10 +252,7 @@ def _stage_and_commit(reader, source: Path, cache_root: Path, m: Manifest) -> di
             f"cannot write {cache_root} ({exc.strerror or exc}); {nothing}"
         ) from None
     try:
-        for entry, stream in reader.files():
-            dest = staging / entry.path
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            copy_verified(stream, dest, entry)
+        extract(reader, staging)
         os.sync()  # the staged bytes are on disk before any of them is linked into place
         return _commit(staging, cache_root, m)
     except Mismatch as exc:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError
-from launcher.artifact.archive import Mismatch, copy_verified, open_artifact
+from launcher.artifact.archive import Mismatch, extract, open_artifact
 
 PREFIX = "b12x-launch seed"
 
@@ -47,10 +47,7 @@ def seed(source: Path, dest: Path) -> str:
             raise ArtifactError(f"cannot write {dest.parent}: {exc.strerror or exc}") from None
         try:
             target = tmp / "new"
-            for entry, stream in reader.files():
-                path = target / FILES_DIR / entry.path
-                path.parent.mkdir(parents=True, exist_ok=True)
-                copy_verified(stream, path, entry)
+            extract(reader, target / FILES_DIR)
             (target / MANIFEST_NAME).write_bytes(reader.manifest_bytes)
             if dest.exists():
                 dest.rename(tmp / "old")

@@ -134,7 +134,11 @@ def bake(lab: Lab, result: BootResult, name: str) -> Baked:
 
 
 def _bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """What the artifact takes on disk: a file's bytes once, however many paths link it."""
+    inodes = {
+        (s.st_dev, s.st_ino): s.st_size for p in path.rglob("*") if p.is_file() for s in [p.stat()]
+    }
+    return sum(inodes.values())
 
 
 def boot_from_artifact(lab: Lab, spec: BootSpec) -> BootResult:

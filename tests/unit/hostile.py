@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from launcher.artifact.manifest import VERSION
+
 SECRET = "PLANTEDxSECRETx5e1f"
 """Every planted secret carries this; found in an output or a written file, it leaked."""
 FIFO = object()
@@ -653,7 +655,7 @@ def build() -> list[Case]:
         return json.dumps(
             {
                 "format": "b12x-launch/cache-artifact",
-                "version": 1,
+                "version": VERSION,
                 "keys": {"fingerprint": "0" * 12, "gpu_kind": "cpu", "build_id": "x", **keys},
                 "files": files,
             }

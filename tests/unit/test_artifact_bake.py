@@ -90,7 +90,7 @@ def test_the_manifest_reads_back_as_written(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.replace(b'"version": 1', b'"version": 2'), "manifest version 2"),
+        (lambda d: d.replace(b'"version": 2', b'"version": 1'), "manifest version 1"),
         (lambda d: d.replace(b"b12x-launch/cache-artifact", b"x"), "not a b12x-launch cache"),
         (lambda d: d.replace(b'"path": "b12x/', b'"path": "../b12x/'), "not a relative path"),
         (lambda d: d.replace(b'"path": "b12x/', b'"path": "runs/'), "under none of the caches"),

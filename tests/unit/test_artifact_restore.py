@@ -11,6 +11,7 @@ import tarfile
 import pytest
 
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError
+from launcher.artifact import archive as archive_mod
 from launcher.artifact import restore as restore_mod
 from launcher.artifact.bake import bake
 from launcher.artifact.restore import (
@@ -66,7 +67,7 @@ def test_a_second_start_finds_it_present_and_copies_nothing(artifact, tmp_path, 
     path, own = artifact
     root = node(tmp_path)
     first = restore(path, root, keys(), ranks=[0])
-    monkeypatch.setattr(restore_mod, "copy_verified", lambda *a: pytest.fail("copied again"))
+    monkeypatch.setattr(restore_mod, "extract", lambda *a: pytest.fail("copied again"))
     again = restore(path, root, keys(), ranks=[0])
     assert (again.state, again.files_present, again.artifact_id) == (
         "present",
@@ -203,7 +204,7 @@ def test_a_disk_that_fills_while_staging_restores_nothing(artifact, tmp_path, mo
     path, _ = artifact
     root = node(tmp_path, {"triton/mine/k.cubin": b"the node's own"})
     before = tree(root)
-    real, calls = restore_mod.copy_verified, []
+    real, calls = archive_mod.copy_verified, []
 
     def fills_on_the_third(src, dest, entry):
         calls.append(entry.path)
@@ -211,7 +212,7 @@ def test_a_disk_that_fills_while_staging_restores_nothing(artifact, tmp_path, mo
             raise OSError(errno.ENOSPC, "No space left on device", str(dest))
         real(src, dest, entry)
 
-    monkeypatch.setattr(restore_mod, "copy_verified", fills_on_the_third)
+    monkeypatch.setattr(archive_mod, "copy_verified", fills_on_the_third)
     with pytest.raises(ArtifactError, match=r"No space left on device.*nothing was restored"):
         restore(path, root, keys())
     assert {k: v for k, v in tree(root).items() if not k.startswith(".blaunch")} == before
@@ -308,7 +309,7 @@ def test_a_present_artifact_whose_files_were_removed_is_restored_again(artifact,
 def test_the_fingerprint_key_is_checked_before_any_file_is_read(tmp_path, monkeypatch):
     fill(tmp_path / "c")
     bake(tmp_path / "c", tmp_path / "a.tar", profile="p", keys=keys())
-    monkeypatch.setattr(restore_mod, "copy_verified", lambda *a: pytest.fail("read a file"))
+    monkeypatch.setattr(archive_mod, "copy_verified", lambda *a: pytest.fail("read a file"))
     with pytest.raises(ArtifactError, match="fingerprint"):
         restore(tmp_path / "a.tar", node(tmp_path), keys(fingerprint="ffffffffffff"))
     assert FP != "ffffffffffff" and MANIFEST_NAME == "manifest.json"
