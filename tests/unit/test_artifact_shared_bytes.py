@@ -122,3 +122,16 @@ def test_a_directory_artifact_hard_links_the_paths_that_share_bytes(tmp_path):
     assert {k: v for k, v in tree(root).items() if not k.startswith(".blaunch")} == own
     for piece in PIECES:
         assert not os.path.samefile(root / COLD / piece, root / WARM / piece)
+
+
+def test_seeding_from_a_tar_whose_link_escapes_leaves_the_volume_as_it_was(tmp_path):
+    """The init container's copy (``python -m launcher.artifact.seed``) reads the same way."""
+    cache_with_linked_pieces(tmp_path / "c")
+    bake(tmp_path / "c", tmp_path / "art.tar", profile="p", keys=keys())
+    relinked(tmp_path / "art.tar", tmp_path / "bad.tar", "/etc/passwd")
+    (tmp_path / "vol").mkdir()
+    (tmp_path / "vol" / "old").write_bytes(b"the volume's own")
+    with pytest.raises(ArtifactError, match="no file before it"):
+        seed(tmp_path / "bad.tar", tmp_path / "vol")
+    assert tree(tmp_path / "vol") == {"old": b"the volume's own"}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".vol")) == []
