@@ -23,7 +23,7 @@ import hashlib
 import io
 import os
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,16 +109,15 @@ Source = BinaryIO | SameAs
 """Where a file's bytes come from: a stream, or a file written before it."""
 
 
-def extract(reader: Reader, root: Path) -> int:
+def extract(reader: Reader, root: Path) -> None:
     """Write every file of ``reader`` under ``root`` (new files only), each checked against
-    the manifest; how many.
+    the manifest.
 
     Raises:
         ArtifactError: the artifact lists, holds or lacks another set of files.
         Mismatch: a file's bytes are not the manifest's.
         OSError: a write failed.
     """
-    n = 0
     for entry, src in reader.files():
         dest = root / entry.path
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -127,8 +126,6 @@ def extract(reader: Reader, root: Path) -> int:
                 copy_verified(first, dest, entry)
         else:
             copy_verified(src, dest, entry)
-        n += 1
-    return n
 
 
 class Reader:
@@ -235,7 +232,7 @@ class TarReader(Reader):
             raise ArtifactError(f"{exc}; a tar artifact is a plain file") from None
         except (OSError, tarfile.TarError) as exc:
             raise ArtifactError(f"{self.path}: not a readable tar ({exc})") from None
-        if first is None or _name(first) != MANIFEST_NAME or not first.isfile():
+        if first is None or _name(first.name) != MANIFEST_NAME or not first.isfile():
             raise ArtifactError(
                 f"{self.path}: the tar's first member is not {MANIFEST_NAME}; a tar artifact "
                 "starts with its manifest (b12x-launch bake PROFILE OUT.tar writes one)"
@@ -251,7 +248,7 @@ class TarReader(Reader):
         seen: set[str] = set()
         try:
             while (member := self._tar.next()) is not None:
-                name = _name(member)
+                name = _name(member.name)
                 if member.isdir() and (name == FILES_DIR or name.startswith(_PREFIX)):
                     continue
                 rel = _rel(name)
@@ -263,13 +260,14 @@ class TarReader(Reader):
                         f"{self.path}: {what} {name!r}{kind} the manifest does not list: the "
                         "artifact was changed after it was baked; bake it again"
                     )
-                seen.add(entry.path)
                 if member.islnk():
-                    yield entry, SameAs(self._first(member, entry, wanted, seen))
-                    continue
-                stream = self._tar.extractfile(member)
-                assert stream is not None
-                yield entry, stream
+                    source: Source = SameAs(self._first(member, entry, wanted, seen))
+                else:
+                    stream = self._tar.extractfile(member)
+                    assert stream is not None
+                    source = stream
+                seen.add(entry.path)
+                yield entry, source
         except tarfile.TarError as exc:
             raise ArtifactError(f"{self.path}: the tar is damaged ({exc})") from None
         missing = sorted(set(wanted) - seen)
@@ -281,17 +279,20 @@ class TarReader(Reader):
             )
 
     def _first(
-        self, member: tarfile.TarInfo, entry: FileEntry, wanted: dict[str, FileEntry], seen: set
+        self,
+        member: tarfile.TarInfo,
+        entry: FileEntry,
+        wanted: dict[str, FileEntry],
+        seen: set[str],
     ) -> FileEntry:
         """The earlier file a hard-link member stands for, when its bytes are the entry's."""
-        rel = _rel(_strip(member.linkname))
-        first = wanted.get(rel or "")
-        if first is None or first.path not in seen or first.path == entry.path:
+        first = wanted.get(_rel(_name(member.linkname)) or "")
+        if first is None or first.path not in seen:
             raise ArtifactError(
                 f"{self.path}: {member.name!r} links to {member.linkname!r}, no file before it in "
                 "the artifact: the artifact was changed after it was baked; bake it again"
             )
-        if (first.size, first.sha256) != (entry.size, entry.sha256):
+        if _bytes_key(first) != _bytes_key(entry):
             raise ArtifactError(
                 f"{self.path}: {member.name!r} links to {member.linkname!r}, whose bytes the "
                 "manifest says differ: the artifact was changed after it was baked; bake it again"
@@ -302,14 +303,11 @@ class TarReader(Reader):
 _PREFIX = FILES_DIR + "/"
 
 
-def _strip(name: str) -> str:
+def _name(name: str) -> str:
+    """A member's name (or link target) as a path: no leading ``./``, no trailing ``/``."""
     while name.startswith("./"):
         name = name[2:]
     return name.rstrip("/")
-
-
-def _name(member: tarfile.TarInfo) -> str:
-    return _strip(member.name)
 
 
 def _rel(name: str) -> str | None:
@@ -344,18 +342,15 @@ def write_dir(manifest: Manifest, sources: dict[str, Path], out: Path) -> None:
         Mismatch: a source file changed since it was hashed.
     """
     out.mkdir()
-    stored: dict[tuple[int, str, bool], Path] = {}
-    for entry in manifest.files:
+    for entry, first in _with_first(manifest.files):
         dest = out / FILES_DIR / entry.path
         dest.parent.mkdir(parents=True, exist_ok=True)
-        first = stored.get(same := (entry.size, entry.sha256, entry.executable))
-        if first is not None and entry.size:
+        if first is not None:
             try:  # the artifact is read, never written in place: its paths may share bytes
-                os.link(first, dest)
+                os.link(out / FILES_DIR / first.path, dest)
                 continue
             except OSError:
                 pass  # a file system without hard links: a file per path
-        stored.setdefault(same, dest)
         with open(sources[entry.path], "rb") as src:
             copy_verified(src, dest, entry)
     (out / MANIFEST_NAME).write_bytes(manifest.canonical())
@@ -374,20 +369,30 @@ def write_tar(manifest: Manifest, sources: dict[str, Path], out: Path, *, gz: bo
         with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as tar:
             data = manifest.canonical()
             tar.addfile(_info(MANIFEST_NAME, len(data), False), io.BytesIO(data))
-            stored: dict[tuple[int, str], str] = {}
-            for entry in manifest.files:
+            for entry, first in _with_first(manifest.files):
                 name = f"{FILES_DIR}/{entry.path}"
-                first = stored.get((entry.size, entry.sha256)) if entry.size else None
                 if first is not None:
                     info = _info(name, 0, entry.executable)
-                    info.type, info.linkname = tarfile.LNKTYPE, first
+                    info.type, info.linkname = tarfile.LNKTYPE, f"{FILES_DIR}/{first.path}"
                     tar.addfile(info)
                     continue
-                stored[(entry.size, entry.sha256)] = name
                 with open(sources[entry.path], "rb") as src:
                     reader = _Hashing(src)
                     tar.addfile(_info(name, entry.size, entry.executable), reader)
                     reader.check(entry)
+
+
+def _bytes_key(entry: FileEntry) -> tuple[int, str, bool]:
+    return entry.size, entry.sha256, entry.executable
+
+
+def _with_first(files: Iterable[FileEntry]) -> Iterator[tuple[FileEntry, FileEntry | None]]:
+    """Each file with the first one before it of the same bytes and mode (None: it is the
+    first, or empty, where a link would save nothing)."""
+    firsts: dict[tuple[int, str, bool], FileEntry] = {}
+    for entry in files:
+        first = firsts.setdefault(_bytes_key(entry), entry)
+        yield entry, (first if first is not entry and entry.size else None)
 
 
 def _info(name: str, size: int, executable: bool) -> tarfile.TarInfo:

@@ -85,13 +85,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=30)
 
 
-def _wait(ready: Callable[[], bool], proc: subprocess.Popen[bytes] | None) -> str | None:
+def _wait(ready: Callable[[], bool], proc: subprocess.Popen[bytes]) -> str | None:
     """None once ``ready()``; else why not (the process exited, or the time ran out)."""
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if ready():
             return None
-        if proc is not None and proc.poll() is not None:
+        if proc.poll() is not None:
             return f"exited {proc.returncode}"
         time.sleep(1.0)
     return f"did not answer within {START_TIMEOUT:.0f}s"
