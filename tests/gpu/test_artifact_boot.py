@@ -245,6 +245,8 @@ class FreshNode(LearnsNothing, Calibrated):
     starts, warm, and sized as the baked node's own calibrated boot."""
 
     name: str
+    baked_after = "baked"
+    """The boot after which its artifact was baked: whose records it carries."""
 
     @pytest.fixture(scope="class")
     def booted(self, request, lab) -> BootResult:
@@ -290,6 +292,23 @@ class FreshNode(LearnsNothing, Calibrated):
         assert new == [], f"{len(new)} file(s) the artifact did not hold: {new[:12]}" + "".join(
             _signatures(root, rel) for rel in new if rel.endswith(".ttir")
         )
+
+    def test_it_plans_from_the_records_its_artifact_carried(self, booted, lab):
+        """Every figure the plan calls measured is the baked boot's record of it, to the
+        byte: the records came with the artifact, not from this node's own boots."""
+        baked = earlier_boot(lab, SPECS[self.name][self.baked_after])
+        assert baked is not None, f"boot {self.baked_after!r} first, on this machine"
+        for rank, plan in enumerate(booted.plan["ranks"]):
+            ours = {k: c["bytes"] for k, c in plan["components"].items()
+                    if c["source"] == "measured" and k != "kv_cache"}  # fmt: skip
+            theirs = baked.records[str(rank)]["measured"]
+            assert ours, f"rank {rank}: no component planned from a record"
+            assert ours == {k: theirs.get(k) for k in ours}, (rank, ours, theirs)
+
+
+class FreshNodeOfBoot1(FreshNode):
+    """A fresh node from the artifact baked after boot 1: the baked node's boot 2 planned
+    from the same records on the same card, so the two size alike, to the block."""
 
     def test_it_plans_and_allocates_the_baked_nodes_calibrated_blocks(self, booted, lab):
         again = earlier_boot(lab, SPECS[self.name]["baked-again"])
@@ -416,7 +435,7 @@ class TestGlmBakedAgain(BakedNode, Calibrated):
     spec, name, artifact = SPECS["glm"]["baked-again"], "glm", "art-2"
 
 
-class TestGlmFromArtifact(FreshNode):
+class TestGlmFromArtifact(FreshNodeOfBoot1):
     spec, name = SPECS["glm"]["fresh"], "glm"
 
 
@@ -428,7 +447,7 @@ class TestGlmPlainWarmAgain(PlainWarm):
     spec, name = SPECS["glm"]["plain-warm-2"], "glm"
 
 
-class TestGlmFromArtifactAgain(FreshNode):
+class TestGlmFromArtifactAgain(FreshNodeOfBoot1):
     spec, name = SPECS["glm"]["fresh-2"], "glm"
 
 
@@ -441,10 +460,10 @@ class TestGlmBar(ReadyBar):
 
 
 class TestGlmFromSecondBake(FreshNode):
-    spec, name = SPECS["glm"]["fresh-b2"], "glm"
+    spec, name, baked_after = SPECS["glm"]["fresh-b2"], "glm", "baked-again"
 
 
-class TestGlmFromArtifactTraced(FreshNode):
+class TestGlmFromArtifactTraced(FreshNodeOfBoot1):
     spec, name = SPECS["glm"]["fresh-traced"], "glm"
 
 
@@ -460,7 +479,7 @@ class TestMoeBakedAgain(BakedNode, Calibrated):
     spec, name, artifact = SPECS["moe"]["baked-again"], "moe", "art-2"
 
 
-class TestMoeFromArtifact(FreshNode):
+class TestMoeFromArtifact(FreshNodeOfBoot1):
     spec, name = SPECS["moe"]["fresh"], "moe"
 
 
@@ -472,7 +491,7 @@ class TestMoePlainWarmAgain(PlainWarm):
     spec, name = SPECS["moe"]["plain-warm-2"], "moe"
 
 
-class TestMoeFromArtifactAgain(FreshNode):
+class TestMoeFromArtifactAgain(FreshNodeOfBoot1):
     spec, name = SPECS["moe"]["fresh-2"], "moe"
 
 
@@ -485,10 +504,10 @@ class TestMoeBar(ReadyBar):
 
 
 class TestMoeFromSecondBake(FreshNode):
-    spec, name = SPECS["moe"]["fresh-b2"], "moe"
+    spec, name, baked_after = SPECS["moe"]["fresh-b2"], "moe", "baked-again"
 
 
-class TestMoeFromArtifactTraced(FreshNode):
+class TestMoeFromArtifactTraced(FreshNodeOfBoot1):
     spec, name = SPECS["moe"]["fresh-traced"], "moe"
 
 
