@@ -393,15 +393,15 @@ def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
     """Plan again with the memory the cards really have (and what others already hold)."""
     from launcher.plan.calibration import other_cards
 
-    p = planned.loaded.profile
-    hardware = p.hardware.model_copy(
-        update={"reserved_by_others": max(p.hardware.reserved_by_others, cards.reserved_by_others)}
-    )
-    loaded = replace(planned.loaded, profile=p.model_copy(update={"hardware": hardware}))
-    if other_cards(cards.kind, p):
+    inputs = replace(planned.inputs, reserved_at_launch=cards.reserved_by_others)
+    if other_cards(cards.kind, planned.loaded.profile):
         # The records under this profile were measured on its own cards, not these.
-        planned = replace(planned, calibrate=False, inputs=replace(planned.inputs, qualified=None))
-    return replan(planned, loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver)
+        planned = replace(planned, calibrate=False, inputs=replace(inputs, qualified=None))
+    else:
+        planned = replace(planned, inputs=inputs)
+    return replan(
+        planned, planned.loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver
+    )
 
 
 def launch(

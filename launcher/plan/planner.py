@@ -69,6 +69,9 @@ class PlanInputs:
     gpu_memory_source: Source = Source.CATALOG
     qualified: Qualified | None = None
     """The qualified KV size; a pin in the profile takes precedence."""
+    reserved_at_launch: int | None = None
+    """What the tightest card did not have free at launch (NVML: total minus free), when a
+    launch read the cards; the plan keeps the larger of it and the profile's figure."""
     notes: tuple[str, ...] = ()
     """Lines about how the facts were gathered (a Hub that did not answer)."""
 
@@ -271,6 +274,15 @@ def _layout(d: Deployment, f: ModelFacts, s: RankShape) -> KvLayout:
     )
 
 
+def _others(p: Profile, inputs: PlanInputs) -> tuple[int, Source, str] | None:
+    """What other processes hold per card: the profile's figure, or what the launch saw not
+    free on the cards where that is more (the driver's own reservation included)."""
+    said, seen = p.hardware.reserved_by_others, inputs.reserved_at_launch or 0
+    if seen > said:
+        return seen, Source.MEASURED, "not free on the card at launch (NVML: total minus free)"
+    return (said, Source.PROFILE, "hardware.reserved_by_others") if said else None
+
+
 def _rank_plan(
     p: Profile, inputs: PlanInputs, s: RankShape, total: int, layout: KvLayout, d: Deployment
 ) -> RankPlan:
@@ -278,11 +290,8 @@ def _rank_plan(
     measured = inputs.measured.get(s.rank)
     comps: list[Component] = []
     profile = Source.PROFILE
-    if p.hardware.reserved_by_others:
-        others = p.hardware.reserved_by_others
-        comps.append(
-            Component(Name.OTHER_PROCESSES, others, profile, "hardware.reserved_by_others")
-        )
+    if others := _others(p, inputs):
+        comps.append(Component(Name.OTHER_PROCESSES, *others))
     comps.append(Component(Name.CUDA_CONTEXT, *_est(estimates.cuda_context(p, gpu))))
     if p.model.weights_per_rank is not None:
         pinned = p.model.weights_per_rank

@@ -113,6 +113,24 @@ def test_memory_held_by_others_shrinks_the_plan(write, tmp_path, capsys):
     assert "GPU 1: " in capsys.readouterr().err
 
 
+def test_memory_the_cards_hold_is_labelled_measured_and_the_profiles_figure_stays_its_own(
+    write, tmp_path
+):
+    """The launch reads what is not free from NVML: the plan says so, not ``profile``; the
+    profile in the run file keeps what the user wrote; a larger profile figure still wins."""
+    busy = [rtx(0), rtx(1, used=1 * GiB), rtx(2), rtx(3)]
+    done = prepare(planned(write, tmp_path), tmp_path, busy)
+    other = done.planned.plan.ranks[0].component("other_processes")
+    assert (other.bytes, other.source) == (1 * GiB, "measured")
+    assert "NVML" in other.detail
+    assert done.planned.loaded.profile.hardware.reserved_by_others == 0
+    more = planned(
+        write, tmp_path, "hardware.reserved_by_others=1536MiB", "serving.max_model_len=65536"
+    )
+    other = prepare(more, tmp_path, busy).planned.plan.ranks[0].component("other_processes")
+    assert (other.bytes, other.source) == (1536 * MiB, "profile")
+
+
 def test_a_shared_card_starts_with_a_utilization_its_free_memory_meets(write, tmp_path):
     """The H200 case: 119 GiB held by another process; vLLM refused 0.142 x 139.8 GiB
     against 19.49 GiB free. The utilization now comes from the free memory per card."""
