@@ -394,11 +394,10 @@ def on_cards(planned: Planned, cards: GpuFacts) -> Planned:
     from launcher.plan.calibration import other_cards
 
     inputs = replace(planned.inputs, reserved_at_launch=cards.reserved_by_others)
+    planned = replace(planned, inputs=inputs)
     if other_cards(cards.kind, planned.loaded.profile):
         # The records under this profile were measured on its own cards, not these.
         planned = replace(planned, calibrate=False, inputs=replace(inputs, qualified=None))
-    else:
-        planned = replace(planned, inputs=inputs)
     return replan(
         planned, planned.loaded, gpu_memory=(cards.memory, "measured"), driver=cards.driver
     )

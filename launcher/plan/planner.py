@@ -69,7 +69,7 @@ class PlanInputs:
     gpu_memory_source: Source = Source.CATALOG
     qualified: Qualified | None = None
     """The qualified KV size; a pin in the profile takes precedence."""
-    reserved_at_launch: int | None = None
+    reserved_at_launch: int = 0
     """What the tightest card did not have free at launch (NVML: total minus free), when a
     launch read the cards; the plan keeps the larger of it and the profile's figure."""
     notes: tuple[str, ...] = ()
@@ -277,7 +277,7 @@ def _layout(d: Deployment, f: ModelFacts, s: RankShape) -> KvLayout:
 def _others(p: Profile, inputs: PlanInputs) -> tuple[int, Source, str] | None:
     """What other processes hold per card: the profile's figure, or what the launch saw not
     free on the cards where that is more (the driver's own reservation included)."""
-    said, seen = p.hardware.reserved_by_others, inputs.reserved_at_launch or 0
+    said, seen = p.hardware.reserved_by_others, inputs.reserved_at_launch
     if seen > said:
         return seen, Source.MEASURED, "not free on the card at launch (NVML: total minus free)"
     return (said, Source.PROFILE, "hardware.reserved_by_others") if said else None

@@ -11,6 +11,7 @@ vLLM 0.26's layout (torch 2.11 has no mega artifact; later vLLMs on torch 2.12 u
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -65,7 +66,7 @@ def main(link: bool) -> dict[str, Any]:
     if link:
         done = compile_dir.link_for_warm_boots(compile_dir.compiled_parts(model))
     if isinstance(done, compile_dir.Linked | compile_dir.Unneeded):
-        done = {"kind": type(done).__name__, **done.__dict__}
+        done = {"kind": type(done).__name__, **dataclasses.asdict(done)}
     naming = compile_dir._naming[0] if compile_dir._naming else None  # none: a whole AOT load
     return {
         "named": naming.local_dir.parent.parent.name if naming else None,

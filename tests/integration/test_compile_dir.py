@@ -154,6 +154,12 @@ def boot(cache_root: Path, *, link: bool, mega: bool = False) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def transformers_config_file() -> str:
+    import transformers.configuration_utils
+
+    return transformers.configuration_utils.__file__
+
+
 def test_a_warm_boot_loads_the_pieces_a_compiling_boot_linked_where_it_looks(tmp_path):
     cold = boot(tmp_path, link=True)
     warm = boot(tmp_path, link=False)
@@ -180,12 +186,6 @@ def test_a_fresh_node_loads_the_linked_pieces_from_another_cache_root(tmp_path):
     fresh = boot(tmp_path / "fresh", link=False)
     assert fresh["named"] == cold["linked"]["warm"]
     assert (fresh["compiled"], fresh["loaded"]) == (0, cold["compiled"])
-
-
-def transformers_config_file() -> str:
-    import transformers.configuration_utils
-
-    return transformers.configuration_utils.__file__
 
 
 def test_with_vllms_mega_artifact_a_warm_boot_names_no_directory_and_nothing_is_linked(tmp_path):
