@@ -26,8 +26,15 @@ COST_MAX = 1 << 40
 TEXT_MAX = 4096
 """The longest kind, kernel, detail or specialization text an entry may carry."""
 
+CANARY_PREFIX = "b12x_canary_"
+"""Every canary kernel's name starts so (``runtime.canary``): recorded late, never learned."""
+
 Text = Annotated[str, Strict(), StringConstraints(max_length=TEXT_MAX)]
 CompileKind = Literal["triton", "inductor", "b12x", "text"]
+Window = Literal["profile", "warmup", "serving"]
+"""When, after the stage, a compile or a cache file came: ``profile`` (vLLM's own memory profile,
+before sizing: its measurement sees what it kept, so not late), ``warmup`` (after sizing, through
+vLLM's own warmup: graph capture, sampler warmup, autotune) or ``serving``."""
 
 
 class CensusEntry(Frozen):
@@ -45,6 +52,9 @@ class CensusEntry(Frozen):
     """Device memory the serving step that compiled it lost outside torch's allocator."""
     specialization: Text = ""
     """Triton's own specialization data (JSON): what the census provider replays."""
+    window: Window | None = None
+    """When it compiled (None: a record from before the windows, where late meant after
+    vLLM's own warmup)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -69,7 +79,12 @@ class CensusEntry(Frozen):
 
 
 def entry(
-    kind: CompileKind, kernel: str, detail: str, cost: int = 0, specialization: str = ""
+    kind: CompileKind,
+    kernel: str,
+    detail: str,
+    cost: int = 0,
+    specialization: str = "",
+    window: Window | None = None,
 ) -> CensusEntry:
     """One census entry, texts cut to ``TEXT_MAX`` (a kernel's text is the runtime's)."""
     return CensusEntry(
@@ -78,6 +93,7 @@ def entry(
         detail=detail[:TEXT_MAX],
         cost_bytes=min(max(0, int(cost)), COST_MAX),
         specialization=specialization[:TEXT_MAX],
+        window=window,
     )
 
 
@@ -102,11 +118,11 @@ def entries(raw: Any) -> list[CensusEntry]:
 
 def merge(*lists: Iterable[CensusEntry]) -> list[CensusEntry]:
     """Entries of several boots, one per identity, keeping the largest measured cost; an
-    older worker's text entry (no identity, no cost) is not carried on."""
+    older worker's text entry (no identity, no cost) and a canary are not carried on."""
     out: dict[tuple[str, str, str], CensusEntry] = {}
     for items in lists:
         for e in items:
-            if e.kind == "text":
+            if e.kind == "text" or e.kernel.startswith(CANARY_PREFIX):
                 continue
             if e.key not in out or e.cost_bytes > out[e.key].cost_bytes:
                 out[e.key] = e

@@ -26,7 +26,7 @@ from launcher.contract.base import (
     read_json,
     validate,
 )
-from launcher.contract.census import CensusEntry
+from launcher.contract.census import CensusEntry, Window
 from launcher.contract.names import ComponentName
 from launcher.units import format_size
 
@@ -333,6 +333,46 @@ class Activation(Frozen):
     shapes, a prompt reaching the context among them."""
 
 
+CounterName = Literal["triton_hooks", "b12x_report", "cache_oracle", "vllm_monitor"]
+"""The late-compile counters: Triton's compile hooks (``runtime.jit_watch``: ``@triton.jit``
+kernels, and Inductor's under its post-compile hook), b12x's "not prepared before its first
+use" report, the cache-directory oracle (``runtime.cache_oracle``: any compiler's new file) and
+vLLM's own JIT monitor (serving only: vLLM turns it on after its warmup)."""
+
+
+class Counter(Frozen):
+    """Whether one late-compile counter ran, and over which windows: a count from a counter
+    that did not run is "not measured", never 0."""
+
+    name: CounterName
+    """Which counter."""
+    armed: bool
+    """Whether it ran from the stage's end (vLLM's monitor: from serving's start)."""
+    windows: list[Window] = Field(default_factory=list)
+    """The windows it watched (empty when not armed)."""
+    why: str = ""
+    """Why it did not run, or what it cannot see."""
+
+
+class CacheFile(Frozen):
+    """A file that appeared in a compile cache after the stage, and when."""
+
+    name: str
+    """``VAR/relative/path``: the cache's variable and the file under it."""
+    window: Window
+    """When it appeared (at the poll that first saw it)."""
+
+
+class Canary(Frozen):
+    """The deliberately new kernels a canary boot compiled after sizing (``prewarm.canary``):
+    each armed counter must report them, which proves it was counting."""
+
+    kernels: dict[Window, str] = Field(default_factory=dict)
+    """The canary kernel compiled in each window (its ``module.name``)."""
+    skipped: str = ""
+    """Why no canary compiled (no CUDA device, no Triton)."""
+
+
 class RankRecord(Contract):
     """One rank's measurements, built up by the worker as vLLM starts and written whole
     after each step."""
@@ -369,7 +409,17 @@ class RankRecord(Contract):
     learned: list[CensusEntry] = Field(default_factory=list)
     """What earlier boots learned, carried on (a boot that replayed it compiles nothing late)."""
     late_files: list[str] = Field(default_factory=list)
-    """Files that appeared in the compile caches after the watchdog was armed."""
+    """Files that appeared in the compile caches after sizing (``cache_files`` says when)."""
+    counters: list[Counter] = Field(default_factory=list)
+    """Which late-compile counters ran, from the stage's end (empty: a worker from before
+    they were recorded, so none of its counts is a measurement)."""
+    before_sizing: list[CensusEntry] = Field(default_factory=list)
+    """Compiles between the stage's end and sizing (vLLM's own memory profile): not late,
+    its measurement saw them, but the stage did not cover them."""
+    cache_files: list[CacheFile] = Field(default_factory=list)
+    """Every file that appeared in the compile caches after the stage, with its window."""
+    canary: Canary | None = None
+    """The canary kernels of a canary boot (None: not asked for)."""
     kv: KvActual | None = None
     """The KV cache vLLM allocated (None: not yet)."""
     free_after_warmup: Bytes | None = None
@@ -397,6 +447,24 @@ class RankRecord(Contract):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+    def counter(self, name: CounterName) -> Counter | None:
+        return next((c for c in self.counters if c.name == name), None)
+
+    def late_by(self, name: CounterName, window: Window) -> list[str] | None:
+        """What counter ``name`` saw compile in ``window`` (kernels, or cache files), or None
+        when it did not watch that window: not measured, never an empty list. vLLM's monitor
+        writes to vLLM's log alone (the GPU tier counts its lines there): None here."""
+        counter = self.counter(name)
+        if name == "vllm_monitor":
+            return None
+        if counter is None or not counter.armed or window not in counter.windows:
+            return None
+        if name == "cache_oracle":
+            return [f.name for f in self.cache_files if f.window == window]
+        kinds = ("b12x",) if name == "b12x_report" else ("triton", "inductor")
+        pool = self.before_sizing if window == "profile" else self.late_compiles
+        return [e.kernel for e in pool if e.window == window and e.kind in kinds]
 
     def enumeration(self) -> list[KernelEnumeration]:
         """The key enumeration of this boot, every provider's."""

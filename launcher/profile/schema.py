@@ -336,7 +336,14 @@ class Prewarm(Section):
     strict_jit: Annotated[
         bool, _label("whether a late compile is fatal, not whether it happens")
     ] = False
-    """A kernel compiled after sizing is fatal instead of logged."""
+    """A kernel compiled after sizing is fatal instead of logged (from serving's start: vLLM's
+    own warmup prepares b12x plans on first use, so a frozen session would refuse them there)."""
+    canary: Annotated[
+        bool, _label("a proof of the late-compile counters; its kernels are never learned")
+    ] = False
+    """Compile one deliberately new kernel after sizing, in vLLM's warmup and again in serving,
+    which every late-compile counter must report: proof that each was counting (the GPU tier's
+    canary boot). Its compiles are recorded as late and never learned."""
 
 
 def _known_line(value: str) -> str:

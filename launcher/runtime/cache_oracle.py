@@ -4,8 +4,9 @@ Triton's hooks see ``@triton.jit`` kernels; Inductor compiles through ``triton.c
 post-compile hook only when asked), xgrammar's kernel module is imported on first use, and
 DeepGEMM and FlashInfer JIT on their own. Every one of them writes its result into a cache
 directory the launcher set (``launch.vllm_args.CACHE_DIRS``), so a file that appears there after
-the worker armed its watchdog is a compile after sizing, whoever made it. The worker writes the
-listing at that moment (``cache-baseline-rank<N>.json``) and polls for new files while serving;
+the worker armed its counters (when its stage ends, before vLLM sizes) is a compile after the stage,
+whoever made it. The worker writes the listing at that moment (``cache-baseline-rank<N>.json``)
+and polls for new files, tagging each with its window (``runtime.worker.late``);
 ``report RUN_DIR`` and the GPU tier compare the caches with the baselines again at the end.
 """
 
@@ -67,18 +68,25 @@ def write_baseline(run_dir: str | Path, rank: int, dirs: Mapping[str, Path]) -> 
     return files
 
 
-def late_files(run_dir: str | Path) -> list[str]:
-    """Files in the run's caches that no rank's baseline holds: compiles after ready. Empty
-    when no baseline was written (a boot that never got that far)."""
+def late_files(run_dir: str | Path) -> list[str] | None:
+    """Files in the run's caches that no rank's baseline holds: compiles after the stage.
+    None when no baseline was written (plain vLLM, or a boot that never got that far): not
+    measured, which is not "none"."""
     dirs: dict[str, Path] = {}
     known: set[str] = set()
+    baselines = 0
     for path in sorted(Path(run_dir).glob(BASELINE.format(rank="*"))):
         try:
             body = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
+        if not isinstance(body, dict):
+            continue
+        baselines += 1
         dirs.update({k: Path(v) for k, v in body.get("dirs", {}).items()})
         known |= set(body.get("files", ()))
+    if not baselines:
+        return None
     return sorted(listing(dirs) - known) if dirs else []
 
 

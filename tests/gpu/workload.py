@@ -43,5 +43,5 @@ class SpillProvider:
         request(int(ctx.device.split(":")[1]))
         return PrewarmResult(self.name, warmed=1)
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+    def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
         pass

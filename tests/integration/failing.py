@@ -15,5 +15,5 @@ class FailingProvider:
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
         raise RuntimeError("prewarm exploded on purpose")
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+    def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
         pass

@@ -360,7 +360,7 @@ def test_strict_freeze_reports_a_frozen_resolution_then_raises(b12x):
     ctx.model_runner = SimpleNamespace(execute_model=step)
     seen = []
     provider = load("b12x")
-    provider.freeze(ctx, lambda kernel, detail: seen.append(kernel))
+    provider.freeze(ctx, lambda kernel, detail: seen.append(kernel), strict=True)
     try:
         with pytest.raises(KernelResolutionFrozenError):
             ctx.model_runner.execute_model()

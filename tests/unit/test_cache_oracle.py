@@ -67,6 +67,15 @@ def test_every_ranks_baseline_counts_so_a_later_rank_warmup_is_not_late(caches, 
     assert oracle.late_files(run) == []
 
 
+def test_a_run_without_a_baseline_is_not_measured_not_clean(caches, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (caches["TRITON_CACHE_DIR"] / "late.cubin").write_bytes(b"x")
+    assert oracle.late_files(run) is None
+    oracle.write_baseline(run, 0, {})
+    assert oracle.late_files(run) == []
+
+
 def test_the_poller_names_each_new_file_once(caches):
     seen: list[str] = []
     poller = oracle.Poller(caches, oracle.listing(caches), seen.append, period=3600)

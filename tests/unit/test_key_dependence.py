@@ -53,6 +53,7 @@ IGNORED_SETTINGS = (
     "runtime.cache_root=/elsewhere",
     "runtime.run_dir=/elsewhere/runs",
     "prewarm.strict_jit=true",
+    "prewarm.canary=true",
     "hardware.reserved_by_others=3GiB",
     "qualify.concurrency=2",
     "qualify.max_seconds=10",
@@ -143,7 +144,8 @@ def test_the_readers_skip_what_the_old_lists_skipped():
     (``fingerprint.IGNORED``, ``Deployment.UNREAD``, ``sweep.PLAN_ONLY``) at 3141fa7; since then
     the facts read ``serving.max_num_batched_tokens`` (the weights' load buffers depend on it:
     a sweep varying it re-used the first row's weights) and skip ``model.served_name`` and
-    ``qualify``, the deployment skips every label and ``memory``."""
+    ``qualify``, the deployment skips every label and ``memory``; ``prewarm.canary`` (a proof
+    of the counters, added later) is a label to every reader."""
     assert set(unread_paths(Reader.FINGERPRINT)) == {
         ("name",),
         ("description",),
@@ -152,6 +154,7 @@ def test_the_readers_skip_what_the_old_lists_skipped():
         ("serving", "port"),
         ("runtime",),
         ("prewarm", "strict_jit"),
+        ("prewarm", "canary"),
         ("hardware", "reserved_by_others"),
         ("qualify",),
     }

@@ -163,7 +163,7 @@ class ConfigProbe:
         ConfigProbe.seen.append(get_current_vllm_config())  # raises outside the context
         return PrewarmResult(self.name, warmed=1)
 
-    def freeze(self, ctx, on_late_compile) -> None:
+    def freeze(self, ctx, on_late_compile, *, strict: bool = False) -> None:
         pass
 
 
@@ -224,12 +224,21 @@ def test_asked_for_the_prewarm_logs_what_its_thread_compiled_and_unhooks_triton(
 
     monkeypatch.setenv("BLAUNCH_COMPILE_TIMES", "1")
     worker = _worker_running(CompilingProvider, tmp_path, monkeypatch)
+    jit_watch.watch.uninstall()
     obj, pre, post = jit_watch._runtime_slots()
     before = (getattr(obj, pre), getattr(obj, post))
     with caplog.at_level(logging.INFO, logger="vllm.b12x_launch"):
         worker.determine_available_memory()
     assert "compiles in the prewarm: 1 Triton keys on its thread" in caplog.text
     assert "(slowest: _topk_topp_kernel " in caplog.text
+    # compile_times' hooks came off; the late-compile counters' went on at the stage's end,
+    # chained to what was there before
+    assert (getattr(obj, pre), getattr(obj, post)) == (
+        jit_watch.watch._pre_hook,
+        jit_watch.watch._post_hook,
+    )
+    assert jit_watch.watch._prev == before
+    jit_watch.watch.uninstall()
     assert (getattr(obj, pre), getattr(obj, post)) == before
 
 

@@ -114,8 +114,9 @@ class Provider(Protocol):
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
         """Compile and run every specialization once; may import torch/b12x/vLLM."""
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
-        """Arm the late-JIT watchdog: call ``on_late_compile(kernel, detail)`` on a compile."""
+    def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
+        """Arm the late-JIT watchdog: call ``on_late_compile(kernel, detail)`` on a compile;
+        under ``strict`` refuse it too (the worker asks for that from serving's start)."""
 
 
 class UnknownProvider(LookupError):

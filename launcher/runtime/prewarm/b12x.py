@@ -211,15 +211,22 @@ class B12xProvider:
         )
         return []
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile: Callable[[str, str], None]) -> None:
-        """Arm the late-JIT watchdog. Call it after vLLM's own warmup and graph capture.
+    def freeze(
+        self,
+        ctx: PrewarmContext,
+        on_late_compile: Callable[[str, str], None],
+        *,
+        strict: bool = False,
+    ) -> None:
+        """Arm the late-JIT watchdog: the report when the stage ends, and again with
+        ``strict`` (from ``prewarm.strict_jit``) once vLLM's own warmup and capture are done.
 
         How a late compile reaches ``on_late_compile(kernel, detail)``:
 
         - b12x logs "<component>: <query> was not prepared before its first use" on the
           ``b12x.preparation`` logger before it compiles a plan nobody prepared (or refuses
           it when frozen). A handler on that logger reports it, in every mode.
-        - With ``prewarm.strict_jit`` the sessions are frozen (``session.freeze()``): b12x
+        - With ``strict`` the sessions are frozen (``session.freeze()``): b12x
           then raises ``KernelResolutionFrozenError`` for any new kernel. It is raised in
           the serving step, inside vLLM's forward, where no provider can turn it into a
           call; when ``ctx.model_runner`` has ``execute_model`` that call is wrapped to
@@ -235,7 +242,7 @@ class B12xProvider:
         self._unhook()
         self._handler = _LateHandler(on_late_compile)
         logging.getLogger("b12x.preparation").addHandler(self._handler)
-        if not ctx.profile.prewarm.strict_jit:
+        if not strict:
             return
         for session in self.sessions:
             session.freeze()

@@ -54,5 +54,5 @@ class CensusProvider:
         result.seconds = time.perf_counter() - start
         return result
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+    def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""

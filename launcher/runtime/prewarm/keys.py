@@ -894,7 +894,7 @@ class KeysProvider:
                 jobs.append((Job(fn, device, e.missing), record))
         return jobs
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+    def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
 
 

@@ -591,7 +591,7 @@ class TritonProvider:
         result.seconds = time.perf_counter() - start
         return result
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+    def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
         """Late Triton compiles are caught by ``runtime.jit_watch``, which the worker arms."""
 
 

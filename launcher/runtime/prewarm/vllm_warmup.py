@@ -480,7 +480,7 @@ class VllmWarmupProvider:
         result.seconds = time.perf_counter() - start
         return result
 
-    def freeze(self, ctx: PrewarmContext, on_late_compile) -> None:
+    def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
         """vLLM's own ``--jit-monitor-mode`` and ``launcher.runtime.jit_watch`` watch compiles."""
 
 

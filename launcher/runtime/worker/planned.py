@@ -1,10 +1,10 @@
 """What the planned worker adds to vLLM's: prewarm -> measure -> size -> record -> watch.
 
 ``determine_available_memory`` runs every prewarm provider before vLLM profiles, so
-vLLM's own measurement already sees what the prewarm kept; it then returns the plan's
-budget instead of vLLM's figure (see ``launcher.runtime.budget``). After the KV cache exists it
-logs planned against actual, writes the rank's measurement record, and arms the late-JIT
-watchdog once vLLM's own warmup is done.
+vLLM's own measurement already sees what the prewarm kept; it arms the late-compile counters
+when the stage ends (``worker.late``: everything after sizing counts, vLLM's own warmup too),
+then returns the plan's budget instead of vLLM's figure (see ``launcher.runtime.budget``). After
+the KV cache exists it logs planned against actual and writes the rank's measurement record.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from launcher.contract.record import (
     PrewarmOutcome,
     RankRecord,
 )
-from launcher.runtime import jit_watch
 from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_budget
 from launcher.runtime.prewarm import (
     PrewarmContext,
@@ -43,6 +42,7 @@ from launcher.runtime.prewarm import (
     thread_samples,
 )
 from launcher.runtime.prewarm.keys import ranges_of
+from launcher.runtime.worker.late import LateCounters
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.runtime.worker.serving import ServingWatch
 from launcher.units import format_size
@@ -84,8 +84,14 @@ class PlannedMixin:
         before = self._device_snapshot()
         results, measurement = self._prewarm(run)
         self._barrier()
+        # One sizing moment: the counters arm as the stage ends, before vLLM's own profile.
+        self._late = LateCounters(rank, profile.prewarm.strict_jit, _say)
+        linked = self._link_compile_dir()  # before the cache oracle's baseline: not late
+        self._late.arm(getattr(self, "_providers", []), run.run_dir)
         with self._activation_probe():
             vllm_available = super().determine_available_memory()
+        if not linked:  # no stage compiled the model: vLLM's profile did, before sizing
+            self._link_compile_dir()
         after = self._device_snapshot()
         served = any(r.scratch for r in results)
         self._stage_peak = max((r.serving_peak for r in results), default=0)
@@ -131,7 +137,9 @@ class PlannedMixin:
             # the boot after a clean one compiled the replayed kernel late again).
             learned=list(run.rank(rank).learned),
         )
+        self._late.attach(self._record, self._save)
         self._save()
+        self._late.sized()
         return budget.bytes
 
     def initialize_from_config(self, kv_cache_config: Any) -> None:
@@ -152,6 +160,8 @@ class PlannedMixin:
             f"({_delta(tokens, kv.tokens)})"
         )
         self._save()
+        if self._run.profile.prewarm.canary:  # vLLM's warmup window
+            self._late.canary(self._run.run_dir, self._device_index())
 
     def compile_or_warm_up_model(self) -> Any:
         before = self._device_snapshot()
@@ -181,7 +191,17 @@ class PlannedMixin:
                     format_size(after["free"]),
                     format_size(margin),
                 )
-        self._arm_watchdog()
+        self._late.serving(getattr(self, "model_runner", None))
+        self._watch_steps()
+        self._say_compile_key()
+        from launcher.runtime.compile_key import inductor_cache_line
+
+        if said := inductor_cache_line():
+            _say(f"rank {self.rank}: {said}")
+        strict = " (strict from now)" if self._late.strict else ""
+        _say(f"rank {self.rank}: vLLM's warmup done; serving's window{strict}")
+        if self._run.profile.prewarm.canary:  # the serving window, vLLM's monitor on
+            self._late.canary(self._run.run_dir, self._device_index())
         self._save()
         return result
 
@@ -198,27 +218,29 @@ class PlannedMixin:
                 "b12x-launch rank %d: vLLM's compile directory unwatched: %r", self.rank, exc
             )
 
-    def _link_compile_dir(self) -> None:
-        """A boot that compiled vLLM's model links its pieces where a warm boot will look."""
+    def _link_compile_dir(self) -> bool:
+        """A boot that compiled vLLM's model links its pieces where a warm boot will look;
+        False when nothing was compiled yet to link."""
         from launcher.runtime import compile_dir
 
         runner = getattr(self, "model_runner", None)
         if runner is None:
-            return
+            return False
         try:
             model = runner.get_model() if hasattr(runner, "get_model") else runner.model
             drafter = getattr(getattr(runner, "drafter", None), "model", None)
             parts = compile_dir.compiled_parts(model, drafter)
             if not parts:  # nothing compiled here (loaded, eager, or vLLM's CPU backend)
-                return
+                return False
             done = compile_dir.link_for_warm_boots(parts)
         except Exception as exc:  # the pieces stay where vLLM put them; the boot goes on
             logger.warning("b12x-launch rank %d: compiled pieces not linked: %r", self.rank, exc)
-            return
+            return True
         if isinstance(done, str):
             logger.warning("b12x-launch rank %d: compiled pieces not linked: %s", self.rank, done)
         else:
             _say(f"rank {self.rank}: {done.say()}")
+        return True
 
     def _prewarm(self, run: RunPlan) -> tuple[list[PrewarmResult], Any]:
         deployment = run.deployment  # resolved by the launcher, read from the run file
@@ -539,39 +561,6 @@ class PlannedMixin:
             packages=packages,
         )
 
-    def _arm_watchdog(self) -> None:
-        profile = self._run.profile
-        strict = profile.prewarm.strict_jit
-
-        def late(event: Any, detail: str = "") -> None:
-            if hasattr(event, "kernel"):  # a Triton or Inductor compile (runtime.jit_watch)
-                e = census.entry(
-                    event.kind, event.kernel, event.detail, specialization=event.specialization
-                )
-            else:  # b12x's "not prepared before its first use" (or a frozen refusal)
-                e = census.entry("b12x", str(event), f" {detail}")
-            self._record.late_compiles.append(e)
-            logger.warning(
-                "b12x-launch rank %d: LATE COMPILE after sizing: %s%s",
-                self.rank,
-                e.kernel,
-                e.detail,
-            )
-            self._save()
-
-        self._link_compile_dir()  # before the cache oracle's baseline: not a late file
-        jit_watch.arm(late, strict=strict)
-        for provider, ctx in getattr(self, "_providers", []):
-            provider.freeze(ctx, late)
-        self._watch_steps()
-        self._watch_caches()
-        self._say_compile_key()
-        from launcher.runtime.compile_key import inductor_cache_line
-
-        if said := inductor_cache_line():
-            _say(f"rank {self.rank}: {said}")
-        _say(f"rank {self.rank}: late-JIT watchdog armed{' (strict)' if strict else ''}")
-
     def _say_compile_key(self) -> None:
         """On a boot from a cache artifact: whether vLLM loaded its compiled graph from it or
         compiled again, and which factor of its key differs (``runtime.compile_key``)."""
@@ -594,27 +583,6 @@ class PlannedMixin:
             _say(line)
         else:
             logger.warning("b12x-launch %s", line)
-
-    def _watch_caches(self) -> None:
-        """The oracle beside the hooks: the compile caches as they stand now, then every file
-        that appears in them (any compiler's) named in the record as it appears."""
-        from launcher.runtime import cache_oracle
-
-        dirs = cache_oracle.cache_dirs()
-        if not dirs or not self._run.run_dir:
-            return
-        try:
-            known = cache_oracle.write_baseline(self._run.run_dir, self.rank, dirs)
-        except OSError as exc:
-            logger.warning("b12x-launch rank %d: no cache baseline: %s", self.rank, exc)
-            return
-
-        def appeared(name: str) -> None:
-            self._record.late_files.append(name)
-            logger.warning("b12x-launch rank %d: LATE CACHE FILE after sizing: %s", self.rank, name)
-            self._save()
-
-        self._cache_poller = cache_oracle.Poller(dirs, known, appeared).start()
 
     def _watch_steps(self) -> None:
         """Read free device memory at each serving step's edges: charge a step that compiled
