@@ -87,10 +87,10 @@ class BootResult:
     plan_seconds: float | None = None
     """From the launcher's start to its plan file (the launcher's own part of the start:
     planning, the checks before the exec, the restore of an artifact)."""
-    late_files: list[str] = field(default_factory=list)
+    late_files: list[str] | None = None
     """Files that appeared in the boot's compile caches after its workers armed their
-    watchdogs (``launcher.runtime.cache_oracle``), read after the workload; plain vLLM boots
-    write no baseline, so none."""
+    counters (``launcher.runtime.cache_oracle``), read after the workload; None where no
+    baseline was written (plain vLLM): not measured, which is not none."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -217,6 +217,7 @@ def _workload(lab: Lab, spec: BootSpec, plan: dict, port: int, deadline: float) 
         model=plan["profile_data"]["model"]["served_name"] or "tier",
         max_model_len=int(serving["max_model_len"]),
         max_num_seqs=int(serving["max_num_seqs"]),
+        max_num_batched_tokens=int(serving["max_num_batched_tokens"]),
         vocab=int(vocab),
         deadline=deadline,
         spec_tokens=int(plan["profile_data"]["speculative"]["tokens"]),

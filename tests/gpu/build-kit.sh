@@ -11,8 +11,9 @@
 # On the GPU machine:
 #   cat vllm-site.tar.xz.* | xz -d | tar -x -C /tmp/site
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site2 wheels/*.whl
-#   export PYTHONPATH=/tmp/site2:/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0
-# (FlashInfer is not included; vLLM 0.26's sampler imports it unless that variable is 0.)
+#   export PYTHONPATH=/tmp/site2:/tmp/site:$PWD
+# FlashInfer 0.6.14 (what vLLM 0.26 pins) is in the wheels: vLLM's default sampler on CUDA is
+# FlashInfer's, which JIT-compiles with the device's nvcc into FLASHINFER_WORKSPACE_BASE.
 # Seen working on an H200 with torch 2.11.0+cu130: a 2-layer Llama served through
 # b12x-launch with the planned worker (FlashAttention 3, CUDA graphs, torch.compile).
 set -euo pipefail
@@ -44,7 +45,11 @@ python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$OUT/wheels" \
   "prometheus-fastapi-instrumentator>=8" python-json-logger ijson "depyf==0.20.0" astor dill \
   "lark==1.2.2" diskcache python-multipart \
   "lm-format-enforcer==0.11.3" interegular "outlines_core==0.2.14" \
-  "nvidia-ml-py>=12"  # launcher.gpu.nvml (the tier's sampler and the launch's card check)
+  "nvidia-ml-py>=12" \
+  "flashinfer-python==0.6.14" cuda-tile nvidia-cudnn-frontend "nvidia-cutlass-dsl==4.8.1" \
+  "nvidia-cutlass-dsl-libs-base==4.8.1"
+# nvidia-ml-py: launcher.gpu.nvml (the tier's sampler and the launch's card check); flashinfer
+# and what it imports that the device lacks (einops, ninja, tabulate, requests are there).
 # pip keeps every version it met: keep the newest of each name
 ls "$OUT/wheels" | sed -E 's/-[0-9][^-]*-.*//' | sort | uniq -d | while read -r dup; do
   ls -v "$OUT/wheels/$dup"-* | head -n -1 | xargs -r rm -f

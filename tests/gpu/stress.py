@@ -42,6 +42,8 @@ class Workload:
     request_timeout: float = 90.0
     spec_tokens: int = 0
     """MTP tokens the deployment drafts (the API refuses some features with them)."""
+    max_num_batched_tokens: int = 2048
+    """The prefill chunk (the users workload asks prompt logprobs over two)."""
 
 
 @dataclass
@@ -52,6 +54,10 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    seed: int | None = None
+    """The generated workload's seed (``users``; None: a fixed workload)."""
+    coverage: dict[str, int] = field(default_factory=dict)
+    """Requests per optional field sent (``users``)."""
     low_free: dict[int, int] = field(default_factory=dict)
     """NVML device index -> lowest free bytes seen while the workload ran."""
     samples: int = 0
@@ -93,12 +99,13 @@ def requests(w: Workload) -> tuple[list[tuple[list[int], int]], list[tuple[list[
     return memory, shapes
 
 
-KINDS = ("mixed", "qualify", "stream", "features")
+KINDS = ("mixed", "qualify", "stream", "features", "users")
 """The tier's workloads: ``mixed`` (the two waves above), ``qualify`` (qualify's own worst
 case for the profile), ``stream`` (one long streamed generation, MTP drafting, beside
 ``max_num_seqs`` concurrent short prompts arriving while it decodes) and ``features`` (every
 request feature the API accepts at 1, 8 and max_num_seqs rows, streamed and not; each one it
-refuses, once, expecting HTTP 400)."""
+refuses, once, expecting HTTP 400), ``users`` (``tests.gpu.traffic``: requests generated from
+vLLM's own request model, max_num_seqs at a time, seeded)."""
 STREAM_TOKENS = 512
 
 
@@ -139,6 +146,8 @@ def run(w: Workload, devices: list[int], kind: str = "mixed", profile_path=None)
     """The workload ``kind``, free memory of ``devices`` sampled every 20 ms meanwhile."""
     if kind == "features":
         return _features(w, devices, profile_path)
+    if kind == "users":
+        return _users(w, devices)
     if kind == "qualify":
         return _concurrent(w, devices, qualify_requests(w, profile_path), [])
     if kind == "stream":
@@ -334,6 +343,61 @@ def _features(w: Workload, devices: list[int], profile_path) -> Outcome:
                 t.join(timeout=max(0.0, w.deadline - (time.monotonic() - start)))
         for label, body in refused_bodies(w, spec):
             one(f"{label} (refused)", body, 400)
+    out.seconds = time.monotonic() - start
+    out.low_free, out.samples = dict(sampler.low), sampler.samples
+    return out
+
+
+# ------------------------------------------------------------------ the users workload
+
+
+def _users(w: Workload, devices: list[int]) -> Outcome:
+    """``tests.gpu.traffic``'s generated requests, ``max_num_seqs`` in flight at once; its seed
+    from ``GPU_TIER_SEED`` or drawn, printed either way."""
+    import os
+    import queue
+    import random
+
+    from tests.gpu import traffic
+
+    seed = int(os.environ.get("GPU_TIER_SEED") or random.SystemRandom().randrange(1 << 31))
+    print(f"users workload: seed {seed} (GPU_TIER_SEED={seed} sends the same requests)")
+    fields = traffic.protocol_fields()
+    missing = traffic.unplaced(fields)
+    shape = traffic.Shape(
+        w.max_model_len, w.max_num_seqs, w.max_num_batched_tokens, w.vocab, w.spec_tokens
+    )
+    reqs = traffic.generate(shape, seed, 6 * w.max_num_seqs, fields)
+    out = Outcome(seed=seed, coverage=traffic.coverage(reqs))
+    out.failed += [f"field {f} of vLLM's request model is not placed" for f in missing]
+    start = time.monotonic()
+    lock = threading.Lock()
+    todo: queue.Queue = queue.Queue()
+    for r in reqs:
+        todo.put(r)
+
+    def worker() -> None:
+        while True:
+            try:
+                r = todo.get_nowait()
+            except queue.Empty:
+                return
+            left = w.deadline - (time.monotonic() - start)
+            body = {"model": w.model, **r.body}
+            status = post(w, body, min(max(left, 1.0), w.request_timeout)) if left > 1 else 0
+            with lock:
+                out.sent += 1
+                if status == 200:
+                    out.ok += 1
+                else:
+                    out.failed.append(f"{r.label}: HTTP {status}")
+
+    with Sampler(devices) as sampler:
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(w.max_num_seqs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=max(0.0, w.deadline - (time.monotonic() - start)))
     out.seconds = time.monotonic() - start
     out.low_free, out.samples = dict(sampler.low), sampler.samples
     return out

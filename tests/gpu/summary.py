@@ -85,15 +85,50 @@ def rows() -> list[dict[str, Any]]:
                     "safety_margin": b.margin if b.plan else None,
                     "free_after_warmup": rec.get("free_after_warmup"),
                     "activation": rec.get("activation"),
-                    "late_compiles": len(rec.get("late_compiles", [])),
-                    "late_files": len(b.late_files) if rank == 0 else 0,
-                    "late_file_names": b.late_files[:20] if rank == 0 else [],
+                    # None, shown "-": not measured (plain vLLM, or a counter that was off)
+                    "late_compiles": _late_count(rec, "triton_hooks"),
+                    "late_by_window": _late_windows(rec),
+                    "late_files": len(b.late_files)
+                    if rank == 0 and b.late_files is not None
+                    else None,
+                    "late_file_names": (b.late_files or [])[:20] if rank == 0 else [],
+                    "seed": b.outcome.seed if b.outcome else None,
                     "late_kernels": sorted({_kernel(k) for k in rec.get("late_compiles", [])}),
                     "requests_ok": b.outcome.ok if b.outcome else None,
                     "requests_failed": len(b.outcome.failed) if b.outcome else None,
                 }
             )
     return out
+
+
+def _late_count(rec: dict, counter: str) -> int | None:
+    """Late compiles (after sizing) the counter saw, or None where it did not run."""
+    if not rec or not rec.get("counters"):
+        return None
+    from launcher.contract.record import RankRecord
+
+    typed = RankRecord.model_validate(rec)
+    seen = [typed.late_by(counter, w) for w in ("warmup", "serving")]  # type: ignore[arg-type]
+    return None if any(s is None for s in seen) else sum(len(s) for s in seen)
+
+
+def _late_windows(rec: dict) -> dict[str, dict[str, int | None]]:
+    if not rec or not rec.get("counters"):
+        return {}
+    from launcher.contract.record import RankRecord
+
+    typed = RankRecord.model_validate(rec)
+    return {
+        c: {
+            w: (None if (n := typed.late_by(c, w)) is None else len(n))
+            for w in ("warmup", "serving")
+        }
+        for c in ("triton_hooks", "cache_oracle", "b12x_report")
+    }
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def render(data: list[dict[str, Any]]) -> str:
@@ -115,8 +150,8 @@ def render(data: list[dict[str, Any]]) -> str:
             f"{_gib(r['budget']):>8}{r['kv_blocks_planned'] or '-':>10}"
             f"{r['kv_blocks_vllm'] or '-':>10}"
             f"{r['kv_blocks_calibrated'] or '-':>10}{_gib(r['low_water_free']):>9}"
-            f"{_gib(r['safety_margin']):>7}{r['late_compiles']:>5}{r.get('monitor_late', 0):>5}"
-            f"{r.get('late_files', 0):>5}{_ready(r.get('ready_seconds')):>8}  "
+            f"{_gib(r['safety_margin']):>7}{_n(r['late_compiles']):>5}{r.get('monitor_late', 0):>5}"
+            f"{_n(r.get('late_files')):>5}{_ready(r.get('ready_seconds')):>8}  "
             f"{', '.join(r['late_kernels'] + r.get('late_file_names', [])[:3])}"
         )
     lines += ["", "Planned vs measured components (GiB; source of the plan's figure)"]

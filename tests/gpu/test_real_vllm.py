@@ -29,7 +29,7 @@ import pytest
 from launcher.report.vllm_log import parse_kv_lines
 from launcher.runtime.prewarm import compile_times, early_keys, sampler_ahead
 from tests.conftest import need
-from tests.gpu import summary
+from tests.gpu import counters, summary
 from tests.gpu.boot import BootResult, BootSpec
 
 pytestmark = pytest.mark.gpu
@@ -104,6 +104,27 @@ FEATURES = {
         ("llama", "llama-h200.yaml", "llama"),
     )
 }  # fmt: skip
+# Issue 63: traffic like users send (tests/gpu/traffic.py, generated from vLLM's own request
+# model, max_num_seqs in flight, seeded) under vLLM's default sampler, each model from empty
+# caches of its own: boot 1, the calibrated boot 2, then a canary boot on the warm caches that
+# proves every counter was counting.
+USERS = {
+    model: (
+        BootSpec(f"{name}-users", profile, model, cache=f"{name}-users", workload="users"),
+        BootSpec(
+            f"{name}-users-calibrated", profile, model, cache=f"{name}-users", workload="users"
+        ),
+        BootSpec(
+            f"{name}-canary", profile, model, ("prewarm.canary=true",), cache=f"{name}-users",
+            workload="users",
+        ),
+    )
+    for name, profile, model in (
+        ("glm", "glm-dsa-h200.yaml", "glm_dsa"),
+        ("moe", "dsv2-moe-h200.yaml", "deepseek_v2"),
+        ("llama", "llama-h200.yaml", "llama"),
+    )
+}  # fmt: skip
 # Second boots of the same deployments: the plan now reads the first boot's records.
 LLAMA_AGAIN = BootSpec("llama-calibrated", "llama-h200.yaml", "llama")
 MOE_AGAIN = BootSpec("moe-census", "dsv2-moe-h200.yaml", "deepseek_v2")
@@ -149,6 +170,11 @@ class Served:
             assert rec["prewarm_measurement"] is not None, rank
             assert rec["prewarm"], rank
 
+    def test_every_late_compile_counter_was_armed_from_the_stages_end(self, booted):
+        """A count from a counter that was off is not a 0: each record says which ran, and
+        over which windows (vLLM's monitor from serving on)."""
+        assert counters.unarmed(counters.typed(booted.records)) == [], _why(booted)
+
     def test_vllm_allocates_the_returned_budget_to_the_block(self, booted):
         page = booted.page_bytes
         budgets = {r: rec["budget"]["bytes"] for r, rec in booted.records.items()}
@@ -190,7 +216,10 @@ class CompilesNothingLate:
     """Every kernel the workload ran was compiled (or replayed) before sizing."""
 
     def test_no_late_compile_with_prewarm(self, booted):
-        assert booted.late_compiles == {r: [] for r in booted.records}
+        """Late: after sizing, in vLLM's own warmup (capture, sampler warmup, autotune) or in
+        serving, by Triton's hooks and by the cache oracle; each window measured, none empty
+        by being off."""
+        assert counters.late(counters.typed(booted.records)) == []
 
 
 class LearnsLateCompiles:
@@ -306,8 +335,9 @@ class ScratchStaged(Served, CompilesNothingLate):
             assert "vLLM's scheduler and execute_model" in called, stage["entry_points"]
 
     def test_no_late_compile_by_the_watchdog_or_vllms_monitor(self, booted):
-        assert booted.late_compiles == {r: [] for r in booted.records}
-        assert booted.monitor_late == [], "\n".join(booted.monitor_late[:20])
+        assert counters.late(counters.typed(booted.records)) == []
+        lines = counters.monitor_lines(booted.log())
+        assert lines == [], "\n".join(lines[:20])
 
 
 class TestGlm(ScratchStaged):
@@ -359,15 +389,20 @@ class LearnsNothing(Served, CompilesNothingLate):
     """Issue 29: the key enumeration, not the census, covers what serving runs."""
 
     def test_no_late_compile_by_the_watchdog_or_vllms_monitor(self, booted):
-        assert booted.late_compiles == {r: [] for r in booted.records}
-        assert booted.monitor_late == [], "\n".join(booted.monitor_late[:20])
+        assert counters.late(counters.typed(booted.records)) == []
+        lines = counters.monitor_lines(booted.log())
+        assert lines == [], "\n".join(lines[:20])
 
-    def test_no_file_appears_in_the_compile_caches_after_ready(self, booted):
+    def test_no_file_appears_in_the_compile_caches_after_sizing(self, booted):
         """The oracle no hook can miss: Inductor, xgrammar, DeepGEMM and FlashInfer write
-        into these caches too."""
-        assert booted.late_files == [], booted.late_files[:20]
-        for rank, rec in booted.records.items():
-            assert rec.get("late_files", []) == [], (rank, rec["late_files"][:20])
+        into these caches too. Read again after the workload against each rank's baseline
+        (taken when its stage ended): what appeared before sizing, in vLLM's own memory
+        profile, is the records' ``profile`` window and not late."""
+        recs = counters.typed(booted.records)
+        before = {f.name for rec in recs.values() for f in rec.cache_files if f.window == "profile"}
+        assert booted.late_files is not None, "no baseline: the oracle did not run"
+        after = [f for f in booted.late_files if f not in before]
+        assert after == [], after[:20]
 
     def test_the_enumeration_ran_and_says_what_it_assumed(self, booted):
         for rank, rec in booted.records.items():
@@ -401,6 +436,66 @@ class LearnsNothing(Served, CompilesNothingLate):
             assert "sampler ahead: not done" not in log and "still compiling" not in log
         if compile_times.wanted():
             assert "compiles in the prewarm: " in log, booted.tail()
+
+
+class UsersTraffic(LearnsNothing):
+    """Issue 63: the generated users' workload served whole, its seed printed; nothing late in
+    vLLM's warmup or in serving; free memory above the margin (``Served``)."""
+
+    def test_every_generated_request_was_served_and_its_seed_is_recorded(self, booted):
+        out = booted.outcome
+        assert out.seed is not None and out.failed == [], out.failed[:20]
+        assert "prompt_logprobs" in out.coverage and "stream" in out.coverage, out.coverage
+
+
+class CanaryCounted(Served):
+    """A canary boot: one new kernel compiled in vLLM's warmup window and one in serving; each
+    counter reports each (a late count of 0 elsewhere then means the counter was counting),
+    and nothing else compiles late."""
+
+    def test_every_counter_reported_the_canary_in_its_window(self, booted):
+        recs = counters.typed(booted.records)
+        assert counters.canary_missed(recs, booted.log()) == [], _why(booted)
+
+    def test_nothing_but_the_canary_compiled_late(self, booted):
+        assert counters.late(counters.typed(booted.records)) == []
+        assert counters.monitor_lines(booted.log()) == []
+
+
+class TestGlmUsers(UsersTraffic):
+    spec = USERS["glm_dsa"][0]
+
+
+class TestGlmUsersCalibrated(UsersTraffic, Calibrated):
+    spec = USERS["glm_dsa"][1]
+
+
+class TestGlmCanary(CanaryCounted):
+    spec = USERS["glm_dsa"][2]
+
+
+class TestMoeUsers(UsersTraffic):
+    spec = USERS["deepseek_v2"][0]
+
+
+class TestMoeUsersCalibrated(UsersTraffic, Calibrated):
+    spec = USERS["deepseek_v2"][1]
+
+
+class TestMoeCanary(CanaryCounted):
+    spec = USERS["deepseek_v2"][2]
+
+
+class TestLlamaUsers(UsersTraffic):
+    spec = USERS["llama"][0]
+
+
+class TestLlamaUsersCalibrated(UsersTraffic, Calibrated):
+    spec = USERS["llama"][1]
+
+
+class TestLlamaCanary(CanaryCounted):
+    spec = USERS["llama"][2]
 
 
 class TestGlm3Mixed(LearnsNothing):

@@ -70,12 +70,21 @@ def _result(tmp_path: Path) -> BootResult:
         "ranks": [{"components": comps}, {"components": comps}],
         "profile_data": {"memory": {"safety_margin": 512 << 20}},
     }
+    armed = [
+        {"name": name, "armed": True, "windows": ["profile", "warmup", "serving"]}
+        for name in ("triton_hooks", "cache_oracle")
+    ]
+    late = {"kind": "triton", "kernel": "m.fused_moe_kernel", "detail": "[BLOCK_SIZE_M=16]"}
     r.records = {
         k: {
+            "fingerprint": "fp",
+            "rank": k,
+            "when": "2026-12-06",
             "budget": {"bytes": 95_500 + k},
-            "kv": {"blocks": 95},
+            "kv": {"blocks": 95, "tokens": 95 * 64, "planned_tokens": 90 * 64},
             "measured": {"weights": (2 << 30) + k},
-            "late_compiles": ["m.fused_moe_kernel[BLOCK_SIZE_M=16]"] * k,
+            "late_compiles": [{**late, "window": "serving"}] * k,
+            "counters": armed,
         }
         for k in (0, 1)
     }
@@ -90,7 +99,8 @@ def test_the_summary_has_one_row_per_rank_with_planned_and_measured(tmp_path, mo
     monkeypatch.setenv("OUT", str(tmp_path / "out"))
     rows = summary.rows()
     assert [(r["rank"], r["gpu"]) for r in rows] == [(0, 0), (1, 1)]
-    assert rows[1]["late_compiles"] == 1 and rows[1]["late_kernels"] == ["m.fused_moe_kernel"]
+    assert rows[1]["late_compiles"] == 1 and rows[1]["late_kernels"] == ["fused_moe_kernel"]
+    assert rows[0]["late_compiles"] == 0 and rows[0]["late_files"] is None  # no baseline here
     assert rows[0]["components"]["weights"] == {
         "planned": 2 << 30,
         "source": "headers",
@@ -217,3 +227,17 @@ def test_the_stream_workload_fails_a_stream_that_ends_in_an_error_event(sse_serv
         stress.stream(w, [5, 6], 4, timeout=5)
     events[:] = [chunk, chunk, b"data: [DONE]\n\n"]
     assert stress.stream(w, [5, 6], 4, timeout=5) == 2
+
+
+def test_a_record_without_counters_shows_late_compiles_as_not_measured(tmp_path, monkeypatch):
+    result = _result(tmp_path)
+    for rec in result.records.values():
+        del rec["counters"]
+    monkeypatch.setattr(summary, "_boots", [result])
+    monkeypatch.setattr(summary, "root", None)
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    rows = summary.rows()
+    assert [r["late_compiles"] for r in rows] == [None, None]
+    row = summary.render(rows).splitlines()[2]
+    assert row.split()[10] == "-", row  # the late column: not measured, not 0
+    assert all(r["late_by_window"] == {} for r in rows)
