@@ -57,6 +57,24 @@ def test_budget_respected_the_plan(served):
     assert record["vllm_available"] - reserves == planned_kv
 
 
+def test_the_late_compile_counters_armed_at_the_stages_end_and_counted_each_window(served):
+    """In the real vLLM's worker process: Triton's hooks and the cache oracle armed when the
+    stage ended and watched vLLM's profile, its warmup and serving; vLLM's CPU worker has no
+    JIT monitor, which the record says instead of reading 0."""
+    from launcher.contract.record import RankRecord
+
+    server, _ = served
+    record = RankRecord.model_validate(server.record())
+    for name in ("triton_hooks", "cache_oracle"):
+        counter = record.counter(name)
+        assert counter and counter.armed, (name, counter)
+        assert counter.windows == ["profile", "warmup", "serving"], (name, counter)
+        assert record.late_by(name, "serving") is not None
+    monitor = record.counter("vllm_monitor")
+    assert monitor and not monitor.armed and monitor.why
+    assert "late-compile counters armed at the stage's end" in server.log()
+
+
 def test_sigterm_stops_the_server_cleanly(served):
     server, _ = served
     code = server.terminate(timeout=60)
