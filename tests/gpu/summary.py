@@ -307,7 +307,7 @@ def bars(
     names = {r["boot"] for r in boots}
     base = {n: _stem(n, names) for n in names}
     found: list[Bar] = []
-    for stem in dict.fromkeys(base.values()):
+    for stem in dict.fromkeys(base[r["boot"]] for r in boots):  # run order
         if stem.endswith("-plain-warm"):
             model = stem[: -len("-plain-warm")]
             pair, kind, limit, warm = (stem, f"{model}-fresh"), "margin", slack_s, True
