@@ -4,7 +4,7 @@
 
 The scratch stage asks which kernels are loaded after every wave (the early key enumeration,
 the serving pass's launch record): 39 times on one H200 boot, where sampling the stage's
-thread found 4-7% of it reading modules (docs/benchmarks.md, "Session 15"). This imports the
+thread found 4-7% of it reading modules (docs/changelog.md, 2026-12-03). This imports the
 vLLM the environment has (the CPU build in the test venv) with its sampler, fused-MoE and model
 runner modules, then times the first census and ``--repeat`` more, as the stage would ask.
 """

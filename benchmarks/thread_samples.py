@@ -4,7 +4,7 @@
 
 Every 20 ms the sampler thread takes the stage thread's stack (``sys._current_frames``) and
 files it under a place, which needs the GIL. The boots that measure boot 1 against plain vLLM
-ran with the samples on (docs/benchmarks.md, "Session 16"); this says how much of that time is
+ran with the samples on (docs/changelog.md, 2026-12-03); this says how much of that time is
 the sampler's. The workload is pure Python at a stack ``--depth`` frames deep, as Dynamo's and
 Inductor's are, timed in alternating rounds without and with a sampler on its thread.
 """

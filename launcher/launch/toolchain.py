@@ -5,7 +5,7 @@ caches ``get_ptxas_version`` per process). PyTorch's Inductor points Triton at t
 ptxas (``TRITON_PTXAS_PATH``) in its compile workers at their start, and in the main process
 only when that process first compiles. torch 2.11 (cu130) ships ptxas 13.0 and Triton 3.6
 bundles 12.8, so a kernel has two keys, and which one a boot computes depends on which process
-compiled it and what that process ran first. Seen on the H200 (session 22): a node restoring
+compiled it and what that process ran first. Seen on the H200 (2026-12-04): a node restoring
 the GLM model's artifact compiled vLLM's indexer kernel in the main process while the baked
 node's compile workers had, keyed it apart, and compiled it again. Set before any process
 starts, every process of every boot asks the same ptxas, so one kernel has one key. Cards of

@@ -5,7 +5,7 @@ backend's impl class declares (``can_serve.on_installed``, under DCP) and the co
 vLLM's own parser, with ``vllm.extra_args`` read by its option table (``preflight.check_argv``),
 so that what vLLM rejects is an error on its profile key. Each imports vLLM and torch with it
 (8.6-13 s on the CPU machine; on the H200 the launch took 18-24 s to its plan file with the
-command's verdict remembered and the impl still imported: docs/benchmarks.md, session 21), and
+command's verdict remembered and the impl still imported: docs/changelog.md, 2026-12-04), and
 vLLM's own processes import them again. What the same install accepted once it accepts again,
 so the launch remembers a passed check in the plan's calibration folder
 (``calibration/<fingerprint>/vllm-verdicts.json``), which ``bake`` carries to a fresh node.

@@ -41,7 +41,7 @@ COMPILE_KEY_ENV = {"VLLM_XLA_CACHE_PATH": "/tmp/vllm-xla-cache"}
 every variable of its own into that key, this one included; its default lies under
 ``XDG_CACHE_HOME``, which ``CACHE_DIRS`` moves into the cache root. Left to the default, a
 node restoring an artifact into another cache root gets another key and compiles vLLM's graphs
-again (seen on the H200, session 18). Only XLA devices read the path."""
+again (seen on the H200, 2026-12-03). Only XLA devices read the path."""
 
 
 INDUCTOR_HOOK_ENV = {"TORCHINDUCTOR_RUN_JIT_POST_COMPILE_HOOK": "1"}

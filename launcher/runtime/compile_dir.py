@@ -9,7 +9,7 @@ files Dynamo *tried* to inline; a warm boot, loading the AOT graph, hashes the f
 failed (the GLM model: ``transformers``' ``PretrainedConfig`` attribute lookup), the warm boot
 looks under another directory, finds no pieces, compiles them through Inductor and, for the
 GLM model, cannot (its DSA kernel is not in Inductor's kernel table) and traces the model
-again. On the H200 every warm boot of the GLM model did, plain vLLM's included (session 24:
+again. On the H200 every warm boot of the GLM model did, plain vLLM's included (2026-12-04:
 boot 1 ``ba8db70dda`` over 30 files, boot 2 ``150303e038`` over 29, the same config, compiler
 and variables).
 

@@ -5,7 +5,7 @@ torch_aot_compile/<key>/`` (the Inductor cache it uses lives there too), the key
 config and of every ``VLLM_*`` variable. A key the artifact did not hold means vLLM compiled its
 graph on a boot the run file calls warm. Beside each compile vLLM writes the factors of its key
 (``<hash>/rank_*/<part>/cache_key_factors.json``: the raw variables and the config, code and
-compiler hashes); comparing this boot's with the baked boot's names what differs (session 18:
+compiler hashes); comparing this boot's with the baked boot's names what differs (2026-12-03:
 ``VLLM_XLA_CACHE_PATH``, which followed the cache root).
 
 What is this boot's and what came with the artifact is told by time: the restore's marker

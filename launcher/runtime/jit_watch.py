@@ -257,7 +257,7 @@ def _jit_functions() -> list[Any]:
 _SCANNED: dict[str, tuple[tuple[int, int], tuple[Any, ...]]] = {}
 """Per module name, the module's identity and size when last read, and its ``@triton.jit``
 functions then: the stage asks after every wave (39 times on one H200 boot), and a full read
-of every module took 7% of its thread (docs/benchmarks.md, "Session 15"). A module read again
+of every module took 7% of its thread (docs/changelog.md, 2026-12-03). A module read again
 is one replaced or grown since (a kernel is defined at import, so a module still importing
 grows)."""
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from tests.gpu.boot import BootResult
@@ -189,3 +192,218 @@ def _kernel(entry: Any) -> str:
     if isinstance(entry, dict):
         return str(entry.get("kernel", "?")).rsplit(".", 1)[-1]
     return str(entry).split("[")[0]
+
+
+# The evidence standard (docs/benchmarks.md, "How a figure is measured"): a timing bar is
+# the medians of at least MIN_SAMPLES interleaved samples a side from one call, and a boot
+# that hit a known upstream fault is counted apart, not averaged in.
+
+MIN_SAMPLES = 3
+"""Clean samples a side below which no timing bar is called met or missed."""
+NOT_ENOUGH = "not enough samples"
+LOAD_FAILURE = "Compiling model again due to a load failure"
+"""vLLM's line when a warm boot cannot load its AOT graph and traces the model again."""
+LOADED = "Directly load AOT compilation"
+"""vLLM's line when a warm boot loads its AOT graph."""
+SECTION = re.compile(r"^== (?:call \S+, |\S+/)?(\S+)$", re.M)
+"""A boot's section in a logs file: ``== call X, BOOT`` or ``== DEVICE/BOOT``."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    boot: str
+    side: str
+    """``plain`` (vLLM alone) or ``launcher``."""
+    seconds: float
+    fault: str | None = None
+    """The known upstream fault this boot hit (None: none seen, or no log to look in)."""
+    checked: bool | None = None
+    """Whether a log of this boot was read for faults (None: no known fault applies)."""
+
+
+@dataclass(frozen=True)
+class Side:
+    samples: tuple[Sample, ...]
+
+    @property
+    def clean(self) -> tuple[float, ...]:
+        return tuple(s.seconds for s in self.samples if s.fault is None)
+
+    @property
+    def faulted(self) -> tuple[Sample, ...]:
+        return tuple(s for s in self.samples if s.fault is not None)
+
+    def stats(self) -> str:
+        c = self.clean
+        head = f"n={len(c)}"
+        if c:
+            head += f" median {median(c):.1f} min {min(c):.1f} max {max(c):.1f} s"
+        unchecked = sum(s.checked is False for s in self.samples)
+        if unchecked:
+            head += f"; {unchecked} not checked for faults (no log)"
+        if self.faulted:
+            apart = ", ".join(f"{s.boot} {s.seconds:.1f} s ({s.fault})" for s in self.faulted)
+            head += f"; counted apart: {apart}"
+        return head
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One timing bar over one call's boots: the launcher's median within a limit of plain's."""
+
+    name: str
+    plain: Side
+    launcher: Side
+    order: str
+    """Run order of the samples, ``A`` plain and ``B`` the launcher (e.g. ``ABAB``)."""
+    kind: str
+    """``margin``: launcher <= plain + limit seconds; ``ratio``: launcher / plain <= limit."""
+    limit: float
+
+    def interleaved(self) -> bool:
+        """ABAB or ABBA: every consecutive pair of samples holds one of each side."""
+        pairs = [self.order[i : i + 2] for i in range(0, len(self.order), 2)]
+        return all(sorted(p) == ["A", "B"] for p in pairs)
+
+    def figure(self) -> str:
+        """The launcher's median against plain's (any sample count: a figure, not a verdict)."""
+        a, b = self.plain.clean, self.launcher.clean
+        if not a or not b:
+            return "none (no clean sample on a side)"
+        if self.kind == "margin":
+            return f"{median(b) - median(a):+.1f} s (medians)"
+        return f"{median(b) / median(a):.2f}x (medians)"
+
+    def verdict(self) -> str:
+        a, b = self.plain.clean, self.launcher.clean
+        if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+            return (
+                f"{NOT_ENOUGH} ({len(a)} plain, {len(b)} launcher clean; "
+                f"{MIN_SAMPLES} a side, interleaved, in one call)"
+            )
+        if not self.interleaved():
+            return f"not interleaved ({self.order})"
+        if self.kind == "margin":
+            ok = median(b) <= median(a) + self.limit
+            return f"{'met' if ok else 'missed'} (bar +{self.limit:g} s)"
+        ok = median(b) / median(a) <= self.limit
+        return f"{'met' if ok else 'missed'} (bar {self.limit:g}x)"
+
+    def met(self) -> bool:
+        return self.verdict().startswith("met")
+
+    def render(self) -> str:
+        return (
+            f"{self.name}: order {self.order}\n"
+            f"  plain vLLM: {self.plain.stats()}\n"
+            f"  launcher:   {self.launcher.stats()}\n"
+            f"  figure:     {self.figure()}\n"
+            f"  verdict:    {self.verdict()}"
+        )
+
+
+def faults(log_text: str) -> dict[str, str | None]:
+    """Per boot in a logs file (``== call X, BOOT`` sections), the known fault it hit.
+
+    A boot that expected its AOT graph warm and traced the model again (vLLM's load failure,
+    or no direct load at all) hit vLLM's warm-load fault.
+    """
+    out: dict[str, str | None] = {}
+    marks = list(SECTION.finditer(log_text))
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(log_text)
+        body = log_text[m.end() : end].split("\n== ", 1)[0]
+        if LOAD_FAILURE in body:
+            out[m.group(1)] = "vLLM load failure: traced again"
+        elif LOADED not in body:
+            out[m.group(1)] = "no direct AOT load: traced again"
+        else:
+            out[m.group(1)] = None
+    return out
+
+
+def _boots(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per boot (rank 0), in run order."""
+    return [r for r in data if r.get("rank", 0) == 0 and r.get("ready_seconds") is not None]
+
+
+def bars(
+    data: list[dict[str, Any]], logs: str | None = None, slack_s: float = 10.0, ratio: float = 1.2
+) -> list[Bar]:
+    """The timing bars a call's rows hold.
+
+    ``B-plain-warm[-N]`` against ``B-fresh[-N]``: the fresh node's warm bar (+``slack_s``);
+    ``B-plain[-N]`` against ``B[-N]``: the first boot against plain vLLM's (``ratio``).
+    Warm samples are checked for vLLM's load fault when ``logs`` is given.
+    """
+    seen = faults(logs) if logs is not None else {}
+    boots = _boots(data)
+    names = {r["boot"] for r in boots}
+    base = {n: _stem(n, names) for n in names}
+    found: list[Bar] = []
+    for stem in dict.fromkeys(base[r["boot"]] for r in boots):  # run order
+        if stem.endswith("-plain-warm"):
+            model = stem[: -len("-plain-warm")]
+            pair, kind, limit, warm = (stem, f"{model}-fresh"), "margin", slack_s, True
+        elif stem.endswith("-plain"):
+            pair, kind, limit, warm = (stem, stem[: -len("-plain")]), "ratio", ratio, False
+        else:
+            continue
+        if pair[1] not in base.values():
+            continue
+        samples = []
+        for r in boots:
+            side = {pair[0]: "plain", pair[1]: "launcher"}.get(base[r["boot"]])
+            if side is None:
+                continue
+            checked = (r["boot"] in seen) if warm else None
+            fault = seen.get(r["boot"]) if checked else None
+            samples.append(Sample(r["boot"], side, r["ready_seconds"], fault, checked))
+        found.append(
+            Bar(
+                name=f"{pair[1]} against {pair[0]}",
+                plain=Side(tuple(s for s in samples if s.side == "plain")),
+                launcher=Side(tuple(s for s in samples if s.side == "launcher")),
+                order="".join("A" if s.side == "plain" else "B" for s in samples),
+                kind=kind,
+                limit=limit,
+            )
+        )
+    return found
+
+
+def report(runs: list[Path], logs: Path | None = None) -> str:
+    """The table and the timing bars of each call (one summary JSON a call), in order."""
+    text = logs.read_text() if logs else None
+    out = []
+    for run in runs:
+        data = json.loads(run.read_text())["boots"]
+        out.append(f"# {run.name}" + (f" (faults from {logs.name})" if logs else ""))
+        out.append(render(data).rstrip("\n"))
+        found = bars(data, text)
+        out.append("\nTiming bars (A plain vLLM, B the launcher, in run order)")
+        out += [bar.render() for bar in found] or ["none in this call"]
+        out.append("")
+    return "\n".join(out)
+
+
+def _stem(name: str, names: set[str]) -> str:
+    """``B`` for ``B-N`` when the call also ran ``B`` (its next sample), else the name."""
+    stem = re.sub(r"-\d+$", "", name)
+    return stem if stem in names else name
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.gpu.summary RUN.json... [--logs LOGS.txt]``: tables and bars."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.gpu.summary", description=main.__doc__)
+    parser.add_argument("runs", type=Path, nargs="+", help="gpu-tier-summary.json files")
+    parser.add_argument("--logs", type=Path, help="the calls' server.log lines (faults)")
+    args = parser.parse_args(argv)
+    print(report(args.runs, args.logs), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

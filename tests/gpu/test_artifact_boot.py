@@ -25,7 +25,7 @@ to back on one machine: the lab's cache roots and artifacts stay while it is war
 
 (``Moe`` in place of ``Glm`` for the MoE model.) The fresh node's boots must be ready, by
 their median, within plain vLLM's median warm boot + 10 s (one sample of each where the call
-ran one: session 23 saw the same fresh boot take 54 and 67 s in one call), compile nothing
+ran one: the H200 on 2026-12-04: one fresh boot took 54 and 67 s in one call), compile nothing
 late by any of the three counters, and plan and allocate the blocks the baked node's own
 calibrated boot does.
 """
@@ -77,7 +77,7 @@ def specs(name: str) -> dict[str, BootSpec]:
         "fresh-2": spec("fresh-2", "art-fresh-2", cache_from=f"{name}-art"),
         # A fresh node from the artifact baked after boot 2: the baked node's warm boot saved
         # vLLM's pieces under the config-hash directory every planned warm boot uses, which
-        # boot 1 does not (session 23), so vLLM may load them directly.
+        # boot 1 does not (2026-12-04), so vLLM may load them directly.
         "fresh-b2": spec("fresh-b2", "art-fresh-b2", cache_from=f"{name}-art-2"),
         # The same fresh node again, on another empty cache root, with the stage's thread
         # sampled (BLAUNCH_COMPILE_TIMES): where its prewarm's seconds go, beside the boot of
@@ -87,7 +87,7 @@ def specs(name: str) -> dict[str, BootSpec]:
             "art-fresh-traced",
             cache_from=f"{name}-art",
             # TORCH_LOGS: Dynamo's "start tracing <function> <file>:<line>" for each frame it
-            # traces, which the samples cannot name (session 23: 12 s of the GLM node's first
+            # traces, which the samples cannot name (2026-12-04: 12 s of the GLM node's first
             # step in fake tensors, Dynamo and FX)
             env=(("BLAUNCH_COMPILE_TIMES", "1"), ("TORCH_LOGS", "dynamo,recompiles")),
         ),
@@ -155,7 +155,7 @@ def boot_from_artifact(lab: Lab, spec: BootSpec) -> BootResult:
 def _signatures(root: Path, rel: str) -> str:
     """A new Triton key's kernel signature (its ``tt.func`` line: each argument's type and
     specialization, such as ``tt.divisibility``) beside those of the same kernel's other keys
-    under ``root``: what made Triton key it apart (session 21's GLM indexer kernel)."""
+    under ``root``: what made Triton key it apart (the 2026-12-04 run's GLM indexer kernel)."""
     path = root / rel
     lines = []
     for other in sorted(path.parent.parent.glob(f"*/{path.name}")):
@@ -170,7 +170,7 @@ def _signatures(root: Path, rel: str) -> str:
 def _keep_evidence(root: Path, art: Path, new: list[str], into: Path) -> None:
     """Copies the files the fresh node wrote anew, and the artifact's files of the same
     Triton kernels and Inductor modules naming them, into the lab's packed folder: the two
-    keys' sources and metadata to compare off the machine (session 21's indexer kernel)."""
+    keys' sources and metadata to compare off the machine (the 2026-12-04 run's indexer kernel)."""
     budget = 12 * 2**20
 
     def kernel(path: str) -> str:
@@ -220,7 +220,7 @@ class BakedNode(LearnsNothing):
 
     def test_a_boot_that_compiled_put_its_pieces_where_a_warm_boot_looks(self, booted):
         """``runtime.compile_dir``: vLLM 0.26 names its pieces' directory from the files Dynamo
-        tried on a cold boot and from those torch kept on a warm one (session 24)."""
+        tried on a cold boot and from those torch kept on a warm one (2026-12-04)."""
         log = booted.log_path.read_text(errors="replace")
         said = [line for line in log.splitlines() if "vLLM's compiled pieces" in line]
         if "saved AOT compiled function" not in log:  # loaded, not compiled: nothing to link
@@ -264,7 +264,7 @@ class FreshNode(LearnsNothing, Calibrated):
 
     def test_vllm_loaded_its_aot_graph_without_tracing_the_model_again(self, booted):
         """The pieces under the directory a warm boot names, their files found beside their
-        index (``runtime.compile_dir``): no "load failure" (session 23: every GLM warm boot)."""
+        index (``runtime.compile_dir``): no "load failure" (2026-12-04: every GLM warm boot)."""
         log = booted.log_path.read_text(errors="replace")
         failed = [line for line in log.splitlines() if "due to a load failure" in line]
         assert failed == [], failed
@@ -272,10 +272,10 @@ class FreshNode(LearnsNothing, Calibrated):
 
     def test_the_boot_compiled_nothing_the_artifact_did_not_hold(self, booted, lab):
         """The cache-directory oracle from the fresh node's start: a key of vLLM's compile
-        cache that differs between the nodes (session 18: a path under the cache root) shows
+        cache that differs between the nodes (2026-12-03: a path under the cache root) shows
         here as a new AOT key and Inductor's and Triton's files written anew. Left out: the
         pieces vLLM 0.26 saves again under a per-boot hash directory when it loads its AOT
-        graph (7 files on the baked node's own boot 2 in session 18, torch.compile 1.07 s)."""
+        graph (7 files on the baked node's own boot 2 on 2026-12-03, torch.compile 1.07 s)."""
         art = lab.artifact(booted.spec.cache_from)
         held = {f["path"] for f in json.loads((art / "manifest.json").read_text())["files"]}
         root = lab.cache_root(booted.spec)
@@ -379,7 +379,7 @@ class KeyBaked(PlainCold):
 
 class KeyRestored(PlainCold):
     """The cheap half of the fresh node: plain vLLM from the artifact on another cache root
-    loads the baked graph. vLLM's compile key must not follow the cache root (session 18: it
+    loads the baked graph. vLLM's compile key must not follow the cache root (2026-12-03: it
     did, through ``VLLM_XLA_CACHE_PATH``, and vLLM compiled again).
 
         TIER_SECONDS=300 PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh \

@@ -1,6 +1,6 @@
 """Does a Triton compile hook change what a launch computes? Boots, compared bit for bit.
 
-Round 2's worker installed ``jit_watch``'s hooks before vLLM's profile run; on the
+The worker of 2026-11-30 installed ``jit_watch``'s hooks before vLLM's profile run; on the
 GLM-5-architecture tier model that boot died with a device-side assert. This runs the same
 deployment (planned worker, ``prewarm.providers: [triton]``) several times, each from an empty
 Triton cache of its own so every kernel compiles under the variant:

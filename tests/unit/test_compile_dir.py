@@ -1,7 +1,7 @@
 """Where vLLM's compiled pieces go, and where a warm boot looks for them (runtime.compile_dir).
 
 The factor files under ``tests/field/vllm-compile-dirs`` are vLLM 0.26's own, from the H200
-(session 24): the GLM model's boot 1 named ``ba8db70dda``, its boot 2 ``150303e038``, with the
+(2026-12-04): the GLM model's boot 1 named ``ba8db70dda``, its boot 2 ``150303e038``, with the
 same variables, config and compiler hashes.
 """
 

@@ -1,7 +1,7 @@
 """A boot from a cache artifact says whether vLLM loaded its compiled graph from it, and when it
 compiled again, which factor of its key differs from the baked boot's.
 
-The baked node's cache root is laid out as vLLM 0.26 leaves it (paths as in session 18's H200
+The baked node's cache root is laid out as vLLM 0.26 leaves it (paths as on the H200, 2026-12-03,
 logs), baked and restored with the real ``bake`` and ``restore``; this boot's writes come after
 the restore, as vLLM's do.
 """
@@ -73,7 +73,7 @@ def test_a_boot_that_loaded_the_baked_key_says_so(tmp_path):
 
 def test_pieces_saved_under_another_config_hash_name_the_factor_that_moved_them(tmp_path):
     """Loading the baked AOT graph, the H200's warm boots saved vLLM's pieces again under a
-    config-hash directory the baked boot did not use (session 23): vLLM then loads them through
+    config-hash directory the baked boot did not use (2026-12-04): vLLM then loads them through
     Inductor's cache, which the GLM model's user-defined Triton kernel fails. The line names
     the factor, never its value."""
     root, artifact_id = fresh_node(tmp_path)
@@ -92,7 +92,7 @@ def test_pieces_saved_under_another_config_hash_name_the_factor_that_moved_them(
 def test_a_boot_that_saved_the_baked_aot_graph_again_says_it_traced_again(tmp_path):
     """vLLM 0.26 could not load the GLM model's AOT graph on a planned warm boot (a
     user-defined Triton kernel in it) and saved it again under the same key: no new key, but no
-    load either (sessions 21 and 23), with its pieces under another config hash."""
+    load either (2026-12-04), with its pieces under another config hash."""
     root, artifact_id = fresh_node(tmp_path)
     graph = root / "vllm/torch_compile_cache/torch_aot_compile" / BAKED_KEY / "rank_0_0/model"
     graph.write_bytes(b"traced again")

@@ -452,8 +452,8 @@ def test_a_warm_boot_that_replays_an_artifact_runs_the_moe_blocks_at_every_count
 ):
     """Its Triton keys are replayed, yet the blocks run as on the baked boot: skipped, Dynamo
     met vLLM's routing helpers first at another size and compiled a graph the artifact did not
-    hold (the H200, session 19); run at 1 and 2 alone, the caches stayed whole but the CUDA
-    context measured 1.16 GiB against 0.68 and the node sized 1,699 blocks short (session 20)."""
+    hold (the H200, 2026-12-04); run at 1 and 2 alone, the caches stayed whole but the CUDA
+    context measured 1.16 GiB against 0.68 and the node sized 1,699 blocks short (2026-12-04)."""
     from tests.conftest import need_serving
 
     torch = need_serving("torch")

@@ -62,7 +62,7 @@ def test_the_compile_timer_samples_its_thread_too():
 
 
 def test_triton_s_runtime_is_told_apart_by_what_it_does():
-    """Session 15's samples put 18-22% under one "Triton launching": waiting for a compile
+    """The samples of 2026-12-03 put 18-22% under one "Triton launching": waiting for a compile
     thread, loading a module or building its launcher, and autotuning are told apart now."""
     frames: list = []
 
@@ -80,7 +80,7 @@ def test_triton_s_runtime_is_told_apart_by_what_it_does():
 
 
 def test_samples_are_told_by_the_phase_the_stage_marked_with_its_time():
-    """Per wave and entry point, where the time went: the 10 s windows of session 15 could not
+    """Per wave and entry point, where the time went: the 10 s windows of 2026-12-03 could not
     say which wave spent it."""
     tracing = _function_in("/venv/site-packages/torch/_dynamo/convert_frame.py", "trace", "work()")
     sampler = thread_samples.Sampler(threading.get_ident(), interval=0.01).start()

@@ -76,7 +76,7 @@ def test_every_serving_key_of_the_prefill_metadata_kernel_is_compiled_before_siz
 
 
 def test_without_the_row_offsets_a_prefill_behind_decode_rows_would_compile_late(keys, monkeypatch):
-    """The check above can fail: prewarm only aligned calls (round 2's provider) and the
+    """The check above can fail: prewarm only aligned calls (the provider of 2026-11-30) and the
     unaligned seq-lens slice of a prefill behind 1-3 decode rows is a key of its own."""
     monkeypatch.setattr(tk, "PREFILL_ROW_OFFSETS", (0,))
     prewarmed, served = provider_keys(keys), serving_keys(keys)

@@ -546,7 +546,7 @@ def test_a_worker_refuses_a_plan_written_over_its_own(tmp_path, monkeypatch, cap
 
 
 def test_every_provider_result_the_worker_makes_is_recorded_whole():
-    """The H200 (session 15) found every provider's outcome saying its ``serving_peak`` was
+    """The H200 (2026-12-03) found every provider's outcome saying its ``serving_peak`` was
     not recorded: a field the result carries for the worker, which the record keeps once as
     ``activation.stage_peak``."""
     from launcher.runtime.prewarm import PrewarmResult

@@ -4,12 +4,12 @@ compile threads of the MoE buckets and the key pass), slowest first.
 
 Boot 1 against plain vLLM's cold boot is decided by what the stage's thread waits on: on the
 H200 the key pass stopped mattering once its keys compiled early, and what was left were
-compiles inside the waves (docs/benchmarks.md, "Session 14"), which the per-wave times do not
+compiles inside the waves (docs/changelog.md, 2026-12-03), which the per-wave times do not
 name. The hooks are the watchdog's (``jit_watch.JitWatch``), installed for the prewarm only
 and put back as they were, before vLLM's own warmup installs its monitor and the worker its
 watchdog. Off unless ``BLAUNCH_COMPILE_TIMES=1``: the worker otherwise installs no hook before
 sizing (a precaution kept since the H200 showed hooked and unhooked boots identical bit for
-bit, docs/benchmarks.md, "watch fidelity").
+bit, docs/gpu-runs/2026-12-01-h200-watch-fidelity.json).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ On boot 1 the key pass waits on its slowest key: vLLM's top-k/top-p sampler kern
 a key on the H200, and the pass took 14-18 s on every tier model however many keys it had
 (31 to 138). Enumerated after each serving pass (the MoE buckets, each wave), the same keys
 compile while the waves go on; the wave that launches the sampler's kernel goes first
-(``serving_batches.waves``). On by default since the H200 measured it (docs/benchmarks.md,
-"Session 14": glm39's key pass 18.5 s -> 3.0 s, 0 late compiles); ``BLAUNCH_EARLY_KEYS=0``
+(``serving_batches.waves``). On by default since the H200 measured it (docs/changelog.md,
+2026-12-03: glm39's key pass 18.5 s -> 3.0 s, 0 late compiles); ``BLAUNCH_EARLY_KEYS=0``
 turns it off.
 
 Nothing here touches a kernel's in-process caches: a thread runs Triton's ``compile``, which

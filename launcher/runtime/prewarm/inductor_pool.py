@@ -4,7 +4,7 @@ vLLM sets ``TORCHINDUCTOR_COMPILE_THREADS=1`` (``vllm/env_override.py``), so Ind
 every Triton kernel of a graph one after another on the thread that traced it: the model's
 torch.compile in the first wave, the MoE blocks', and the compiled sampler and logprob helpers
 the feature waves reach. On the H200 that was about 20 s of a GLM boot's stage that no
-``JITFunction`` hook saw (docs/benchmarks.md, "Session 15"). Inductor's own answer is a pool of
+``JITFunction`` hook saw (docs/changelog.md, 2026-12-03). Inductor's own answer is a pool of
 compile processes (``AsyncCompile``): a graph's kernels go out together and the graph waits for
 them all. The kernels and the caches they land in are the same; ``compile_threads`` is not part
 of Inductor's cache key. The pool's processes import torch but never touch a GPU (they compile
@@ -26,7 +26,7 @@ from launcher.switches import OFF
 ENV = "BLAUNCH_INDUCTOR_POOL"
 MOST = 8
 """A cap: Inductor hands a pool one graph's kernels at a time (vLLM's pieces hold few), and each
-process costs a torch import. The H200 ran 8 (docs/benchmarks.md, "Session 17")."""
+process costs a torch import. The H200 ran 8 (docs/changelog.md, 2026-12-03)."""
 
 
 def processes(env: dict[str, str] | None = None, cpus: int | None = None, ranks: int = 1) -> int:

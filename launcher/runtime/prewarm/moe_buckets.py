@@ -113,8 +113,8 @@ def find(ctx: PrewarmContext):
     # A warm boot from a cache artifact runs every count too, though its Triton keys are
     # replayed: skipped, Dynamo met vLLM's torch.compile'd routing helpers first at another
     # size and compiled a graph the artifact lacked; run at 1 and 2 alone, the CUDA context
-    # measured 0.48 GiB above the baked boot's and sizing came out short (benchmarks.md,
-    # sessions 19 and 20).
+    # measured 0.48 GiB above the baked boot's and sizing came out short (docs/changelog.md,
+    # 2026-12-04).
     model = getattr(ctx.model_runner, "model", None)
     blocks = moe_blocks(model)
     if not blocks:
@@ -133,7 +133,7 @@ def find(ctx: PrewarmContext):
 
         dtype = config.model_config.dtype
         # Compile-only launches of the fused-MoE kernels, in threads: 28 keys took 23 s one by
-        # one on the H200 (GLM tier), and 8.8 s waited for in threads (session 14). Nobody waits
+        # one on the H200 (GLM tier), and 8.8 s waited for in threads (2026-12-03). Nobody waits
         # here: the compiles go on beside the next passes (the first wave's torch.compile), a
         # wave's launch of a key still compiling waits for that key, and the runtime provider
         # settles the rest after its waves.

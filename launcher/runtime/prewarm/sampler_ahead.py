@@ -2,14 +2,14 @@
 
 On boot 1 the stage's first step compiles the model with torch.compile (26-41 s on the H200's
 GLM tier model), and then the sampler's first launch of vLLM's top-k/top-p Triton kernel
-compiles on the same thread: a 37 KB kernel, 7-10 s a key (docs/benchmarks.md, "Session 14").
+compiles on the same thread: a 37 KB kernel, 7-10 s a key (docs/changelog.md, 2026-12-03).
 Nothing about those keys waits on the model: the kernel's wrapper takes logits as wide as the
 vocabulary and each row's k and p. So a thread calls vLLM's own wrapper while the first step
 compiles, and that thread's launches of the kernel are compile-only (Triton's ``warmup``:
 compiled and cached, not run); the step's sampler then finds its key compiled. A compile in a
 thread left a busy Python thread 91-98% of its speed on a 2-core CPU, as a compile process did
 (``benchmarks/compile_parallelism.py``): the compile does not hold the GIL against the stage.
-On the H200 (docs/benchmarks.md, "Session 15") its six keys compiled in 13.5 s beside glm39's
+On the H200 (docs/changelog.md, 2026-12-03) its six keys compiled in 13.5 s beside glm39's
 first wave, whose sampler tail went from 22 s to 11 s, with 0 late compiles. On by default;
 ``BLAUNCH_SAMPLER_AHEAD=0`` turns it off.
 

@@ -155,7 +155,7 @@ def _captured() -> int:
 LIFELONG_THREADS = {("tqdm._monitor", "TMonitor")}
 """Threads a library starts once and keeps for the process, which run none of the stage's
 work: tqdm's monitor wakes every 10 s to redraw bars and ends only when the last bar closes.
-Joined, it held a warm boot's stage release for the whole 5 s (H200, session 20)."""
+Joined, it held a warm boot's stage release for the whole 5 s (H200, 2026-12-04)."""
 
 
 def _lifelong(thread: Any) -> bool:

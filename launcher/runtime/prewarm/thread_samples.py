@@ -2,7 +2,7 @@
 name.
 
 On the H200 the stage's own thread compiled 80 Triton keys in 8 s, yet glm39's waves after the
-first took 28 s (docs/benchmarks.md, "Session 15"): the rest is Inductor, Dynamo, vLLM's other
+first took 28 s (docs/changelog.md, 2026-12-03): the rest is Inductor, Dynamo, vLLM's other
 JITs or the eager steps themselves, which no hook reports. A daemon thread reads the stage
 thread's frame every ``INTERVAL`` seconds (``sys._current_frames``: a dict copy under the GIL,
 nothing installed, nothing the stage calls changes) and files each sample under the innermost

@@ -489,8 +489,8 @@ def _inductor_pool(ctx: PrewarmContext) -> inductor_pool.InductorPool:
     the CPUs. None on vLLM's CPU backend, whose Inductor compiles C++, not Triton, nor on a boot
     that replays a restored artifact's keys: its caches hold what Inductor would compile, and
     the launch's ptxas pin (``launch.toolchain``) keys a kernel compiled in this process as the
-    baked boot's pool keyed it (the pool on a replay cost about 8 s: docs/benchmarks.md,
-    sessions 21 and 22)."""
+    baked boot's pool keyed it (the pool on a replay cost about 8 s: docs/changelog.md,
+    2026-12-04)."""
     hardware = ctx.profile.hardware
     cold = hardware.gpu != "cpu" and not ctx.replay
     n = inductor_pool.processes(ranks=hardware.count) if cold else 0

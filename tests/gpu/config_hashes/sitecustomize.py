@@ -1,8 +1,8 @@
 """Every config hash vLLM computes in this process, with the factors it hashed (GPU tier only).
 
 vLLM names the directory of its compiled pieces after ``VllmConfig.compute_hash()`` among
-others, and ``cache_key_factors.json`` keeps only that digest. Session 23 saw every planned
-warm boot use another directory than its baked boot, for a reason the digest cannot say. The
+others, and ``cache_key_factors.json`` keeps only that digest. On 2026-12-04 every planned
+warm boot used another directory than its baked boot, for a reason the digest cannot say. The
 tier puts this directory first on ``PYTHONPATH`` of a boot and names a folder in
 ``BLAUNCH_TIER_CONFIG_HASHES``; each process appends ``{caller, digest, factors}`` to
 ``<pid>.jsonl`` there the first time it hashes a given set of factors, so two boots' files
