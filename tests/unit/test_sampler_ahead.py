@@ -20,6 +20,11 @@ def test_one_row_count_per_batch_size_class_the_triton_sampler_reaches(seqs, spe
     assert sa.rows_for(seqs, spec) == rows
 
 
+def _seen(arg):
+    """A tensor argument as (shape, dtype); anything else as it is."""
+    return (tuple(arg.shape), str(arg.dtype)) if hasattr(arg, "dtype") else arg
+
+
 class Kernel:
     """A ``@triton.jit`` stand-in: ``kernel[grid](...)`` calls ``self.run`` as Triton's does."""
 
@@ -28,7 +33,7 @@ class Kernel:
 
     def run(self, *args, grid, warmup, **kwargs):
         self.calls.append(
-            (threading.get_ident(), warmup, tuple(getattr(a, "shape", a) for a in args))
+            (threading.get_ident(), warmup, tuple(_seen(a) for a in args))
         )
 
     def __getitem__(self, grid):
@@ -80,18 +85,21 @@ def test_the_thread_calls_vllms_wrapper_at_each_row_count_and_flag_compile_only(
         return logits
 
     found = {sa.WRAPPER: wrapper, sa.KERNEL: kernel}
-    ahead = sa.SamplerAhead("cpu", 1000, [8, 16], find=found.get).start()
+    dtypes = sa.logits_dtypes("bfloat16")
+    ahead = sa.SamplerAhead("cpu", 1000, [8, 16], dtypes, find=found.get).start()
     line = ahead.join()
     assert line.startswith(
-        "sampler ahead: the top-k/top-p kernel at 8 and 16 rows, top-k and top-p, each alone "
-        "and both, compiled in "
+        "sampler ahead: the top-k/top-p kernel at 8 and 16 rows on float32 and bfloat16 logits, "
+        "top-k and top-p, each alone and both, compiled in "
     )
-    assert [w for _, w, _ in kernel.calls] == [True] * 6
-    # top-p alone hands the wrapper no k (the kernel then gets the logits as K), and so on
-    launched = [(tuple(a[0]), a[1] is not None, a[2] is not None) for _, _, a in kernel.calls]
+    assert [w for _, w, _ in kernel.calls] == [True] * 12
+    # top-p alone hands the wrapper no k (the kernel then gets the logits as K), and so on;
+    # V2's sampler hands it the model's dtype when a greedy or seeded row keeps FlashInfer off
+    launched = [(*a[0], a[1] is not None, a[2] is not None) for _, _, a in kernel.calls]
     assert launched == [
-        (shape, top_k, top_p)
+        (shape, f"torch.{dtype}", top_k, top_p)
         for shape in ((8, 1000), (16, 1000))
+        for dtype in ("float32", "bfloat16")
         for top_k, top_p in ((True, True), (True, False), (False, True))
     ]
     assert "run" not in vars(kernel)
@@ -108,6 +116,12 @@ def test_a_failing_wrapper_is_reported_and_leaves_the_kernel_as_it_was():
     line = sa.SamplerAhead("cpu", 1000, [8], find=found.get).start().join()
     assert line == "sampler ahead: not done: RuntimeError: no CUDA here"
     assert "run" not in vars(kernel)
+
+
+def test_the_logits_dtypes_are_float32_and_the_models_own():
+    assert sa.logits_dtypes("bfloat16") == ("float32", "bfloat16")
+    assert sa.logits_dtypes("float16") == ("float32", "float16")
+    assert sa.logits_dtypes("auto") == ("float32", "bfloat16", "float16")
 
 
 def test_a_vllm_without_the_triton_sampler_starts_no_thread():

@@ -157,12 +157,27 @@ def test_each_sampler_flag_combination_runs_alone_and_the_triton_kernel_once_wit
     enumeration derives the one-sided keys (tests/unit/test_sampler_keys.py), instead of a
     wave per combination that compiled each in series."""
     (wave,) = [w for w in sb.feature_waves(TIER) if "at 1 row each" in w.name]
-    singles = [a for a in wave.arrivals if a.max_tokens == 2]
+    steps = sorted({a.step for a in wave.arrivals})
+    singles = [a for a in wave.arrivals if a.step in steps[:3]]
     assert [a.feature for a in singles] == ["top_p", "top_k", "top_k_top_p"]
-    assert len({a.step for a in singles}) == 3  # alone: one finishes before the next arrives
-    batch = [a for a in wave.arrivals if a not in singles]
+    assert all(a.max_tokens == 2 for a in singles)  # alone: one ends before the next arrives
+    batch = [a for a in wave.arrivals if a.step == steps[3]]
     assert len(batch) == sb.SAMPLER_ROWS and {a.feature for a in batch} == {"top_k_top_p"}
-    assert min(a.step for a in batch) > max(a.step for a in singles)
+
+
+def test_the_sampler_batch_runs_again_beside_a_greedy_row_and_beside_a_seeded_row():
+    """vLLM's V2 sampler takes Triton on the model-dtype logits, not FlashInfer, when a batch
+    holds a greedy or a seeded row: each such batch is served, after the all-sampled one."""
+    (wave,) = [w for w in sb.feature_waves(TIER) if "at 1 row each" in w.name]
+    first = max(a.step for a in wave.arrivals if a.max_tokens > 2)
+    later = {}
+    for a in wave.arrivals:
+        if a.step > first:
+            later.setdefault(a.step, []).append(a.feature)
+    batches = [sorted(set(f)) for _, f in sorted(later.items())]
+    assert batches == [["greedy", "top_k_top_p"], ["seed", "top_k_top_p"]]
+    assert all(len(f) == sb.SAMPLER_ROWS for f in later.values())
+    assert "beside one greedy row" in wave.name and "beside one seed row" in wave.name
 
 
 def test_every_other_accepted_feature_is_served_beside_the_others_in_max_num_seqs_rows():

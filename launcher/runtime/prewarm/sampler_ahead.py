@@ -36,6 +36,14 @@ TRITON_ROWS = 8
 FLAGS = ((True, True), (True, False), (False, True))
 """Top-k and top-p, top-k alone, top-p alone: each its own key (the flags are constexprs),
 and top-p alone passes the logits as ``K``, another pointer type."""
+
+
+def logits_dtypes(model_dtype: str) -> tuple[str, ...]:
+    """The logits dtypes the kernel meets: float32 (V1's sampler, and the rejection sampler),
+    and the model's own (vLLM 0.26's V2 sampler keeps the logits' dtype, and runs Triton rather
+    than FlashInfer when a batch holds a greedy or a seeded row); ``auto``: both half types."""
+    half = (model_dtype,) if model_dtype in ("bfloat16", "float16") else ("bfloat16", "float16")
+    return ("float32", *half)
 """vLLM's sampler takes its Triton top-k/top-p path from this many rows."""
 
 
@@ -55,7 +63,11 @@ def rows_for(max_num_seqs: int, spec_tokens: int) -> list[int]:
 
 
 def for_stage(
-    shape: Any, device: str, replay: bool, log: Callable[[str], None]
+    shape: Any,
+    device: str,
+    replay: bool,
+    log: Callable[[str], None],
+    model_dtype: str = "bfloat16",
 ) -> SamplerAhead | None:
     """Started unless turned off, when the deployment's sampled rows reach vLLM's Triton
     sampler (``shape``: ``serving_batches.Shape``); else None, said in the log unless off."""
@@ -63,7 +75,7 @@ def for_stage(
         return None
     rows = rows_for(shape.max_num_seqs, shape.spec_tokens)
     if rows and shape.sampling and not replay:
-        return SamplerAhead(device, shape.vocab, rows).start()
+        return SamplerAhead(device, shape.vocab, rows, logits_dtypes(model_dtype)).start()
     log("sampler ahead: nothing to do (no sampled rows reach vLLM's Triton sampler)")
     return None
 
@@ -98,11 +110,12 @@ class SamplerAhead:
         device: str,
         vocab: int,
         rows: list[int],
+        dtypes: tuple[str, ...] = ("float32",),
         find: Callable[[str], Any] | None = None,
     ) -> None:
         from launcher.runtime.prewarm import runtime_function
 
-        self._device, self._vocab, self._rows = device, vocab, rows
+        self._device, self._vocab, self._rows, self._dtypes = device, vocab, rows, dtypes
         self._find = find or runtime_function
         self._thread = threading.Thread(target=self._run, name="b12x-sampler-ahead", daemon=True)
         self._ready = threading.Event()
@@ -135,11 +148,14 @@ class SamplerAhead:
             # side by side, and a launch of one still compiling elsewhere waits for it.
             with parallel_compiles():
                 for rows in self._rows:
-                    logits = torch.zeros(rows, self._vocab, dtype=torch.float32, device=device)
                     k = torch.full((rows,), 20, dtype=torch.int32, device=device)
                     p = torch.full((rows,), 0.9, dtype=torch.float32, device=device)
-                    for top_k, top_p in FLAGS:
-                        self._wrapper(logits, k if top_k else None, p if top_p else None)
+                    for dtype in self._dtypes:
+                        logits = torch.zeros(
+                            rows, self._vocab, dtype=getattr(torch, dtype), device=device
+                        )
+                        for top_k, top_p in FLAGS:
+                            self._wrapper(logits, k if top_k else None, p if top_p else None)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         except Exception as exc:  # the sampler wave compiles it as before
@@ -157,7 +173,8 @@ class SamplerAhead:
         if self.error:
             return f"sampler ahead: not done: {self.error}"
         rows = " and ".join(str(r) for r in self._rows)
+        dtypes = " and ".join(self._dtypes)
         return (
-            f"sampler ahead: the top-k/top-p kernel at {rows} rows, top-k and top-p, each "
-            f"alone and both, compiled in {self.seconds:.1f}s beside the first wave"
+            f"sampler ahead: the top-k/top-p kernel at {rows} rows on {dtypes} logits, top-k "
+            f"and top-p, each alone and both, compiled in {self.seconds:.1f}s beside the first wave"
         )

@@ -152,7 +152,19 @@ def feature_waves(s: Shape) -> list[Wave]:
         batch = tuple(Arrival(step, 16 + i, 2 + width, feature=template.name) for i in range(rows))
         names = ", ".join(f.name for f in flagged)
         name = f"{names} at 1 row each, then {template.name} at {rows}"
-        out.append(Wave(name, singles + batch, sampler_kernel=True))
+        # Then the same rows with one greedy, then one seeded, row among them: vLLM's V2
+        # sampler leaves FlashInfer for Triton on such a batch, on logits in the model's dtype
+        # (0.26's GPU runner), which an all-sampled unseeded batch never reaches.
+        mixed: tuple[Arrival, ...] = ()
+        names_by = {f.name for f in feats}
+        for n, other in enumerate(o for o in ("greedy", "seed") if o in names_by):
+            at = step + (4 + 2 * width) * (n + 1)  # after the batch before it has finished
+            rows_of = [
+                Arrival(at, 40 + 10 * n + i, 2, feature=template.name) for i in range(rows - 1)
+            ]
+            mixed += (*rows_of, Arrival(at, 39 + 10 * n, 2, feature=other))
+            name += f", then {rows - 1} beside one {other} row"
+        out.append(Wave(name, singles + batch + mixed, sampler_kernel=True))
     side = [f for f in feats if f.sampler_flags is None and not f.structured]
     for start in range(0, len(side), seqs):  # every feature, max_num_seqs rows a wave
         group = side[start : start + seqs]

@@ -274,7 +274,9 @@ def _serving(ctx: PrewarmContext):
 
         log = ctx.log or (lambda _: None)
         after = early.submit if early is not None else None
-        ahead = sampler_ahead.for_stage(shape, ctx.device, bool(ctx.replay), log)
+        ahead = sampler_ahead.for_stage(
+            shape, ctx.device, bool(ctx.replay), log, ctx.profile.model.dtype
+        )
         try:
             with transient_peak(getattr(ctx.model_runner, "device", None)) as peak:
                 ctx.scratch.account = sb.serve(ctx.worker, config, plan, log, after_wave=after)
