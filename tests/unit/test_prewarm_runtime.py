@@ -475,3 +475,31 @@ def test_a_warm_boot_that_replays_an_artifact_runs_the_moe_blocks_at_every_count
 
     full = counts(())
     assert len(full) > 2 and counts((object(),)) == full
+
+
+def test_the_moe_config_chooser_is_asked_for_the_layers_own_fp8_block_table(monkeypatch):
+    """An fp8-block layer's tile configs come from its own table (block 128x128): asked for
+    the unquantised one, the counts between its switch points were never launched."""
+    from types import SimpleNamespace
+
+    asked = []
+
+    def choose(w1, w2, top_k, dtype, m, block_shape=None):
+        asked.append((dtype, block_shape))
+        edge = 48 if dtype == "fp8_w8a8" and block_shape == [128, 128] else 64
+        return {"BLOCK_SIZE_M": 16 if m <= edge else 64}
+
+    monkeypatch.setattr(moe_buckets, "runtime_function", lambda path: choose)
+    quant = SimpleNamespace(config_name=lambda dtype: "fp8_w8a8", block_shape=[128, 128])
+    layer = SimpleNamespace(
+        w13_weight=SimpleNamespace(shape=(8, 512, 256)),
+        w2_weight=SimpleNamespace(shape=(8, 256, 256)),
+        top_k=2,
+        quant_method=SimpleNamespace(moe_quant_config=quant),
+    )
+    assert moe_buckets.moe_config_changes(layer, 100, "bfloat16") == [48, 49]
+    assert all(a == ("fp8_w8a8", [128, 128]) for a in asked)
+    plain = SimpleNamespace(**{k: v for k, v in vars(layer).items() if k != "quant_method"})
+    asked.clear()
+    assert moe_buckets.moe_config_changes(plain, 100, "bfloat16") == [64, 65]
+    assert all(a == (None, None) for a in asked)

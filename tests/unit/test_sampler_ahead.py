@@ -32,9 +32,7 @@ class Kernel:
         self.calls: list[tuple[int, bool, tuple]] = []
 
     def run(self, *args, grid, warmup, **kwargs):
-        self.calls.append(
-            (threading.get_ident(), warmup, tuple(_seen(a) for a in args))
-        )
+        self.calls.append((threading.get_ident(), warmup, tuple(_seen(a) for a in args)))
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)

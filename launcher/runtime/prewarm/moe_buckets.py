@@ -87,18 +87,32 @@ def moe_blocks(model: Any) -> list[tuple[Any, Any, Any]]:
     return out
 
 
-def moe_config_changes(layer: Any, max_tokens: int) -> list[int]:
+def chooser_args(layer: Any, dtype: Any) -> tuple[str | None, list[int] | None]:
+    """The quantisation name and block shape the runtime's experts hand its config chooser
+    for this layer (``quant_config.config_name(dtype)`` and ``block_shape``): an fp8-block
+    layer has tables of its own; (None, None), the unquantised table, where the layer has no
+    quant config."""
+    quant = getattr(getattr(layer, "quant_method", None), "moe_quant_config", None)
+    if quant is None:
+        return None, None
+    return quant.config_name(dtype), getattr(quant, "block_shape", None)
+
+
+def moe_config_changes(layer: Any, max_tokens: int, dtype: Any = None) -> list[int]:
     """Token counts on each side of every point where the runtime's own config chooser
-    (``try_get_optimal_moe_config``) switches the fused-MoE tile config: the tile sizes
-    are constexprs, so each config is a kernel of its own."""
+    (``try_get_optimal_moe_config``) switches the fused-MoE tile config, asked as the
+    runtime asks it for this layer (its quantisation's table, its block shape): the tile
+    sizes are constexprs, so each config is a kernel of its own."""
     choose = runtime_function(MOE_CONFIG)
     w13, w2 = getattr(layer, "w13_weight", None), getattr(layer, "w2_weight", None)
     top_k = getattr(layer, "top_k", None)
     if choose is None or w13 is None or w2 is None or not top_k:
         return []
+    name, block = chooser_args(layer, dtype)
     out, last = [], None
     for m in range(1, max_tokens + 1):
-        config = tuple(sorted(choose(tuple(w13.shape), tuple(w2.shape), top_k, None, m).items()))
+        chosen = choose(tuple(w13.shape), tuple(w2.shape), top_k, name, m, block_shape=block)
+        config = tuple(sorted(chosen.items()))
         if config != last and m > 1:
             out += [m - 1, m]
         last = config
@@ -124,7 +138,7 @@ def find(ctx: PrewarmContext):
     captures = list(ctx.deployment.capture_sizes)
     counts = set(moe_token_counts(max_tokens, captures, ctx.facts.experts_per_token))
     for _, _, weights in blocks:
-        counts |= set(moe_config_changes(weights, max_tokens))
+        counts |= set(moe_config_changes(weights, max_tokens, config.model_config.dtype))
     counts = sorted(c for c in counts if 1 <= c <= max_tokens)
 
     def run() -> None:

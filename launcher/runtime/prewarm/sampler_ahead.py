@@ -44,6 +44,8 @@ def logits_dtypes(model_dtype: str) -> tuple[str, ...]:
     than FlashInfer when a batch holds a greedy or a seeded row); ``auto``: both half types."""
     half = (model_dtype,) if model_dtype in ("bfloat16", "float16") else ("bfloat16", "float16")
     return ("float32", *half)
+
+
 """vLLM's sampler takes its Triton top-k/top-p path from this many rows."""
 
 
