@@ -77,7 +77,8 @@ def test_one_sided_sampler_keys_at_draft_rows_are_among_the_enumerated(topk_topp
     sample(module, torch, 8, top_k=True, top_p=True)  # the waves' sampled batch
     template = list(seen)
     seen.clear()
-    for rows in (1, 8, 16, 24):  # requests, and the rejection sampler's draft rows
+    # requests, and the rejection sampler's draft rows; vLLM sorts fewer than 8 in PyTorch
+    for rows in (8, 16, 24):
         for top_k, top_p in ((False, True), (True, False), (True, True)):
             sample(module, torch, rows, top_k, top_p)
     served = set(seen)
@@ -160,3 +161,11 @@ def test_without_the_block_rule_logprobs_3_would_compile_late(logprob, monkeypat
     logprobs(module, torch, 4, 3)  # TOPK_BLOCK_SIZE=4: the H200's late key
     monkeypatch.setattr(K, "CONSTEXPR_RULES", {})
     assert not set(seen) <= enumerated(module._topk_log_softmax_kernel, template)
+
+
+def test_batch_size_one_is_not_enumerated_on_the_triton_sampler_path():
+    """vLLM sorts fewer than 8 rows in PyTorch: ``BATCH_SIZE`` == 1 never reaches the Triton
+    kernel, so its key would be compiled and never run."""
+    lo, hi, why = K.SITE_RULES[("_topk_topp_kernel", "BATCH_SIZE")](K.Ranges.of(8, 2048, 2))
+    assert (lo, hi) == (8, 24) and "Triton path" in why
+    assert K.int_classes(lo, hi) == (K.MULTIPLE_OF_16, K.OTHER)

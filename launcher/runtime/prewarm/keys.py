@@ -145,14 +145,21 @@ of 2 of 1 + the batch's logprobs (the H200's MoE boot compiled ``TOPK_BLOCK_SIZE
 logprobs 3). Any other constexpr stays as launched."""
 
 
+TRITON_SAMPLER_ROWS = 8
+"""vLLM's ``apply_top_k_top_p`` (0.26-0.33, every caller: V1's sampler and rejection sampler,
+V2's sampler) takes the Triton kernel from this many rows of logits on CUDA; fewer sort in
+PyTorch. So ``BATCH_SIZE`` is never 1 there: its ``1`` class would compile a key no step runs."""
+
+
 def _sampler_rows(r: Ranges) -> tuple[int, int, str]:
+    most = max(r.max_num_seqs, r.draft_rows)
     return (
-        1,
-        max(r.max_num_seqs, r.draft_rows),
+        min(TRITON_SAMPLER_ROWS, most),
+        most,
         (
-            f"rows of logits: 1..{r.max_num_seqs} requests in the sampler, up to "
-            f"{r.draft_rows} draft rows (max_num_seqs x (1 + {r.spec_tokens})) in the rejection "
-            "sampler"
+            f"rows of logits on the Triton path ({TRITON_SAMPLER_ROWS} or more: fewer sort in "
+            f"PyTorch): up to {r.max_num_seqs} requests in the sampler, up to {r.draft_rows} "
+            f"draft rows (max_num_seqs x (1 + {r.spec_tokens})) in the rejection sampler"
         ),
     )
 
