@@ -169,3 +169,13 @@ def test_batch_size_one_is_not_enumerated_on_the_triton_sampler_path():
     lo, hi, why = K.SITE_RULES[("_topk_topp_kernel", "BATCH_SIZE")](K.Ranges.of(8, 2048, 2))
     assert (lo, hi) == (8, 24) and "Triton path" in why
     assert K.int_classes(lo, hi) == (K.MULTIPLE_OF_16, K.OTHER)
+
+
+def test_the_indexers_query_slice_offsets_range_over_the_whole_batch_by_rule():
+    """Not by vLLM's warmup happening to launch 0 and 1: 0..max_num_batched_tokens, every
+    class (1, a multiple of 16 with 0, other)."""
+    r = K.Ranges.of(8, 2048, 2)
+    for name in ("query_slice_start", "query_slice_stop"):
+        lo, hi, _ = K.SITE_RULES[("_build_prefill_chunk_metadata_kernel", name)](r)
+        assert (lo, hi) == (0, 2048)
+        assert K.int_classes(lo, hi) == (K.ONE, K.MULTIPLE_OF_16, K.OTHER)

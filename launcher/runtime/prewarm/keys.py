@@ -168,14 +168,29 @@ def _logprob_count(r: Ranges) -> tuple[int, int, str]:
     return 1, r.max_logprobs + 1, f"the sampled token and 0..{r.max_logprobs} logprobs"
 
 
+def _query_slice(r: Ranges) -> tuple[int, int, str]:
+    return (
+        0,
+        r.max_tokens,
+        (
+            f"a token offset into the step's queries, 0..{r.max_tokens} (the indexer's prefill "
+            "chunk starts and stops anywhere in a batch of max_num_batched_tokens)"
+        ),
+    )
+
+
 SITE_RULES = {
     ("_topk_topp_kernel", "BATCH_SIZE"): _sampler_rows,
     ("_topk_log_softmax_kernel", "topk"): _logprob_count,
+    ("_build_prefill_chunk_metadata_kernel", "query_slice_start"): _query_slice,
+    ("_build_prefill_chunk_metadata_kernel", "query_slice_stop"): _query_slice,
 }
 """Ints whose range their call site decides, whatever their name (kernel's short name,
 parameter): the V1 sampler launches ``_topk_topp_kernel`` with a row per request, its
 rejection sampler with a row per draft token; the V2 sampler's logprob kernel counts the
-sampled token and the logprobs asked for. A rule here wins over the name patterns."""
+sampled token and the logprobs asked for; the DSA indexer's prefill-chunk metadata kernel takes
+the chunk's query slice as token offsets (vLLM's own warmup happens to launch 0 and 1; the rule
+derives every class the deployment reaches). A rule here wins over the name patterns."""
 
 
 def int_classes(lo: int, hi: int) -> tuple[str, ...]:
