@@ -448,7 +448,9 @@ def test_cli_launch_on_the_wrong_vllm_exits_1_naming_the_key(
     ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 1, out.output
-    assert f"error: {path}:{BACKEND_LINE} vllm.attention_backend: B12X_MLA_SPARSE is not" in out.stderr
+    assert (
+        f"error: {path}:{BACKEND_LINE} vllm.attention_backend: B12X_MLA_SPARSE is not" in out.stderr
+    )
     assert f"error: {path}:4 model.quantization: exl3" in out.stderr
     assert "Traceback" not in out.output
 
