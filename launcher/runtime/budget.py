@@ -1,11 +1,12 @@
 """The worker's KV budget arithmetic, pure so it is tested without vLLM or a GPU.
 
-On a GPU: what is physically free after vLLM's profile run, minus what the profile run
-showed comes back (the activation peak), the CUDA-graph pool, the plan's transients (what
-request features allocate after sizing), the JIT headroom and the safety margin. On the
-CPU backend vLLM's figure is the ``--kv-cache-memory-bytes`` the launcher passed (the plan's KV plus the two reserves), so the reserves are subtracted
-from it. A pinned KV size is returned exactly, or refused if it no longer fits (on a GPU:
-if it does not fit the free memory less the safety margin).
+On a GPU: what is physically free after vLLM's profile run, minus what the profile run showed
+comes back (the activation peak), the CUDA-graph pool, the plan's transients (what request
+features allocate after sizing), the JIT headroom and the safety margin. On the CPU backend
+vLLM's figure is the ``--kv-cache-memory-bytes`` the launcher passed (the plan's KV plus the
+two reserves), so the reserves are subtracted from it. A pinned KV size is returned exactly, or
+refused if it no longer fits (on a GPU: if it does not fit the free memory less the safety
+margin).
 """
 
 from __future__ import annotations
