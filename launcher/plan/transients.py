@@ -24,7 +24,7 @@ the ranks; each part says how, by vLLM's code as read at 0.26 and 0.33:
   the device for the rows of a step (max_num_seqs x (1 + speculative tokens)).
 - ``n`` > 1 fans out into n requests of the scheduler (``ParentRequest``): rows of
   max_num_seqs, already the sampler's rows in ``activation_peak``, and prompt tokens of the
-  chunk, already the prompt-logprob part. It adds no part of its own.
+  chunk, already the prompt-logprob part. Its part is 0, shown with why.
 
 In one step the DCP gather (inside the forward) and the prompt logprobs (after the sampler)
 never hold memory at once, so the component reserves the larger of the two (``shared``); the
@@ -105,6 +105,14 @@ def transients(d: Deployment, f: ModelFacts) -> tuple[Transient, ...]:
             "sampled_logprobs",
             rows * vocab * FP32 + rows * (k + 1) * (8 + FP32),
             f"{rows} rows x vocab x 4 (fp32 log-probs) + top-{k} (max_logprobs) ids and values",
+        )
+    )
+    out.append(
+        Transient(
+            "n_fanout",
+            0,
+            f"n > 1 is n requests of the scheduler: rows within max_num_seqs {s.max_num_seqs} "
+            "(activation_peak's sampler), prompt tokens within the chunk (prompt_logprobs)",
         )
     )
     words = ceil(vocab / BITMASK_BITS)

@@ -111,9 +111,19 @@ def _sampled(**body: Any) -> dict[str, Any]:
     return {"temperature": 0.8, **body}
 
 
-def features(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature]:
+PROMPT_LOGPROBS_REFUSED = (
+    "refused by the profile (serving.prompt_logprobs: refuse): the launch's middleware answers "
+    "HTTP 400"
+)
+
+
+def features(
+    spec_tokens: int, max_logprobs: int = MAX_LOGPROBS, prompt_logprobs: str = "reserve"
+) -> list[Feature]:
     """Every request feature, each accepted or refused (with why) for a deployment drafting
-    ``spec_tokens`` tokens a step whose API allows ``max_logprobs``."""
+    ``spec_tokens`` tokens a step whose API allows ``max_logprobs`` and reserves or refuses
+    prompt logprobs (``serving.prompt_logprobs``)."""
+    prompt = PROMPT_LOGPROBS_REFUSED if prompt_logprobs == "refuse" else ""
     spec = (
         f"refused with speculative decoding ({spec_tokens} MTP tokens): vLLM's "
         "SamplingParams._validate_spec_decode"
@@ -161,11 +171,19 @@ def features(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature
             "prompt_logprobs",
             "logprobs",
             {"prompt_logprobs": 1},
+            prompt,
             prompt_logprobs=1,
             logprobs=0,
             streams=False,
         ),
-        Feature("echo", "logprobs", {"echo": True, "logprobs": 1}, prompt_logprobs=1, logprobs=1),
+        Feature(
+            "echo",
+            "logprobs",
+            {"echo": True, "logprobs": 1},
+            prompt,
+            prompt_logprobs=1,
+            logprobs=1,
+        ),
         Feature("json_object", "structured", {"response_format": JSON}, structured=True),
         Feature("structured_choice", "structured", {"structured_outputs": CHOICE}, structured=True),
         Feature("stream", "streaming", {"stream": True}),
@@ -173,8 +191,10 @@ def features(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature
     return out
 
 
-def accepted(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature]:
-    return [f for f in features(spec_tokens, max_logprobs) if f.accepted]
+def accepted(
+    spec_tokens: int, max_logprobs: int = MAX_LOGPROBS, prompt_logprobs: str = "reserve"
+) -> list[Feature]:
+    return [f for f in features(spec_tokens, max_logprobs, prompt_logprobs) if f.accepted]
 
 
 def sampler_flags(
@@ -185,11 +205,14 @@ def sampler_flags(
     return tuple(sorted(f for f in flags if f is not None))
 
 
-def describe(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[str]:
+def describe(
+    spec_tokens: int, max_logprobs: int = MAX_LOGPROBS, prompt_logprobs: str = "reserve"
+) -> list[str]:
     """One line per group for ``prewarm --list``: what is served before sizing, what refused."""
     groups: dict[str, list[str]] = {}
     refused: list[str] = []
-    for f in features(spec_tokens, max_logprobs):
+    catalogue = features(spec_tokens, max_logprobs, prompt_logprobs)
+    for f in catalogue:
         if f.accepted and f.group == "streaming":
             groups.setdefault(f.group, []).append(f"{f.name} (the API's framing: no kernel)")
         elif f.accepted:
@@ -199,7 +222,7 @@ def describe(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[str]:
     lines = [f"{group}: {', '.join(names)}" for group, names in groups.items()]
     refused += [
         f"{f.name} with stream (vLLM's protocol: not available when stream=True)"
-        for f in features(spec_tokens, max_logprobs)
+        for f in catalogue
         if f.accepted and not f.streams
     ]
     if refused:

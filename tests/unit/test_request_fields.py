@@ -95,3 +95,27 @@ def test_logprob_token_ids_serve_every_padded_width_to_128():
 def test_bias_kernel_features_are_accepted_under_speculation():
     served = {f.name for f in request_features.accepted(3)}
     assert {"allowed_token_ids", "min_tokens_stop"} <= served
+
+
+def test_the_stage_serves_the_live_max_logprobs_blocks_and_minus_one_is_the_vocabulary():
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    class ModelConfig:
+        max_logprobs = -1
+
+        def get_vocab_size(self) -> int:
+            return 154_880
+
+    most = sb._max_logprobs(ModelConfig())
+    assert most == 154_880
+    shape = sb.Shape(
+        max_model_len=8192,
+        max_num_batched_tokens=2048,
+        max_num_seqs=8,
+        spec_tokens=0,
+        block_size=64,
+        max_logprobs=most,
+    )
+    served = {f.logprobs for f in sb.served_features(shape) if f.logprobs is not None}
+    blocks = {min(1 << k.bit_length(), 1024) for k in served}
+    assert blocks == {1 << i for i in range(11)}

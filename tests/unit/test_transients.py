@@ -55,8 +55,10 @@ def test_the_glm52_dry_run_shows_the_transients_with_the_prompt_logprob_figure()
         "prompt_logprobs",
         "dcp_all_gather",
         "sampled_logprobs",
+        "n_fanout",
         "structured_bitmask",
     }
+    assert parts["n_fanout"].bytes == 0 and "max_num_seqs 8" in parts["n_fanout"].detail
     # glm52 refuses prompt logprobs: nothing reserved, the figure it would need said
     assert parts["prompt_logprobs"].bytes == 0
     assert "would need 4.43 GiB" in parts["prompt_logprobs"].detail
