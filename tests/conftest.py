@@ -27,6 +27,8 @@ def write(tmp_path: Path):
     return _write
 
 
+# The shipped GLM-5.2 profile's chunk and prompt-logprob refusal: with its transients planned,
+# a 131K request has room.
 MINIMAL = """\
 model:
   path: /nonexistent/model
@@ -45,6 +47,8 @@ speculative:
 serving:
   max_model_len: 131072
   kv_cache_dtype: nvfp4_ds_mla
+  max_num_batched_tokens: 3072
+  prompt_logprobs: refuse
 vllm:
   attention_backend: B12X_MLA_SPARSE
 """

@@ -18,6 +18,8 @@ class ComponentName(StrEnum):
     ACTIVATION_PEAK = "activation_peak"
     WORKSPACES = "workspaces"
     CUDAGRAPH_POOL = "cudagraph_pool"
+    TRANSIENTS = "transients"
+    """What request features and settings allocate after sizing (``launcher.plan.transients``)."""
     JIT_HEADROOM = "jit_headroom"
     SAFETY_MARGIN = "safety_margin"
     KV_CACHE = "kv_cache"
@@ -33,7 +35,13 @@ MEASURABLE = (
 )
 """Components a worker measures; a plan whose every one of these is measured is calibrated."""
 
-ORDER = (ComponentName.OTHER_PROCESSES, *MEASURABLE, ComponentName.SAFETY_MARGIN)
+ORDER = (
+    ComponentName.OTHER_PROCESSES,
+    *MEASURABLE[:-1],
+    ComponentName.TRANSIENTS,
+    ComponentName.JIT_HEADROOM,
+    ComponentName.SAFETY_MARGIN,
+)
 """The fixed components in the order the plan lists them; the KV cache is what is left."""
 
 

@@ -82,6 +82,9 @@ class Budget(Frozen):
     """Kept back for vLLM's activation peak (on a GPU)."""
     cudagraph_pool: Bytes | None = None
     """Kept back for the CUDA-graph pool (on a GPU)."""
+    transients: Bytes | None = None
+    """Kept back for what request features allocate after sizing (on a GPU): the plan's
+    ``transients``."""
     jit_headroom: Bytes | None = None
     """Kept back for compiles after sizing: the plan's two parts, or this boot's figure."""
     safety_margin: Bytes | None = None
@@ -103,6 +106,7 @@ class Budget(Frozen):
         names = (
             ComponentName.ACTIVATION_PEAK,
             ComponentName.CUDAGRAPH_POOL,
+            ComponentName.TRANSIENTS,
             ComponentName.JIT_HEADROOM,
             ComponentName.SAFETY_MARGIN,
         )

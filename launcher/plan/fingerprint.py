@@ -15,10 +15,18 @@ the server listens and keeps its files, whether a late compile is fatal, what ot
 hold, qualify's workload. Secret ``env`` values are never hashed either (below)."""
 
 
+ADDED_AT_DEFAULT = {("serving", "max_logprobs"): 20, ("serving", "prompt_logprobs"): "reserve"}
+"""Keys added after deployments had records: hashed only where a profile sets them away from
+their default, so a profile that does not use them keeps its fingerprint (and its records)."""
+
+
 def profile_fingerprint(profile: Profile, extra: dict[str, Any] | None = None) -> str:
     """12 hex digits of SHA-256 over the profile's memory-relevant fields plus ``extra``."""
     data = without_unread(profile.model_dump(mode="json"), Reader.FINGERPRINT)
     data["env"] = {k: v for k, v in data["env"].items() if not is_secret(k)}
+    for (section, key), default in ADDED_AT_DEFAULT.items():
+        if data.get(section, {}).get(key) == default:
+            del data[section][key]
     if extra:
         data["_extra"] = extra
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))

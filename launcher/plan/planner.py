@@ -14,7 +14,7 @@ from launcher.contract.census import CensusEntry
 from launcher.contract.names import MEASURABLE, HeadroomPart, Source
 from launcher.contract.names import ComponentName as Name
 from launcher.deployment import Deployment, resolve
-from launcher.plan import estimates
+from launcher.plan import estimates, transients
 from launcher.plan.catalog import GpuKind
 from launcher.plan.kv import KvLayout, kv_layout
 from launcher.plan.measured import Measured
@@ -87,6 +87,8 @@ class RankPlan:
     learned: tuple[CensusEntry, ...] = ()
     """Late compiles earlier boots recorded (``launcher.contract.census``): the census provider
     replays what it can before sizing; the rest is ``jit_headroom``'s ``late_compiles`` part."""
+    lowest_free: int = 0
+    """The predicted lowest free memory after sizing (``lowest_free``)."""
 
     def component(self, name: str) -> Component:
         return next(c for c in self.components if c.name == name)
@@ -203,6 +205,8 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
             pinned = "qualified"
             blocks = inputs.qualified.blocks
     reasons = _reasons(profile, ranks, layouts, blocks, pinned)
+    if reasons:
+        reasons += _prompt_logprob_reason(ranks[bounding.rank])
     if pinned:
         ranks = [
             replace(r, kv_bytes=blocks * layouts[r.rank].page_bytes, kv_blocks=blocks)
@@ -210,6 +214,7 @@ def _plan(profile: Profile, inputs: PlanInputs, *, suggest: bool) -> MemoryPlan:
         ]
     else:
         ranks = [replace(r, kv_blocks=blocks) for r in ranks]
+    ranks = [replace(r, lowest_free=lowest_free(r, layouts[r.rank].page_bytes)) for r in ranks]
     mml = profile.serving.max_model_len
     per_request = layout.blocks_for_tokens(mml)
     kv = KvPlan(
@@ -306,6 +311,7 @@ def _rank_plan(
     comps.append(_workspaces(inputs))
     graphs = estimates.cudagraph_pool(p, f, gpu, d.capture_sizes, d.block_size, stand_ins)
     comps.append(Component(Name.CUDAGRAPH_POOL, *_est(graphs)))
+    comps.append(_transients(d, f))
     headroom = p.memory.jit_headroom
     if headroom == "measure":
         workspaces = next(c.bytes for c in comps if c.name == Name.WORKSPACES)
@@ -322,6 +328,24 @@ def _rank_plan(
     return RankPlan(
         s.rank, s.node, total, tuple(comps), kv_bytes, layout.blocks_for(kv_bytes), learned
     )
+
+
+FREE_AFTER_SIZING = (Name.SAFETY_MARGIN, Name.JIT_HEADROOM)
+"""Components the card keeps free after sizing: the margin is never used, and the headroom's
+prewarm part peaked in the stage, before the KV cache existed (its late-compile part is used
+after sizing and is counted)."""
+
+
+def lowest_free(r: RankPlan, page_bytes: int) -> int:
+    """The predicted lowest free memory on rank ``r`` after sizing: the card's total less every
+    component at its peak (all at once) and the KV cache's blocks. The GPU tier compares it
+    with the lowest free memory a boot measured."""
+    held = sum(c.bytes for c in r.components if c.name not in FREE_AFTER_SIZING)
+    late = next((c for c in r.components if c.name == Name.JIT_HEADROOM), None)
+    late_bytes = (
+        sum(p.bytes for p in late.parts if p.name == HeadroomPart.LATE_COMPILES) if late else 0
+    )
+    return r.total_bytes - held - late_bytes - r.kv_blocks * page_bytes
 
 
 def _est(pair: tuple[int, str]) -> tuple[int, Source, str]:
@@ -348,6 +372,26 @@ def _workspaces(inputs: PlanInputs) -> Component:
         terms.append("max(" + ", ".join(c.name for c in shared) + ")")
     terms += [c.name for c in own]
     return Component(Name.WORKSPACES, total, source, " + ".join(terms) or "none", parts)
+
+
+def _transients(d: Deployment, f: ModelFacts) -> Component:
+    """What request features allocate after sizing: the shared parts (never held in the same
+    moment of a step) reserve their largest, the others add."""
+    parts = tuple(
+        Component(t.name, t.bytes, Source.ESTIMATE, t.detail, shared=t.shared)
+        for t in transients.transients(d, f)
+    )
+    shared = [c for c in parts if c.shared]
+    own = [c for c in parts if not c.shared]
+    total = max((c.bytes for c in shared), default=0) + sum(c.bytes for c in own)
+    how = " + ".join(
+        [
+            *(["max(" + ", ".join(c.name for c in shared) + ")"] if len(shared) > 1 else []),
+            *([shared[0].name] if len(shared) == 1 else []),
+            *(c.name for c in own),
+        ]
+    )
+    return Component(Name.TRANSIENTS, total, Source.ESTIMATE, how, parts)
 
 
 def _calibrated(c: Component, m: Measured) -> Component:
@@ -413,6 +457,20 @@ def _reasons(
     return out
 
 
+def _prompt_logprob_reason(r: RankPlan) -> list[str]:
+    """The prompt-logprob reserve, named with its key and figure where the plan does not fit."""
+    part = next(
+        (p for p in r.component(Name.TRANSIENTS).parts if p.name == "prompt_logprobs"), None
+    )
+    if part is None or not part.bytes:
+        return []
+    return [
+        f"serving.prompt_logprobs=reserve keeps {_g(part.bytes)} per GPU for prompt logprobs "
+        "over a full prefill chunk; refuse them (HTTP 400) or lower "
+        "serving.max_num_batched_tokens"
+    ]
+
+
 def _per_rank(messages: list[str]) -> list[str]:
     """One line per distinct message, naming the ranks it applies to."""
     groups: dict[str, list[int]] = {}
@@ -432,7 +490,16 @@ def _per_rank(messages: list[str]) -> list[str]:
 
 
 def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
-    """The largest max_model_len, or else the largest max_num_seqs, that would fit."""
+    """Refusing prompt logprobs where that alone fits; else the largest max_model_len, or else
+    the largest max_num_seqs, that would fit."""
+
+    def fits(t: Profile) -> bool:  # another profile, another deployment
+        return _plan(t, replace(inputs, deployment=resolve(t)), suggest=False).fits
+
+    if p.serving.prompt_logprobs == "reserve":
+        serving = p.serving.model_copy(update={"prompt_logprobs": "refuse"})
+        if fits(p.model_copy(update={"serving": serving})):
+            return ["serving.prompt_logprobs=refuse"]
     if kv.layout.logical_block_tokens <= kv.tokens < p.serving.max_model_len:
         return [f"serving.max_model_len={kv.tokens}"]
 
@@ -440,15 +507,11 @@ def _suggest(p: Profile, inputs: PlanInputs, kv: KvPlan) -> list[str]:
         batched = max(draft_rows(seqs, p.mtp_tokens), min(p.serving.max_num_batched_tokens, 2048))
         return _with_serving(p, max_num_seqs=seqs, max_num_batched_tokens=batched)
 
-    def fits(seqs: int) -> bool:
-        t = trial(seqs)  # other sequences, other capture sizes: another deployment
-        return _plan(t, replace(inputs, deployment=resolve(t)), suggest=False).fits
-
     # Fewer sequences never need more memory, so the largest that fits is found by bisection.
     low, high = 0, p.serving.max_num_seqs - 1
     while low < high:
         mid = (low + high + 1) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+        low, high = (mid, high) if fits(trial(mid)) else (low, mid - 1)
     if low == 0:
         return []
     best = trial(low).serving

@@ -39,6 +39,7 @@ def rank(plan: MemoryPlan, r: PlannedRank) -> RankPlan:
             ComponentName.KV_CACHE: kv,
         },
         kv_blocks_fit=r.kv_blocks,
+        predicted_lowest_free=r.lowest_free,
         learned=list(r.learned),
     )
 

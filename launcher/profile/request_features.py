@@ -6,7 +6,10 @@ with top-k off its ``K`` pointer is the logits tensor), a logprobs count picks t
 ``TOPK_BLOCK_SIZE``, a structured request launches xgrammar's bitmask kernel. So the prewarm
 serves every feature the API accepts, and the key enumeration ranges over them.
 
-What a vLLM line refuses is read from its source: vLLM 0.26 to 0.33 refuse ``min_p`` and
+The catalogue's reach is checked against vLLM's protocol: every field of its completions and
+chat request models, at each supported release, is placed in ``launcher.vllm.request_fields``
+(a feature here, no kernel, or refused). What a vLLM line refuses is read from its source:
+vLLM 0.26 to 0.33 refuse ``min_p`` and
 ``logit_bias`` with speculative decoding (``SamplingParams._validate_spec_decode``) and any
 logprobs count above ``max_logprobs`` (20 by default). The fork lines derive from those
 releases and are taken to refuse the same (their source was not read for this).
@@ -24,6 +27,33 @@ MAX_LOGPROBS = 20
 LOGPROB_COUNTS = (0, 1, 2, 3, 7, 8, 15, 16, 20)
 """Logprob counts to serve: each side of every power of two the V2 runner's
 ``next_power_of_2(1 + logprobs)`` block crosses (1, 2, 4, 8, 16, 32) up to 20."""
+TOPK_BLOCK_MAX = 1024
+"""The V2 runner's largest ``TOPK_BLOCK_SIZE`` (``logprob._MAX_TOPK_BLOCK``, 0.26-0.33): any
+count of 1023 or more runs that block."""
+MAX_LOGPROB_TOKEN_IDS = 128
+"""The most ``logprob_token_ids`` a request may name (``sampling_params``, 0.26-0.33)."""
+FIRST_TOKEN_ID = 5
+"""The first id the features name (``logit_bias``, ``allowed_token_ids``, ``stop_token_ids``,
+``logprob_token_ids``): an ordinary token of any vocabulary over a few hundred ids."""
+
+
+def logprob_counts(max_logprobs: int = MAX_LOGPROBS) -> tuple[int, ...]:
+    """The logprob counts to serve under ``--max-logprobs`` (-1: the vocabulary): the counts up
+    to 20, and above 20 each side of every V2 block boundary (32 to 1024) up to the bound."""
+    if max_logprobs <= MAX_LOGPROBS and max_logprobs >= 0:
+        return LOGPROB_COUNTS
+    bound = TOPK_BLOCK_MAX if max_logprobs < 0 else min(max_logprobs, TOPK_BLOCK_MAX)
+    more = {k for i in range(5, 11) for k in ((1 << i) - 1, 1 << i) if k <= bound}
+    return tuple(sorted({*LOGPROB_COUNTS, *more, bound}))
+
+
+def logprob_token_id_counts() -> tuple[int, ...]:
+    """How many ``logprob_token_ids`` to serve: each side of every power of two the V2
+    ``_fill_logprob_token_ids_kernel``'s ``PADDED_COLS`` (next power of 2) crosses, to 128."""
+    out = {n for i in range(8) for n in (1 << i, (1 << i) + 1)}
+    return tuple(sorted(n for n in out if n <= MAX_LOGPROB_TOKEN_IDS))
+
+
 SPEC_REFUSES = ("min_p", "logit_bias")
 JSON = {"type": "json_object"}
 CHOICE = {"choice": ["w4", "w5"]}
@@ -71,6 +101,8 @@ class Feature:
             out["prompt_logprobs"] = self.prompt_logprobs
         if "logit_bias" in out:
             out["logit_bias"] = {int(k): v for k, v in out["logit_bias"].items()}
+        if "logprob_token_ids" in out:
+            out.pop("logprobs", None)  # the protocol asks for the named ids instead of a count
         out.pop("bad_words", None)  # token ids, set by the caller from its tokenizer
         return out
 
@@ -79,9 +111,19 @@ def _sampled(**body: Any) -> dict[str, Any]:
     return {"temperature": 0.8, **body}
 
 
-def features(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature]:
+PROMPT_LOGPROBS_REFUSED = (
+    "refused by the profile (serving.prompt_logprobs: refuse): the launch's middleware answers "
+    "HTTP 400"
+)
+
+
+def features(
+    spec_tokens: int, max_logprobs: int = MAX_LOGPROBS, prompt_logprobs: str = "reserve"
+) -> list[Feature]:
     """Every request feature, each accepted or refused (with why) for a deployment drafting
-    ``spec_tokens`` tokens a step whose API allows ``max_logprobs``."""
+    ``spec_tokens`` tokens a step whose API allows ``max_logprobs`` and reserves or refuses
+    prompt logprobs (``serving.prompt_logprobs``)."""
+    prompt = PROMPT_LOGPROBS_REFUSED if prompt_logprobs == "refuse" else ""
     spec = (
         f"refused with speculative decoding ({spec_tokens} MTP tokens): vLLM's "
         "SamplingParams._validate_spec_decode"
@@ -103,22 +145,45 @@ def features(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature
         Feature("seed", "control", _sampled(seed=7)),
         Feature("n", "control", _sampled(n=2)),
         Feature("min_tokens", "control", {"temperature": 0.0, "min_tokens": 4}),
+        Feature(
+            "min_tokens_stop",
+            "control",
+            {"temperature": 0.0, "min_tokens": 4, "stop_token_ids": [FIRST_TOKEN_ID + 2]},
+        ),
         Feature("logit_bias", "control", {"temperature": 0.0, "logit_bias": {"5": 5.0}}, spec),
+        Feature(
+            "allowed_token_ids",
+            "control",
+            {"temperature": 0.8, "allowed_token_ids": list(range(FIRST_TOKEN_ID, 21))},
+        ),
         Feature("bad_words", "control", {"temperature": 0.0}, bad_words=("w7 w8",)),
     ]
-    for k in LOGPROB_COUNTS:
-        refused = f"logprobs {k} is over max_logprobs {max_logprobs}" if k > max_logprobs else ""
+    for k in logprob_counts(max_logprobs):
+        over = max_logprobs >= 0 and k > max_logprobs
+        refused = f"logprobs {k} is over max_logprobs {max_logprobs}" if over else ""
         out.append(Feature(f"logprobs={k}", "logprobs", {"logprobs": k}, refused, logprobs=k))
+    for n in logprob_token_id_counts():
+        ids = list(range(FIRST_TOKEN_ID, FIRST_TOKEN_ID + n))
+        body = {"logprobs": 0, "logprob_token_ids": ids}
+        out.append(Feature(f"logprob_token_ids={n}", "logprobs", body))
     out += [
         Feature(
             "prompt_logprobs",
             "logprobs",
             {"prompt_logprobs": 1},
+            prompt,
             prompt_logprobs=1,
             logprobs=0,
             streams=False,
         ),
-        Feature("echo", "logprobs", {"echo": True, "logprobs": 1}, prompt_logprobs=1, logprobs=1),
+        Feature(
+            "echo",
+            "logprobs",
+            {"echo": True, "logprobs": 1},
+            prompt,
+            prompt_logprobs=1,
+            logprobs=1,
+        ),
         Feature("json_object", "structured", {"response_format": JSON}, structured=True),
         Feature("structured_choice", "structured", {"structured_outputs": CHOICE}, structured=True),
         Feature("stream", "streaming", {"stream": True}),
@@ -126,8 +191,10 @@ def features(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature
     return out
 
 
-def accepted(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[Feature]:
-    return [f for f in features(spec_tokens, max_logprobs) if f.accepted]
+def accepted(
+    spec_tokens: int, max_logprobs: int = MAX_LOGPROBS, prompt_logprobs: str = "reserve"
+) -> list[Feature]:
+    return [f for f in features(spec_tokens, max_logprobs, prompt_logprobs) if f.accepted]
 
 
 def sampler_flags(
@@ -138,11 +205,14 @@ def sampler_flags(
     return tuple(sorted(f for f in flags if f is not None))
 
 
-def describe(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[str]:
+def describe(
+    spec_tokens: int, max_logprobs: int = MAX_LOGPROBS, prompt_logprobs: str = "reserve"
+) -> list[str]:
     """One line per group for ``prewarm --list``: what is served before sizing, what refused."""
     groups: dict[str, list[str]] = {}
     refused: list[str] = []
-    for f in features(spec_tokens, max_logprobs):
+    catalogue = features(spec_tokens, max_logprobs, prompt_logprobs)
+    for f in catalogue:
         if f.accepted and f.group == "streaming":
             groups.setdefault(f.group, []).append(f"{f.name} (the API's framing: no kernel)")
         elif f.accepted:
@@ -152,7 +222,7 @@ def describe(spec_tokens: int, max_logprobs: int = MAX_LOGPROBS) -> list[str]:
     lines = [f"{group}: {', '.join(names)}" for group, names in groups.items()]
     refused += [
         f"{f.name} with stream (vLLM's protocol: not available when stream=True)"
-        for f in features(spec_tokens, max_logprobs)
+        for f in catalogue
         if f.accepted and not f.streams
     ]
     if refused:

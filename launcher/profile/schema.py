@@ -306,6 +306,13 @@ class Serving(Section):
     """Reuse KV blocks of shared prefixes."""
     enable_chunked_prefill: Annotated[bool, _planner_only("vLLM's scheduling")] = True
     """Split long prompts into max_num_batched_tokens chunks."""
+    max_logprobs: Annotated[int, Field(ge=-1, le=1 << 24)] = 20
+    """Most logprobs a request may ask for (vLLM's --max-logprobs; -1: the vocabulary). It
+    bounds prompt_logprobs too, and sizes the sampled logprobs' transient."""
+    prompt_logprobs: Literal["reserve", "refuse"] = "reserve"
+    """Prompt logprobs (and echo with logprobs) compute the whole prefill chunk's logits on every
+    rank after sizing. reserve: the plan keeps room for them; refuse: the server answers such
+    requests with HTTP 400 and the plan keeps none (for a chunk and vocabulary too large)."""
     host: Annotated[str, _label("where the server listens")] = "0.0.0.0"
     """Address the OpenAI-compatible server listens on."""
     port: Annotated[int, Field(ge=1, le=65535), _label("where the server listens")] = 8000

@@ -69,6 +69,21 @@ class PlannedFlag:
         return [self.flag, str(value)]
 
 
+MAX_LOGPROBS_DEFAULT = 20
+"""vLLM's ``--max-logprobs`` default (``ModelConfig.max_logprobs``, 0.26-0.33)."""
+
+
+REFUSE_MIDDLEWARE = "launcher.launch.refusals.RefusePromptLogprobs"
+"""The API server's middleware that answers prompt-logprob requests HTTP 400, where the profile
+refuses them (``launcher.launch.refusals``; imported by vLLM's API server, never here)."""
+
+
+def _unless_default(value: Any, default: Any) -> Any:
+    """Written only where it differs from vLLM's default (the argv of every profile that
+    keeps the default stays as it was)."""
+    return None if value == default else value
+
+
 def _dcp(v: FlagValues) -> bool:
     return v.profile.parallel.decode_context > 1
 
@@ -232,6 +247,12 @@ FLAGS: tuple[PlannedFlag, ...] = (
         lambda v: v.profile.serving.max_num_batched_tokens,
     ),
     PlannedFlag(
+        "--max-logprobs",
+        "serving.max_logprobs",
+        "value",
+        lambda v: _unless_default(v.profile.serving.max_logprobs, MAX_LOGPROBS_DEFAULT),
+    ),
+    PlannedFlag(
         "--enable-chunked-prefill",
         "serving.enable_chunked_prefill",
         "toggle",
@@ -268,6 +289,12 @@ FLAGS: tuple[PlannedFlag, ...] = (
         "memory.kv_cache_bytes",
         "value",
         lambda v: v.kv_cache_bytes,
+    ),
+    PlannedFlag(
+        "--middleware",
+        "serving.prompt_logprobs",
+        "value",
+        lambda v: REFUSE_MIDDLEWARE if v.profile.serving.prompt_logprobs == "refuse" else None,
     ),
     PlannedFlag(
         "--trust-remote-code",

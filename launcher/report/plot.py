@@ -33,6 +33,7 @@ COLOURS = {
     ComponentName.ACTIVATION_PEAK: "#ff7f0e",
     ComponentName.WORKSPACES: "#d62728",
     ComponentName.CUDAGRAPH_POOL: "#8c564b",
+    ComponentName.TRANSIENTS: "#17becf",
     ComponentName.JIT_HEADROOM: "#e377c2",
     ComponentName.SAFETY_MARGIN: "#bcbd22",
     ComponentName.KV_CACHE: "#2ca02c",

@@ -16,7 +16,7 @@ from launcher.plan.advice import fix_hint
 from launcher.plan.planner import Component, MemoryPlan
 from launcher.plan.record import plan_record
 from launcher.secrets import redact_env
-from launcher.units import in_unit, table_unit
+from launcher.units import GiB, in_unit, table_unit
 
 if TYPE_CHECKING:  # annotations only: rendering comes before the launch stage
     from launcher.launch.vllm_args import VllmCommand
@@ -158,6 +158,7 @@ def render_table(
         f"{kv.max_concurrency:.2f} requests of {kv.max_model_len:,} tokens "
         f"(bounded by rank {kv.bounding_rank})",
     )
+    console.print(_lowest_free(plan))
     for line in rank_bars(plan, identical=identical, width=console.width):
         console.print(line, soft_wrap=True)
     for note in plan.notes:
@@ -180,8 +181,23 @@ def render_table(
     return buf.getvalue()
 
 
+def _lowest_free(plan: MemoryPlan) -> str:
+    """The footer's predicted lowest free memory, per rank where the ranks differ."""
+    values = sorted({r.lowest_free for r in plan.ranks})
+    shown = (
+        f"{values[0] / GiB:.2f} GiB"
+        if len(values) == 1
+        else ", ".join(f"rank {r.rank} {r.lowest_free / GiB:.2f}" for r in plan.ranks) + " GiB"
+    )
+    return (
+        f"Predicted lowest free after sizing: {shown} per rank (estimate: the card less every "
+        "component at its peak and the KV blocks; the safety margin and the JIT headroom's "
+        "prewarm part stay free)"
+    )
+
+
 BAR_WIDTH = 60
-BAR_CHARS = dict(zip(ComponentName, "ocWawgjsK", strict=True))
+BAR_CHARS = dict(zip(ComponentName, "ocWawgtjsK", strict=True))
 """One letter per component, in plan order."""
 
 

@@ -1,11 +1,12 @@
 """The worker's KV budget arithmetic, pure so it is tested without vLLM or a GPU.
 
-On a GPU: what is physically free after vLLM's profile run, minus what the profile run
-showed comes back (the activation peak), the CUDA-graph pool, the JIT headroom and the
-safety margin. On the CPU backend vLLM's figure is the ``--kv-cache-memory-bytes`` the
-launcher passed (the plan's KV plus the two reserves), so the reserves are subtracted
-from it. A pinned KV size is returned exactly, or refused if it no longer fits (on a GPU:
-if it does not fit the free memory less the safety margin).
+On a GPU: what is physically free after vLLM's profile run, minus what the profile run showed
+comes back (the activation peak), the CUDA-graph pool, the plan's transients (what request
+features allocate after sizing), the JIT headroom and the safety margin. On the CPU backend
+vLLM's figure is the ``--kv-cache-memory-bytes`` the launcher passed (the plan's KV plus the
+two reserves), so the reserves are subtracted from it. A pinned KV size is returned exactly, or
+refused if it no longer fits (on a GPU: if it does not fit the free memory less the safety
+margin).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class BudgetInputs:
     """cudaMemGetInfo free right after vLLM's profile run (GPU only)."""
     peak_activation: int = 0
     cudagraph: int = 0
+    transients: int = 0
+    """The plan's ``transients``: what request features allocate after sizing, held back on a
+    GPU like the activation peak (on the CPU backend the plan's KV figure already leaves it)."""
     calibrated: bool = False
     """Every measurable component of this rank's plan is a measurement of an earlier boot:
     the plan's KV size is then the contract (returned whenever it fits)."""
@@ -48,7 +52,11 @@ def kv_budget(i: BudgetInputs) -> Budget:
         room = i.vllm_available - i.jit_headroom - i.safety_margin
         basis = "vLLM's figure"
     else:
-        graphs = {Name.ACTIVATION_PEAK: i.peak_activation, Name.CUDAGRAPH_POOL: i.cudagraph}
+        graphs = {
+            Name.ACTIVATION_PEAK: i.peak_activation,
+            Name.CUDAGRAPH_POOL: i.cudagraph,
+            Name.TRANSIENTS: i.transients,
+        }
         reserved = {**graphs, **reserved}
         room = i.free_after_profile - sum(reserved.values())
         basis = f"measured free {format_size(i.free_after_profile)} after profiling"

@@ -40,6 +40,7 @@ ROOM_OF_TOP_MODULE = {
     "bounded": "base",  # reading input files: regular files of a bounded size
     "installed": "base",  # where an installed package lies, found without importing it
     "vllm_options": "base",  # vLLM's option table and how its parser reads an argument list
+    "vllm": "base",  # vLLM's internals and request fields, named in one room, read as data
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
     "vllm_serve": "runtime",  # vLLM's serve entry, run as vLLM's process on every node

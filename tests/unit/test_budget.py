@@ -37,6 +37,22 @@ def test_gpu_uses_physical_free_memory_and_every_reserve():
     assert "measured free" in b.basis
 
 
+def test_gpu_holds_back_the_plans_transients_and_records_them():
+    base = dict(
+        platform="cuda",
+        vllm_available=6 * GiB,
+        jit_headroom=1 * GiB,
+        safety_margin=512 * MiB,
+        planned_kv=5 * GiB,
+        free_after_profile=8 * GiB,
+    )
+    without = kv_budget(BudgetInputs(**base))
+    held = kv_budget(BudgetInputs(**base, transients=486 * MiB))
+    assert without.bytes - held.bytes == 486 * MiB
+    assert held.reserved["transients"] == 486 * MiB
+    assert "transients" not in kv_budget(cpu(transients=486 * MiB)).reserved
+
+
 def test_pinned_is_exact_when_it_fits():
     assert kv_budget(cpu(pinned_kv=40 * MiB)).bytes == 40 * MiB
 

@@ -267,9 +267,10 @@ def test_compile_key_variables_in_env_are_warned(tmp_path):
     result = CliRunner().invoke(cli, [str(path), "--dry-run"])
     assert result.exit_code == 0, result.output
     warned = [x for x in result.stderr.splitlines() if x.startswith("warning: ")]
+    first = MINIMAL.count("\n") + 2  # the line after MINIMAL's and "env:"
     assert [w.split()[1:3] for w in warned] == [
-        [f"{path}:21", "env.B12X_FOO:"],
-        [f"{path}:22", "env.CUTLASS_X:"],
+        [f"{path}:{first}", "env.B12X_FOO:"],
+        [f"{path}:{first + 1}", "env.CUTLASS_X:"],
     ]
     assert "compile-cache key" in warned[0]
     validate = CliRunner().invoke(cli, ["validate", str(path)])

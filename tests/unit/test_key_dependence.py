@@ -21,15 +21,16 @@ from tests.conftest import PROFILES
 
 SHIPPED = {
     "deepseek-v32.yaml": "72184d2cd6ca",
-    "glm52-2node.yaml": "8b1607ac6c76",
-    "glm52-dcp1.yaml": "705524dd8196",
-    "glm52-dcp2.yaml": "ae885d405aef",
-    "glm52.yaml": "3928e3a0ff8c",
+    "glm52-2node.yaml": "27474cada00a",
+    "glm52-dcp1.yaml": "b865d5c8aa14",
+    "glm52-dcp2.yaml": "625f8210ee67",
+    "glm52.yaml": "42e5db23e3dc",
     "kimi-k2.yaml": "aed97a72c6bd",
     "tiny-cpu.yaml": "a9ce37d1ef97",
 }
 """Each shipped profile's fingerprint, computed before the keys' dependence moved onto the
-schema's fields (main at 3141fa7)."""
+schema's fields (main at 3141fa7); the GLM-5.2 profiles' since they refuse prompt logprobs
+(``serving.prompt_logprobs: refuse``, which changes their vLLM command)."""
 
 
 def test_every_shipped_profile_is_pinned():
@@ -77,7 +78,8 @@ def test_an_ignored_key_keeps_the_fingerprint(setting):
         "prewarm.autotune=true",
         "hardware.memory=90GiB",
         "parallel.interleave=2",
-        "vllm.extra_args=[--max-logprobs, '5']",
+        "serving.max_logprobs=64",
+        "serving.prompt_logprobs=reserve",
     ],
 )
 def test_a_key_that_changes_memory_or_code_changes_the_fingerprint(setting):

@@ -17,6 +17,11 @@ from launcher.launch.hardware import Gpu, query_gpus
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, PROFILES
 
+BACKEND_LINE = next(
+    i for i, line in enumerate(MINIMAL.splitlines(), 1) if "attention_backend" in line
+)
+"""MINIMAL's line of ``vllm.attention_backend``."""
+
 
 def rtx(index, used=300 * MiB, name="NVIDIA RTX PRO 6000 Blackwell Server Edition"):
     total = int(95.59 * GiB)
@@ -392,7 +397,7 @@ def test_a_profile_the_installed_vllm_cannot_serve_is_refused_before_it_starts(
     by_key = {i.key: i for i in exc.value.issues}
     assert set(by_key) == {"vllm.attention_backend", "model.quantization"}
     backend = by_key["vllm.attention_backend"]
-    assert backend.line == 19 and backend.file.endswith("p.yaml")
+    assert backend.line == BACKEND_LINE and backend.file.endswith("p.yaml")
     assert "B12X_MLA_SPARSE is not a sparse-MLA backend of this vLLM" in backend.message
     assert "set vllm.attention_backend to FLASHMLA_SPARSE" in backend.message
     assert "gilded-gnosis" in backend.message  # the line that has it
@@ -443,7 +448,9 @@ def test_cli_launch_on_the_wrong_vllm_exits_1_naming_the_key(
     ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 1, out.output
-    assert f"error: {path}:19 vllm.attention_backend: B12X_MLA_SPARSE is not" in out.stderr
+    assert (
+        f"error: {path}:{BACKEND_LINE} vllm.attention_backend: B12X_MLA_SPARSE is not" in out.stderr
+    )
     assert f"error: {path}:4 model.quantization: exl3" in out.stderr
     assert "Traceback" not in out.output
 

@@ -29,6 +29,7 @@ def test_components_and_kv_add_up_to_the_card(write):
             "activation_peak",
             "workspaces",
             "cudagraph_pool",
+            "transients",
             "jit_headroom",
             "safety_margin",
         ]

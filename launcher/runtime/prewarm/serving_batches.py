@@ -61,7 +61,7 @@ class Shape:
     """Include a request sampled at temperature > 0 (vLLM's CPU backend cannot: its
     sampler fails with "CPU Generator does not use offset")."""
     max_logprobs: int = 20
-    """The most logprobs the API accepts (``--max-logprobs``)."""
+    """The most logprobs the API accepts (``--max-logprobs``; -1 read as the vocabulary)."""
 
     @property
     def logical_block(self) -> int:
@@ -334,9 +334,10 @@ def shape_of(worker: Any) -> Shape:
 
 
 def _max_logprobs(model_config: Any) -> int:
-    """``--max-logprobs`` (-1: the vocabulary; the features serve up to 20 of them)."""
+    """``--max-logprobs`` as vLLM reads it (-1: the vocabulary): the features serve logprob
+    counts up to it, each V2 ``TOPK_BLOCK_SIZE`` it reaches (``request_features``)."""
     n = int(getattr(model_config, "max_logprobs", 20))
-    return 20 if n < 0 else n
+    return int(model_config.get_vocab_size()) if n < 0 else n
 
 
 # ------------------------------------------------------------------ inside a worker

@@ -447,7 +447,10 @@ class VllmWarmupProvider:
             for e in entry_points(ctx)
         ]
         if any(e.name == "serving_batches" for e in entry_points(ctx)):
-            features = request_features.describe(ctx.profile.mtp_tokens)
+            s = ctx.profile.serving
+            features = request_features.describe(
+                ctx.profile.mtp_tokens, s.max_logprobs, s.prompt_logprobs
+            )
             lines += [f"request features served before sizing, {line}" for line in features]
         return lines
 

@@ -1,0 +1,1 @@
+"""vLLM's internals the launcher names, in one room."""
