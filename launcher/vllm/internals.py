@@ -88,7 +88,7 @@ class Internal:
 
 FORK = ("gilded-gnosis", "b12x-package")
 """The fork lines (``profile.vllm_runtime.VLLM_LINES``): their backends and warmups."""
-LATE = "its kernels compile after sizing, and the next plan reserves more for them"
+LATE = "compile after sizing, and the next plan reserves more for them"
 
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
 CPU_WORKER = "vllm.v1.worker.cpu_worker"
@@ -479,7 +479,7 @@ DECLARED: tuple[Internal, ...] = (
         "warmup.b12x_prepare_alt",
         f"{WARMUP}.b12x_prepare:begin_b12x_preparation",
         "vllm",
-        skip("the b12x-package line's weights preparation runs after sizing: " + LATE),
+        skip("the b12x-package line's weights preparation runs after sizing: its kernels " + LATE),
         lines=("b12x-package",),
         group="b12x_prepare",
     ),
@@ -522,7 +522,7 @@ DECLARED: tuple[Internal, ...] = (
         "triton.correct_attn_out_common",
         "vllm.v1.attention.ops.common:correct_attn_out",
         "triton",
-        skip("the DCP combine kernel " + LATE),
+        skip("the DCP combine kernels " + LATE),
         group="correct_attn_out",
         params=("out", "lses", "cp_rank", "ctx"),
     ),
@@ -530,19 +530,19 @@ DECLARED: tuple[Internal, ...] = (
         "triton.a2a_pack",
         f"{DCP}:_dcp_a2a_pack_send",
         "triton",
-        skip("the DCP all-to-all pack kernel " + LATE),
+        skip("the DCP all-to-all pack kernels " + LATE),
     ),
     _f(
         "triton.a2a_combine",
         f"{DCP}:_dcp_a2a_unpack_combine",
         "triton",
-        skip("the DCP all-to-all combine kernel " + LATE),
+        skip("the DCP all-to-all combine kernels " + LATE),
     ),
     _f(
         "triton.mask_empty_context",
         "vllm.v1.attention.ops.triton_merge_attn_states:mask_empty_context",
         "triton",
-        skip("the empty-context mask kernel " + LATE),
+        skip("the empty-context mask kernels " + LATE),
     ),
     _m(
         "triton.b12x_backend",
@@ -555,14 +555,14 @@ DECLARED: tuple[Internal, ...] = (
         "triton.indexer_chunks",
         f"{MLA}.indexer:build_prefill_chunk_metadata",
         "triton",
-        skip("the indexer's prefill chunk metadata kernel " + LATE),
+        skip("the indexer's prefill chunk metadata kernels " + LATE),
         lines=FORK,
     ),
     _f(
         "triton.filter_dcp_index",
         f"{MLA}.sparse_utils:triton_filter_and_convert_dcp_index",
         "triton",
-        skip("the DCP index filter kernel " + LATE),
+        skip("the DCP index filter kernels " + LATE),
         lines=FORK,
     ),
     # -- kernels the worker's threads compile ahead (sampler_ahead, moe_buckets)
@@ -583,20 +583,20 @@ DECLARED: tuple[Internal, ...] = (
         "kernel.fused_moe",
         "vllm.model_executor.layers.fused_moe.fused_moe:fused_moe_kernel",
         "vllm",
-        skip("the MoE buckets are not compiled ahead: " + LATE),
+        skip("the MoE buckets are not compiled ahead: their kernels " + LATE),
         kind="kernel",
     ),
     _f(
         "kernel.moe_config",
         "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config",
         "vllm",
-        skip("the MoE buckets are not compiled ahead: " + LATE),
+        skip("the MoE buckets are not compiled ahead: their kernels " + LATE),
     ),
     _m(
         "moe.exl3",
         "vllm.model_executor.layers.quantization.exl3",
         "vllm",
-        skip("the EXL3 MoE runtimes are not prewarmed: " + LATE),
+        skip("the EXL3 MoE runtimes are not prewarmed: their kernels " + LATE),
         lines=FORK,
     ),
 )
@@ -678,6 +678,23 @@ def resolve(entry: Internal | str, on: Any = None) -> Any:
         except AttributeError:
             return Missing(entry, f"{entry.module} has no {entry.path}")
     return obj
+
+
+class InternalMissing(RuntimeError):
+    """A declared internal used where the check before the weights said it was missing."""
+
+
+def resolve_first(group: str) -> Any:
+    """The first present entry of ``group``; ``InternalMissing`` naming each when none is
+    (the check before the weights has then logged the downgrade the caller's part costs)."""
+    missing = []
+    for entry in DECLARED:
+        if entry.group == group:
+            found = resolve(entry)
+            if not isinstance(found, Missing):
+                return found
+            missing.append(str(found))
+    raise InternalMissing("; ".join(missing))
 
 
 def module_path(entry: Internal | str) -> str:
