@@ -333,6 +333,9 @@ class MissingInternal(Frozen):
     """The refusal's reason, the skip's cost or the fallback taken."""
     why: str
     """What the installed source showed: ``absent``, or the signature it has."""
+    expected: bool = False
+    """The release table records it absent on this release: a reviewed gap (the part has
+    nothing to do there, or its cost is known), not a rename found at boot."""
 
 
 class InternalsCheck(Frozen):

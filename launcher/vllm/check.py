@@ -3,9 +3,9 @@
 The installed release's source is read as ``scan`` reads a wheel (the same rule, so the
 worker, the image build and the table agree). For a deployment, each declared internal it
 needs (``needed_by`` among what it runs, ``lines`` including its vLLM line) that the release
-lacks is either a named refusal (a ``refuse`` entry; also a ``skip`` entry under
-``prewarm.strict_jit``, whose late compiles would be fatal anyway) or a named downgrade,
-printed and recorded.
+lacks is either a named refusal (a ``refuse`` entry; under ``prewarm.strict_jit`` also a
+``skip`` entry the release table does not record as absent there, whose late compiles would
+be fatal anyway) or a named downgrade, logged and recorded.
 
 ``python -m launcher.vllm.check``: the image build's step; fails on an internal the release
 lacks with nothing declared to do instead, and says each downgrade it would cost.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from launcher.contract.record import InternalsCheck, MissingInternal
 from launcher.vllm.internals import DECLARED
-from launcher.vllm.releases import Reading, gaps, outcome, read_all, version_of
+from launcher.vllm.releases import Reading, gaps, load, outcome, read_all, version_of
 
 
 class InternalsRefused(RuntimeError):
@@ -47,6 +47,7 @@ def decide(
     readings: dict[str, Reading], release: str, needed: frozenset[str], line: str
 ) -> InternalsCheck:
     """The declared internals ``needed`` that ``readings`` lack, each with what it costs."""
+    known = load().get(release, {})
     missing = [
         MissingInternal(
             name=e.name,
@@ -55,6 +56,7 @@ def decide(
             without=e.without.kind,
             says=e.without.says,
             why=why,
+            expected=outcome(e, known) is not None if known else False,
         )
         for e in DECLARED
         if e.needed_by in needed
@@ -65,16 +67,22 @@ def decide(
 
 
 def refusals(check: InternalsCheck, strict: bool) -> list[MissingInternal]:
-    """What stops the boot: ``refuse`` entries; ``skip`` ones too under strict JIT."""
-    stops = ("refuse", "skip") if strict else ("refuse",)
-    return [m for m in check.missing if m.without in stops]
+    """What stops the boot: ``refuse`` entries; under strict JIT also ``skip`` ones the
+    release table does not record as absent on this release (a rename, or a release no one
+    has scanned: its late compiles would be fatal)."""
+    return [
+        m
+        for m in check.missing
+        if m.without == "refuse" or (strict and m.without == "skip" and not m.expected)
+    ]
 
 
 def downgrade_lines(check: InternalsCheck) -> list[str]:
     """``keys: not derived on this release: X missing``, one a downgrade."""
     return [
         f"{m.needed_by}: not {'done' if m.without == 'skip' else 'read'} on vLLM "
-        f"{check.release}: {m.name} missing ({m.where}: {m.why}); {m.says}"
+        f"{check.release}: {m.name} missing ({m.where}: {m.why}"
+        f"{', as the release table says' if m.expected else ''}); {m.says}"
         for m in check.missing
         if m.without != "refuse"
     ]

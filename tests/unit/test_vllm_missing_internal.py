@@ -28,7 +28,7 @@ def _params(entry: Internal) -> str:
     return ", ".join(names) or "*args"
 
 
-def stand_in(root: Path, drop: set[str]) -> Path:
+def stand_in(root: Path, drop: set[str], version: str = "0.99.0") -> Path:
     """A ``vllm`` source tree holding every declared internal but those in ``drop``."""
     modules: dict[str, list[str]] = defaultdict(list)
     classes: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -66,7 +66,7 @@ def stand_in(root: Path, drop: set[str]) -> Path:
         for parent in list(path.relative_to(root).parents)[:-1]:
             (root / parent / "__init__.py").touch()
         path.with_suffix(".py").write_text("import triton\n" + "".join(bodies))
-    (root / "vllm" / "_version.py").write_text("__version__ = version = '0.99.0'\n")
+    (root / "vllm" / "_version.py").write_text(f"__version__ = version = '{version}'\n")
     return root
 
 
@@ -108,6 +108,18 @@ def test_each_internal_taken_away_is_a_refusal_or_a_printed_downgrade(entry, tmp
         said = [s for s in check.downgrade_lines(found) if f" {entry.name} missing" in s]
         assert said, (entry.name, check.downgrade_lines(found))
         assert entry.without.says in said[0]
+
+
+def test_a_gap_the_release_table_knows_is_a_downgrade_even_under_strict_jit(tmp_path):
+    """vLLM 0.32 has no block-table warmup (the table says so): nothing compiles late for
+    it, so strict JIT does not refuse; the same gap on a release no one scanned does."""
+    known = stand_in(tmp_path / "a", {"warmup.block_table"}, version="0.32.0")
+    found = check.before_weights("cuda", EVERY_PROVIDER, "upstream", True, known)
+    assert [(m.name, m.expected) for m in found.missing] == [("warmup.block_table", True)]
+    assert "as the release table says" in check.downgrade_lines(found)[0]
+    unknown = stand_in(tmp_path / "b", {"warmup.block_table"}, version="0.34.0")
+    with pytest.raises(check.InternalsRefused, match=r"warmup\.block_table"):
+        check.before_weights("cuda", EVERY_PROVIDER, "upstream", True, unknown)
 
 
 def test_a_deployment_that_does_not_run_it_is_not_held_to_it(tmp_path):
