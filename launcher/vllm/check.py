@@ -102,6 +102,27 @@ def refusal_message(check: InternalsCheck, stops: list[MissingInternal], strict:
     return "; ".join(parts) + f". Fix: {fix}"
 
 
+def on_table(release: str, line: str, platform: str, providers: Iterable[str]) -> list[str]:
+    """The downgrades the release table says a deployment gets on upstream ``release``
+    (``0.26``), for the plan to print: nothing for a fork line (no table of its source) or
+    a release the table lacks (the worker's check says it at boot)."""
+    from launcher.vllm.releases import line_release
+
+    rows = {line_release(v): (v, row) for v, row in load().items()}
+    if line != "upstream" or release not in rows:
+        return []
+    version, row = rows[release]
+    found = decide(row, version, needs(platform, providers), line)
+    by_part: dict[str, list[str]] = {}
+    for m in found.missing:
+        by_part.setdefault(m.needed_by, []).append(m.name)
+    return [
+        f"{part}: not all done on vLLM {version}: {', '.join(names)} missing (the release "
+        "table; each one's cost is logged at boot and in the rank record)"
+        for part, names in by_part.items()
+    ]
+
+
 def before_weights(
     platform: str, providers: Iterable[str], line: str, strict: bool, root: Path | None = None
 ) -> InternalsCheck:

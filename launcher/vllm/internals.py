@@ -86,7 +86,7 @@ class Internal:
         return self.module if self.path is None else f"{self.module}:{self.path}"
 
 
-FORK = ("gilded-gnosis", "b12x-package")
+FORK = ("gilded-gnosis", "b12x-fork")
 """The fork lines (``profile.vllm_runtime.VLLM_LINES``): their backends and warmups."""
 LATE = "compile after sizing, and the next plan reserves more for them"
 
@@ -472,7 +472,7 @@ DECLARED: tuple[Internal, ...] = (
         "vllm.v1.worker.b12x_startup:begin_b12x_preparation",
         "vllm",
         fallback("vllm.model_executor.warmup.b12x_prepare"),
-        lines=("b12x-package",),
+        lines=("b12x-fork",),
         group="b12x_prepare",
     ),
     _f(
@@ -480,7 +480,7 @@ DECLARED: tuple[Internal, ...] = (
         f"{WARMUP}.b12x_prepare:begin_b12x_preparation",
         "vllm",
         skip("the b12x-package line's weights preparation runs after sizing: its kernels " + LATE),
-        lines=("b12x-package",),
+        lines=("b12x-fork",),
         group="b12x_prepare",
     ),
     _f(

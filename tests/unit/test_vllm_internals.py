@@ -85,3 +85,29 @@ def test_resolve_gives_the_object_or_a_typed_missing():
     assert missing.entry is entry and "peak_activation_memory" in str(missing)
     gone = internals.resolve("scratch.kv_groups")  # no vLLM in the unit venv
     assert isinstance(gone, internals.Missing) and "does not import" in gone.why
+
+
+def test_every_line_an_entry_names_is_a_registered_vllm_line():
+    from launcher.profile.vllm_runtime import VLLM_LINES
+
+    for e in DECLARED:
+        assert set(e.lines) <= set(VLLM_LINES), (e.name, e.lines)
+
+
+def test_the_plan_prints_the_downgrades_of_the_release_it_is_checked_against():
+    """An upstream deployment (kimi-k2.yaml) planned against 0.26 (the dry run's release) is
+    told what that release lacks of what its worker uses; against 0.33, what 0.33 lacks."""
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+    from tests.conftest import PROFILES
+
+    for release, part, names in (
+        ("0.26", "triton", "triton.a2a_pack, triton.a2a_combine"),
+        ("0.33", "vllm", "warmup.block_table"),
+    ):
+        args = [str(PROFILES / "kimi-k2.yaml"), "--dry-run", "--set", f"vllm.release={release}"]
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 0, out.output
+        text = " ".join(out.output.split())
+        assert f"note: {part}: not all done on vLLM {release}.0: {names} missing" in text
