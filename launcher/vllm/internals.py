@@ -496,6 +496,7 @@ DECLARED: tuple[Internal, ...] = (
         skip("DeepGEMM's kernels " + LATE),
         params=("model",),
     ),
+    _m("warmup.envs", "vllm.envs", "vllm", skip("DeepGEMM's warmup is not run")),
     _f(
         "warmup.deep_gemm_supported",
         "vllm.utils.deep_gemm:is_deep_gemm_supported",
@@ -521,6 +522,14 @@ DECLARED: tuple[Internal, ...] = (
     _f(
         "triton.correct_attn_out_common",
         "vllm.v1.attention.ops.common:correct_attn_out",
+        "triton",
+        skip("the DCP combine kernels " + LATE),
+        group="correct_attn_out",
+        params=("out", "lses", "cp_rank", "ctx"),
+    ),
+    _f(
+        "triton.correct_attn_out_old",
+        "vllm.attention.ops.common:correct_attn_out",
         "triton",
         skip("the DCP combine kernels " + LATE),
         group="correct_attn_out",
@@ -700,3 +709,18 @@ def resolve_first(group: str) -> Any:
 def module_path(entry: Internal | str) -> str:
     """``module:path`` of a declared entry, for the runtime's lookups by path."""
     return (by_name(entry) if isinstance(entry, str) else entry).where
+
+
+def module_of(entry: Internal | str) -> str:
+    """The module a declared entry lives in."""
+    return (by_name(entry) if isinstance(entry, str) else entry).module
+
+
+def holder_path(entry: Internal | str) -> str:
+    """``module:Class`` of a declared ``Class.member`` entry (the class a patch rebinds on)."""
+    return module_path(entry).rpartition(".")[0]
+
+
+def group_paths(group: str) -> tuple[str, ...]:
+    """``module:path`` of each entry of ``group``, in the declared order (tried in turn)."""
+    return tuple(e.where for e in DECLARED if e.group == group)
