@@ -62,7 +62,9 @@ COPY launcher /tmp/b12x-launch-src/launcher
 # adding b12x moves none of them: a conflict fails the build instead of swapping vLLM's
 # toolchain. Then record the build id the caches are keyed by, and what the image's vLLM
 # registers (attention backends, quantization methods, plugins loaded): the entry point's
-# check reads that record instead of importing vLLM at every start.
+# check reads that record instead of importing vLLM at every start. The image's vLLM is
+# checked against every internal the worker uses (launcher/vllm/internals.py): one it lacks
+# with nothing declared to do instead fails the build.
 RUN set -eux; \
     cd /tmp/b12x-launch-src; \
     python3 -c "from launcher.entrypoint import write_constraints; write_constraints('/tmp/pins.txt')"; \
@@ -77,6 +79,7 @@ RUN set -eux; \
         "from launcher.entrypoint import write_build_info; write_build_info('/opt/b12x-launch/build.json')"; \
     python3 -c \
         "from launcher.profile.can_serve import record_registry; record_registry('/opt/b12x-launch/vllm-registry.json')"; \
+    python3 -m launcher.vllm.check; \
     rm -rf /tmp/b12x-launch-src /tmp/pins.txt; \
     b12x-launch --version; \
     command -v dumb-init

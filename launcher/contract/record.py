@@ -321,6 +321,37 @@ class KvActual(Frozen):
     """The tokens the plan said."""
 
 
+class MissingInternal(Frozen):
+    """A declared vLLM internal (``launcher.vllm.internals``) the installed vLLM lacks."""
+
+    name: str
+    """The entry's name (``runner.profile_run``)."""
+    where: str
+    """``module:path`` in vLLM."""
+    needed_by: str
+    """What depends on it: ``worker``, ``cuda`` or a prewarm provider."""
+    without: Literal["refuse", "skip", "fallback"]
+    """What the launcher does without it (a recorded one was never ``refuse``: that boot
+    stopped before the weights)."""
+    says: str
+    """The refusal's reason, the skip's cost or the fallback taken."""
+    why: str
+    """What the installed source showed: ``absent``, or the signature it has."""
+    expected: bool = False
+    """The release table records it absent on this release: a reviewed gap (the part has
+    nothing to do there, or its cost is known), not a rename found at boot."""
+
+
+class InternalsCheck(Frozen):
+    """The declared vLLM internals, resolved before the weights loaded."""
+
+    release: str
+    """The installed vLLM's version, as its ``_version.py`` says."""
+    missing: list[MissingInternal] = Field(default_factory=list)
+    """What this deployment needs and the release lacks: each a named downgrade (a refused
+    boot writes no record)."""
+
+
 class Activation(Frozen):
     """Torch's activation peak across vLLM's profile run, and what its warmup left cached."""
 
@@ -438,6 +469,9 @@ class RankRecord(Contract):
     past the warmup splits into segments torch grew and memory outside its allocator."""
     activation: Activation | None = None
     """The activation peak and what vLLM's warmup left cached (None: not measured)."""
+    internals: InternalsCheck | None = None
+    """The declared vLLM internals this deployment needs, resolved before the weights loaded:
+    the downgrades this release costs (None: not checked)."""
 
     def serving_dip(self) -> tuple[int, int | None] | None:
         """What serving took past vLLM's warmup at its low, and how much of it was torch's

@@ -111,9 +111,21 @@ def gather(
         measured=measured or {},
         gpu_memory=memory,
         gpu_memory_source=memory_source,
-        notes=model.notes,
+        notes=(*model.notes, *_internals_notes(deployment)),
         deployment=deployment,
     )
+
+
+def _internals_notes(deployment: Deployment) -> list[str]:
+    """What the vLLM release this plan is checked against lacks of the internals the
+    deployment's worker uses (``launcher/vllm/releases.json``), each a named downgrade."""
+    from launcher.profile.capabilities import DRY_RUN_RELEASE
+    from launcher.vllm.check import on_table
+
+    p = deployment.profile
+    release = p.vllm.release if p.vllm.release not in (None, "auto") else DRY_RUN_RELEASE
+    platform = "cpu" if p.hardware.gpu == "cpu" else "cuda"
+    return on_table(release, deployment.runtime.name, platform, deployment.prewarm)
 
 
 def _check_quantization(loaded: LoadedProfile, model: ModelSource) -> None:

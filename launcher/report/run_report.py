@@ -17,6 +17,7 @@ from launcher.contract.runfile import plan_of
 from launcher.errors import EnvironmentProblem
 from launcher.report.vllm_log import parse_kv_lines
 from launcher.units import format_size, in_unit, table_unit
+from launcher.vllm.check import downgrade_lines
 
 LOG_MAX = 64 << 20
 """How much of a vLLM log is read: its last 64 MiB."""
@@ -112,6 +113,8 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
             console.print(f"  free memory: {free}")
         for entry in r.late_compiles:  # each late kernel, and what the next boot does about it
             console.print(f"  late: {entry.describe()}")
+        for line in downgrade_lines(r.internals) if r.internals is not None else ():
+            console.print(f"  downgrade: {line}")  # a declared vLLM internal this release lacks
     if not records:
         console.print(
             "no measurement records: the workers never reached sizing "

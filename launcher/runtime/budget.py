@@ -17,6 +17,7 @@ from typing import Any
 from launcher.contract.names import ComponentName as Name
 from launcher.contract.record import Budget
 from launcher.units import format_size
+from launcher.vllm.internals import Missing, resolve
 
 
 class BudgetError(RuntimeError):
@@ -93,7 +94,14 @@ def kv_budget(i: BudgetInputs) -> Budget:
 def beside_kv(taken: int, kv_cache_config: Any) -> int:
     """What vLLM allocated beside the KV cache while building it (``taken``: device free
     before less after): attention metadata buffers and the like, which the budget must
-    leave room for on the next boot. vLLM's ``KVCacheConfig`` names each tensor's bytes."""
-    tensors = getattr(kv_cache_config, "kv_cache_tensors", None) or ()
-    kv = sum(int(getattr(t, "size", 0)) for t in tensors)
+    leave room for on the next boot. vLLM's ``KVCacheConfig`` names each tensor's bytes; a
+    release without them (``kv.kv_cache_tensors``, declared: the check before the weights
+    said so) measures nothing here."""
+    tensors = resolve("kv.kv_cache_tensors", on=kv_cache_config)
+    sizes = (
+        [] if isinstance(tensors, Missing) else [resolve("kv.tensor_size", on=t) for t in tensors]
+    )
+    if not sizes or any(isinstance(size, Missing) for size in sizes):
+        return 0
+    kv = sum(int(size) for size in sizes)
     return max(0, taken - kv) if kv else 0

@@ -39,10 +39,11 @@ from typing import Any
 from launcher import atomic
 from launcher.artifact.compile_env import FACTORS
 from launcher.runtime.prewarm import runtime_function
+from launcher.vllm.internals import holder_path
 
 INDEX = "vllm_compile_cache.py"
-BACKEND = "vllm.compilation.backends:VllmBackend"
-ADAPTOR = "vllm.compilation.compiler_interface:InductorStandaloneAdaptor"
+BACKEND = holder_path("compile.backend_call")
+ADAPTOR = holder_path("compile.adaptor_load")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ ORDER = (
     "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
     "contract",  # the types of all that crosses a process or a boot: plan, run file, records
     "gpu",  # beside vLLM: the cards' memory read from any process, as the contract's types
+    "vllm",  # vLLM's internals the stage uses, declared; the release table; the check
     "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
     "deployment",  # resolve once: the profile's derived values, each with its reason
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner

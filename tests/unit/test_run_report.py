@@ -216,3 +216,27 @@ def test_report_says_free_memory_after_the_warmup_and_while_serving_against_the_
     assert "BELOW IT" in text, said  # MINIMAL keeps 512 MiB
     assert "(of the 768.00 MiB serving took, torch's segments 512.00 MiB)" in text, said
     assert sum("free memory:" in x for x in lines) == 1  # the other ranks measured none
+
+
+def test_report_shows_the_downgrades_a_vllm_release_cost_the_boot(tmp_path, write):
+    """The worker's check before the weights (``launcher.vllm.check``) is recorded and shown."""
+    from launcher.contract.record import InternalsCheck, MissingInternal, RankRecord
+
+    run, _ = make_run(tmp_path, write)
+    profile = load_profile(write("p.yaml", MINIMAL), [f"runtime.cache_root={tmp_path}"]).profile
+    path = run / "measure-rank0.json"
+    record = RankRecord.model_validate(json.loads(path.read_text()))
+    gap = MissingInternal(
+        name="warmup.block_table",
+        where="vllm.model_executor.warmup.v1_block_table_warmup:warm_v1_block_table_kernels",
+        needed_by="vllm",
+        without="skip",
+        says="the block-table kernels compile after sizing",
+        why="absent",
+    )
+    checked = InternalsCheck(release="0.34.0", missing=[gap])
+    save_record(record.model_copy(update={"internals": checked}), run, profile)
+    out = CliRunner().invoke(cli, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "downgrade: vllm: not done on vLLM 0.34.0: warmup.block_table missing" in text

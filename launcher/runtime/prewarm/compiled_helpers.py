@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.runtime.prewarm import PrewarmContext, runtime_function
+from launcher.vllm.internals import module_path
 
-BATCH_CHANGE = "vllm.v1.spec_decode.utils:update_num_computed_tokens_for_batch_change"
+BATCH_CHANGE = module_path("serving.batch_change")
 
 
 def size_classes(limit: int) -> list[int]:

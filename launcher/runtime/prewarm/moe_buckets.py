@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.runtime.prewarm import PrewarmContext, runtime_function
 from launcher.runtime.prewarm.parallel_compile import compile_only
+from launcher.vllm.internals import module_path
 
 
 def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[int]:
@@ -33,7 +34,7 @@ def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[i
     return sorted(c for c in counts if 1 <= c <= max_tokens)
 
 
-MOE_CONFIG = "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config"
+MOE_CONFIG = module_path("kernel.moe_config")
 MOE_KERNELS = MOE_CONFIG.partition(":")[0]
 """Where vLLM's fused-MoE Triton kernels live (``fused_moe_kernel``, ``..._gptq_awq``)."""
 

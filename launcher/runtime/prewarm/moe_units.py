@@ -15,7 +15,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-EXL3_MODULES = ("vllm.model_executor.layers.quantization.exl3",)
+from launcher.vllm.internals import module_of
+
+EXL3_MODULES = (module_of("moe.exl3"),)
 """The fork's EXL3 quantization module (both lines)."""
 RUNTIME_DICTS = ("_RANK_SLICED_RUNTIMES", "_EXACT_RANK_SLICED_RUNTIMES", "_MIXED_TRELLIS_RUNTIMES")
 """Its module-level caches of planned MoE runtimes, keyed by layer shape."""

@@ -27,15 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.contract.record import Restored
+from launcher.vllm.internals import OWNED_MODULES
 
-OWNED = (
-    "vllm.v1.worker.",
-    "vllm.v1.spec_decode.",
-    "vllm.v1.utils",
-    "vllm.v1.cudagraph_dispatcher",
-    "vllm.v1.sample.logits_processor",
-    "vllm.v1.sample.metadata",
-)
+OWNED = OWNED_MODULES
 """Modules whose objects, reached from the runner, are the runner's own state. nn.Modules (the
 model, the sampler) and vLLM's configs are never walked: the stage's compiled kernels and
 measured workspaces live there and must stay."""

@@ -74,8 +74,10 @@ def profiling_path(runner: Any) -> bool:
 
 def _config(runner: Any, blocks: int) -> Any:
     """A ``KVCacheConfig`` of ``blocks`` blocks, made as vLLM makes its minimal one."""
-    from vllm.v1.core.kv_cache_utils import get_kv_cache_config_from_groups, get_kv_cache_groups
+    from launcher.vllm.internals import resolve_first
 
+    get_kv_cache_groups = resolve_first("kv_groups")  # kv_cache_planning from vLLM 0.33
+    get_kv_cache_config_from_groups = resolve_first("kv_config_from_groups")
     groups = get_kv_cache_groups(runner.vllm_config, runner.get_kv_cache_spec())
     cache_config = runner.cache_config
     saved = cache_config.num_gpu_blocks_override

@@ -29,10 +29,11 @@ from typing import Any
 from launcher.plan.b12x_sizing import ckv_gather
 from launcher.profile.vllm_runtime import VllmLine
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.vllm.internals import group_paths, module_of
 
-BACKEND = "vllm.v1.attention.backends.mla.b12x_mla_sparse"
-SPARSE_UTILS = "vllm.v1.attention.backends.mla.sparse_utils"
-INDEXER = "vllm.v1.attention.backends.mla.indexer"
+BACKEND = module_of("triton.b12x_backend")
+SPARSE_UTILS = module_of("triton.filter_dcp_index")
+INDEXER = module_of("triton.indexer_chunks")
 CKV_MAPPING = "attention._shared.mla.dcp_ckv_mapping"
 """The full-CKV top-k remap in the kernel package (b12x or sparkinfer)."""
 MAP_BLOCK_N = 128
@@ -339,18 +340,14 @@ def _correct_attn_out(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
             "correct_attn_out",
             (("N", dcp.size), ("HEAD_DIM", dim), ("is_lse_base_on_e", base_e)),
             f"out [B, {heads}, {dim}] B in {rows}, cp_rank={dcp.rank}",
-            (
-                "vllm.v1.attention.ops.dcp:correct_attn_out",
-                "vllm.v1.attention.ops.common:correct_attn_out",
-                "vllm.attention.ops.common:correct_attn_out",
-            ),
+            group_paths("correct_attn_out"),
             launch,
         )
 
 
 A2A_ENV = "VLLM_USE_B12X_DCP_A2A"
 """The fork's switch for its b12x all-to-all combine (b12x's own pool, not Triton)."""
-DCP_OPS = "vllm.v1.attention.ops.dcp"
+DCP_OPS = module_of("triton.a2a_pack")
 
 
 def uses_a2a(ctx: PrewarmContext) -> bool:
@@ -473,7 +470,7 @@ def _draft_at_dcp1(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:
         )
 
 
-MERGE_OPS = "vllm.v1.attention.ops.triton_merge_attn_states"
+MERGE_OPS = module_of("triton.mask_empty_context")
 
 
 def _mask_empty_context(ctx: PrewarmContext, dcp: Dcp) -> Iterator[Kernel]:

@@ -51,6 +51,7 @@ from launcher.runtime.prewarm import (
     runtime_function,
     thread_samples,
 )
+from launcher.vllm.internals import group_paths, module_of, module_path
 
 Thunk = Callable[[], Any]
 
@@ -85,23 +86,21 @@ def dcp_params(runner: Any) -> tuple[int, int, int]:
 
 
 def _sparse_mla_triton(ctx: PrewarmContext):
-    fn = runtime_function(
-        "vllm.model_executor.warmup.sparse_mla_triton_warmup:sparse_mla_triton_warmup_if_needed"
-    )
+    fn = runtime_function(module_path("warmup.sparse_mla_triton"))
     if fn is None:
-        return "missing: vllm.model_executor.warmup.sparse_mla_triton_warmup"
+        return f"missing: {module_of('warmup.sparse_mla_triton')}"
     return [("sparse_mla_triton_warmup_if_needed(worker)", lambda: fn(ctx.worker))]
 
 
 def _b12x_warmup(ctx: PrewarmContext):
-    fn = runtime_function("vllm.model_executor.warmup.b12x_warmup:b12x_warmup")
+    fn = runtime_function(module_path("warmup.b12x"))
     if fn is None:
-        return "missing: vllm.model_executor.warmup.b12x_warmup"
+        return f"missing: {module_of('warmup.b12x')}"
     sizes = list(ctx.worker.vllm_config.compilation_config.cudagraph_capture_sizes or [])
     return [(f"b12x_warmup(worker, {sizes})", lambda: fn(ctx.worker, sizes))]
 
 
-B12X_STARTUP = ("vllm.v1.worker.b12x_startup", "vllm.model_executor.warmup.b12x_prepare")
+B12X_STARTUP = tuple(p.partition(":")[0] for p in group_paths("b12x_prepare"))
 """Where the b12x-package line keeps ``begin_b12x_preparation``."""
 
 
@@ -233,22 +232,20 @@ def _jit_registry(ctx: PrewarmContext):
 
 
 def _block_table(ctx: PrewarmContext):
-    fn = runtime_function(
-        "vllm.model_executor.warmup.v1_block_table_warmup:warm_v1_block_table_kernels"
-    )
+    fn = runtime_function(module_path("warmup.block_table"))
     if fn is None:
-        return "missing: vllm.model_executor.warmup.v1_block_table_warmup"
+        return f"missing: {module_of('warmup.block_table')}"
     runner = ctx.model_runner
     tokens = int(ctx.worker.vllm_config.scheduler_config.max_num_batched_tokens)
     return [(f"warm_v1_block_table_kernels(device, {tokens})", lambda: fn(runner.device, tokens))]
 
 
 def _deep_gemm(ctx: PrewarmContext):
-    fn = runtime_function("vllm.model_executor.warmup.deep_gemm_warmup:deep_gemm_warmup")
+    fn = runtime_function(module_path("warmup.deep_gemm"))
     if fn is None:
-        return "missing: vllm.model_executor.warmup.deep_gemm_warmup"
-    envs = importlib.import_module("vllm.envs")
-    supported = runtime_function("vllm.utils.deep_gemm:is_deep_gemm_supported")
+        return f"missing: {module_of('warmup.deep_gemm')}"
+    envs = importlib.import_module(module_of("warmup.envs"))
+    supported = runtime_function(module_path("warmup.deep_gemm_supported"))
     if not (envs.VLLM_USE_DEEP_GEMM and supported and supported()):
         return "skipped: DeepGEMM is off or unsupported here (vLLM's kernel_warmup skips it too)"
     if envs.VLLM_DEEP_GEMM_WARMUP == "skip":

@@ -2,10 +2,11 @@
 
 from vllm.v1.worker.cpu_worker import CPUWorker
 
+from launcher.runtime.worker.checked import CheckedFirst
 from launcher.runtime.worker.planned import PlannedMixin
 
 
-class PlannedCPUWorker(PlannedMixin, CPUWorker):
+class PlannedCPUWorker(CheckedFirst, PlannedMixin, CPUWorker):
     """vLLM's CPU worker that sizes the KV cache to the plan."""
 
     platform = "cpu"

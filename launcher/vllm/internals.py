@@ -1,0 +1,726 @@
+"""Every vLLM internal the planned worker's stage uses, declared once.
+
+No plugin interface promises these names: module paths, classes, attributes, method
+signatures, kernel launchers, and the two methods the stage patches. Each entry says what
+depends on it (``needed_by``: ``worker`` always; a prewarm provider's name when the profile
+runs it) and what happens without it:
+
+- ``refuse``: the boot cannot be what the plan says; the worker refuses before the weights
+  load, naming the entry.
+- ``skip``: the part is not done; the entry names the cost (kernels compile after sizing, a
+  figure the plan estimates instead of measures).
+- ``fallback``: another declared way is taken (an entry of the same ``group`` or the plan's
+  own figure), named.
+
+``releases.json`` (written by ``python -m launcher.vllm.scan``) says which entries each
+supported release has; ``check`` resolves them on the installed vLLM before the weights load;
+the runtime reads a name through ``resolve`` (the object, or a typed ``Missing``), never
+through ``getattr`` with a default.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["module", "function", "class", "method", "attribute", "kernel"]
+WithoutKind = Literal["refuse", "skip", "fallback"]
+
+
+@dataclass(frozen=True)
+class Without:
+    """What happens on a release that lacks the entry."""
+
+    kind: WithoutKind
+    says: str
+    """The refusal's reason, the skip's cost, or the fallback taken."""
+
+
+def refuse(why: str) -> Without:
+    return Without("refuse", why)
+
+
+def skip(cost: str) -> Without:
+    return Without("skip", cost)
+
+
+def fallback(what: str) -> Without:
+    return Without("fallback", what)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A rebinding of the entry by the stage, and how it is undone."""
+
+    by: str
+    """The launcher module that rebinds it."""
+    restore: str
+
+
+@dataclass(frozen=True)
+class Internal:
+    name: str
+    """The entry's own name (``worker.profile_run``): what the table, the record and a
+    refusal say."""
+    module: str
+    path: str | None
+    """``name`` or ``Class.member`` in ``module``; None: the module itself."""
+    kind: Kind
+    needed_by: str
+    """``worker`` (every planned boot), ``cuda`` (every boot on a GPU), or a prewarm
+    provider's name (boots whose profile runs it)."""
+    without: Without
+    params: tuple[str, ...] = ()
+    """Parameter names the launcher passes or relies on, in order (a prefix of vLLM's)."""
+    exact: bool = False
+    """The parameters must be exactly ``params``: a wrapper with a fixed signature."""
+    patch: Patch | None = None
+    lines: tuple[str, ...] = ()
+    """The vLLM lines (``profile.vllm_runtime``) a deployment needs it on; empty: every line."""
+    group: str | None = None
+    """Alternatives: one present entry of the group is enough."""
+
+    @property
+    def where(self) -> str:
+        return self.module if self.path is None else f"{self.module}:{self.path}"
+
+
+FORK = ("gilded-gnosis", "b12x-fork")
+"""The fork lines (``profile.vllm_runtime.VLLM_LINES``): their backends and warmups."""
+LATE = "compile after sizing, and the next plan reserves more for them"
+
+GPU_WORKER = "vllm.v1.worker.gpu_worker"
+CPU_WORKER = "vllm.v1.worker.cpu_worker"
+RUNNER = "vllm.v1.worker.gpu_model_runner"
+KV = "vllm.v1.kv_cache_interface"
+KV_UTILS = "vllm.v1.core.kv_cache_utils"
+KV_PLANNING = "vllm.v1.core.kv_cache_planning"
+CONFIG = "vllm.config"
+WARMUP = "vllm.model_executor.warmup"
+MLA = "vllm.v1.attention.backends.mla"
+DCP = "vllm.v1.attention.ops.dcp"
+
+
+def _m(name: str, module: str, needed_by: str, without: Without, **kw: Any) -> Internal:
+    return Internal(name, module, None, "module", needed_by, without, **kw)
+
+
+def _f(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> Internal:
+    module, _, path = where.partition(":")
+    kind: Kind = kw.pop("kind", "method" if "." in path else "function")
+    return Internal(name, module, path, kind, needed_by, without, **kw)
+
+
+def _a(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> Internal:
+    return _f(name, where, needed_by, without, kind="attribute", **kw)
+
+
+_NO_WORKER = refuse("the planned worker subclasses it; without it there is no planned worker")
+_NO_SIZING = refuse("the worker sizes the KV cache through it; a boot without it is not planned")
+_NO_SCRATCH = skip("no scratch KV stage: serving's kernels (attention, sampler) " + LATE)
+
+DECLARED: tuple[Internal, ...] = (
+    # -- the worker: what the planned worker subclasses and wraps
+    _f("worker.gpu", f"{GPU_WORKER}:Worker", "cuda", _NO_WORKER, kind="class"),
+    _f("worker.cpu", f"{CPU_WORKER}:CPUWorker", "worker", _NO_WORKER, kind="class"),
+    _f(
+        "worker.load_model",
+        f"{GPU_WORKER}:Worker.load_model",
+        "worker",
+        _NO_SIZING,
+        params=("self",),
+    ),
+    _f(
+        "worker.determine_available_memory",
+        f"{GPU_WORKER}:Worker.determine_available_memory",
+        "worker",
+        _NO_SIZING,
+        params=("self",),
+        exact=True,
+    ),
+    _f(
+        "worker.initialize_from_config",
+        f"{GPU_WORKER}:Worker.initialize_from_config",
+        "worker",
+        _NO_SIZING,
+        params=("self", "kv_cache_config"),
+        exact=True,
+    ),
+    _f(
+        "worker.compile_or_warm_up_model",
+        f"{GPU_WORKER}:Worker.compile_or_warm_up_model",
+        "worker",
+        refuse("the worker measures the CUDA-graph pool around it"),
+        params=("self",),
+        exact=True,
+    ),
+    _a(
+        "worker.peak_activation_memory",
+        f"{GPU_WORKER}:Worker.peak_activation_memory",
+        "cuda",
+        fallback(
+            "the worker's own probe of torch's peak around profile_run; without both, "
+            "the plan's activation estimate"
+        ),
+    ),
+    _a(
+        "worker.cudagraph_memory_estimate",
+        f"{GPU_WORKER}:Worker.cudagraph_memory_estimate",
+        "cuda",
+        fallback("the plan's cudagraph_pool, until a boot measures the pool"),
+    ),
+    _f(
+        "runner.profile_run",
+        f"{RUNNER}:GPUModelRunner.profile_run",
+        "cuda",
+        skip(
+            "the activation peak is not probed: vLLM's own figure (which may include its "
+            "CUDA-graph estimate), else the plan's, is reserved"
+        ),
+        params=("self",),
+    ),
+    _f(
+        "runner.execute_model",
+        f"{RUNNER}:GPUModelRunner.execute_model",
+        "worker",
+        skip("serving steps are not watched: the serving low-water figure is not read"),
+    ),
+    _f(
+        "runner.get_model",
+        f"{RUNNER}:GPUModelRunner.get_model",
+        "worker",
+        skip("the model's compiled parts are not found: compile-directory links not made"),
+        params=("self",),
+    ),
+    _a(
+        "runner.drafter",
+        f"{RUNNER}:GPUModelRunner.drafter",
+        "worker",
+        skip("the MTP drafter's model is not prewarmed: its kernels " + LATE),
+    ),
+    _f(
+        "world_group",
+        "vllm.distributed.parallel_state:get_world_group",
+        "worker",
+        refuse("the ranks meet on vLLM's CPU world group after the prewarm"),
+    ),
+    _f(
+        "set_current_vllm_config",
+        f"{CONFIG}:set_current_vllm_config",
+        "worker",
+        refuse("the prewarm runs vLLM's warmups inside the worker's config context"),
+    ),
+    _a(
+        "kv.num_blocks",
+        f"{KV}:KVCacheConfig.num_blocks",
+        "worker",
+        refuse("the record's KV blocks are read from it"),
+    ),
+    _a(
+        "kv.kv_cache_tensors",
+        f"{KV}:KVCacheConfig.kv_cache_tensors",
+        "worker",
+        skip(
+            "what vLLM allocates beside the KV cache is not measured: the next plan keeps "
+            "its estimate for it"
+        ),
+    ),
+    _a(
+        "kv.tensor_size",
+        f"{KV}:KVCacheTensor.size",
+        "worker",
+        skip("what vLLM allocates beside the KV cache is not measured"),
+    ),
+    # -- the live config the stage reads (serving_batches.shape_of, keys, dcp_params)
+    *(
+        _a(
+            f"config.{cls}.{field}",
+            f"{CONFIG}:{cls}.{field}",
+            "vllm",
+            refuse(f"the scratch stage sizes its waves from {cls}.{field}"),
+        )
+        for cls, field in (
+            ("ModelConfig", "max_model_len"),
+            ("ModelConfig", "get_vocab_size"),
+            ("ModelConfig", "max_logprobs"),
+            ("SchedulerConfig", "max_num_batched_tokens"),
+            ("SchedulerConfig", "max_num_seqs"),
+            ("CacheConfig", "block_size"),
+            ("ParallelConfig", "decode_context_parallel_size"),
+            ("CompilationConfig", "cudagraph_capture_sizes"),
+            ("VllmConfig", "speculative_config"),
+        )
+    ),
+    _a(
+        "config.interleave",
+        f"{CONFIG}:ParallelConfig.cp_kv_cache_interleave_size",
+        "triton",
+        fallback("interleave 1 (no DCP interleave on such a release)"),
+    ),
+    _a(
+        "config.kernel_config",
+        f"{CONFIG}:VllmConfig.kernel_config",
+        "vllm",
+        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
+    ),
+    _a(
+        "config.enable_jit_warmup",
+        f"{CONFIG}:KernelConfig.enable_jit_warmup",
+        "vllm",
+        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
+    ),
+    # -- the compiled pieces' directory (runtime/compile_dir.py): the two class-level patches
+    _f(
+        "compile.backend_call",
+        "vllm.compilation.backends:VllmBackend.__call__",
+        "cuda",
+        skip(
+            "the compile directory is not recorded: an artifact bakes no AOT graph and a "
+            "fresh node compiles the model again"
+        ),
+        params=("self", "graph", "example_inputs"),
+        exact=True,
+        patch=Patch(
+            "launcher.runtime.compile_dir",
+            "none: permanent for the process, marked _blaunch so it wraps once",
+        ),
+    ),
+    _f(
+        "compile.adaptor_load",
+        "vllm.compilation.compiler_interface:InductorStandaloneAdaptor.load",
+        "cuda",
+        skip(
+            "pieces are loaded only where vLLM named them: a restored artifact's pieces "
+            "beside the directory compile again"
+        ),
+        params=("self", "handle"),
+        patch=Patch(
+            "launcher.runtime.compile_dir",
+            "none: permanent for the process, marked _blaunch so it wraps once",
+        ),
+    ),
+    _a(
+        "compile.local_cache_dir",
+        f"{CONFIG}:CompilationConfig.local_cache_dir",
+        "cuda",
+        skip("the compile directory is not recorded"),
+    ),
+    _a(
+        "compile.traced_files",
+        f"{CONFIG}:CompilationConfig.traced_files",
+        "cuda",
+        skip("the compile directory is not recorded"),
+    ),
+    _a(
+        "compile.cache_dir",
+        f"{CONFIG}:CompilationConfig.cache_dir",
+        "cuda",
+        skip("the compile directory is not recorded"),
+    ),
+    _a(
+        "compile.static_forward_context",
+        f"{CONFIG}:CompilationConfig.static_forward_context",
+        "vllm",
+        _NO_SCRATCH,
+    ),
+    # -- the scratch KV stage and its served waves (runtime/prewarm/scratch_kv, serving_batches)
+    _f(
+        "scratch.initialize_kv_cache",
+        f"{RUNNER}:GPUModelRunner.initialize_kv_cache",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self", "kv_cache_config"),
+    ),
+    _f(
+        "scratch.get_kv_cache_spec",
+        f"{RUNNER}:GPUModelRunner.get_kv_cache_spec",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self",),
+    ),
+    _f(
+        "scratch.cleanup",
+        f"{RUNNER}:GPUModelRunner._cleanup_profiling_kv_cache",
+        "vllm",
+        fallback("the stage's own release of the layers' bindings"),
+        params=("self",),
+    ),
+    _f(
+        "scratch.dummy_run",
+        f"{RUNNER}:GPUModelRunner._dummy_run",
+        "vllm",
+        skip("the capture shapes are not run eagerly: their kernels " + LATE),
+        params=("self", "num_tokens"),
+    ),
+    _f(
+        "scratch.kv_config_from_groups",
+        f"{KV_UTILS}:get_kv_cache_config_from_groups",
+        "vllm",
+        fallback("vllm.v1.core.kv_cache_planning (0.33 moved it there)"),
+        params=("vllm_config", "kv_cache_groups", "available_memory"),
+        group="kv_config_from_groups",
+    ),
+    _f(
+        "scratch.kv_config_from_groups_planning",
+        f"{KV_PLANNING}:get_kv_cache_config_from_groups",
+        "vllm",
+        _NO_SCRATCH,
+        params=("vllm_config", "kv_cache_groups", "available_memory"),
+        group="kv_config_from_groups",
+    ),
+    _f(
+        "scratch.kv_groups",
+        f"{KV_UTILS}:get_kv_cache_groups",
+        "vllm",
+        fallback("vllm.v1.core.kv_cache_planning (0.33 moved it there)"),
+        params=("vllm_config", "kv_cache_spec"),
+        group="kv_groups",
+    ),
+    _f(
+        "scratch.kv_groups_planning",
+        f"{KV_PLANNING}:get_kv_cache_groups",
+        "vllm",
+        _NO_SCRATCH,
+        params=("vllm_config", "kv_cache_spec"),
+        group="kv_groups",
+    ),
+    _f(
+        "scratch.graph_wrapper",
+        "vllm.compilation.cuda_graph:CUDAGraphWrapper",
+        "vllm",
+        _NO_SCRATCH,
+        kind="class",
+    ),
+    _f(
+        "serving.scheduler",
+        "vllm.v1.core.sched.scheduler:Scheduler",
+        "vllm",
+        _NO_SCRATCH,
+        kind="class",
+    ),
+    _f("serving.request", "vllm.v1.request:Request", "vllm", _NO_SCRATCH, kind="class"),
+    _f(
+        "serving.sampling_params",
+        "vllm.sampling_params:SamplingParams",
+        "vllm",
+        _NO_SCRATCH,
+        kind="class",
+    ),
+    _f(
+        "serving.structured_output",
+        "vllm.v1.structured_output:StructuredOutputManager",
+        "vllm",
+        _NO_SCRATCH,
+        kind="class",
+    ),
+    _f(
+        "serving.grammar_output",
+        "vllm.v1.core.sched.output:GrammarOutput",
+        "vllm",
+        _NO_SCRATCH,
+        kind="class",
+    ),
+    _f(
+        "serving.hash_fn",
+        "vllm.utils.hashing:get_hash_fn_by_name",
+        "vllm",
+        fallback("the scheduler's default prefix-cache hash"),
+    ),
+    _f(
+        "serving.scheduler_kv_config",
+        f"{KV_UTILS}:generate_scheduler_kv_cache_config",
+        "vllm",
+        fallback("the worker's KV config handed to the scheduler as it is"),
+    ),
+    _f(
+        "serving.block_sizes",
+        f"{KV_UTILS}:resolve_kv_cache_block_sizes",
+        "vllm",
+        fallback("the cache config's block size"),
+    ),
+    _f(
+        "serving.forward_context",
+        "vllm.forward_context:set_forward_context",
+        "vllm",
+        skip("the MoE buckets are not run: their Triton kernels " + LATE),
+    ),
+    _f(
+        "serving.batch_change",
+        "vllm.v1.spec_decode.utils:update_num_computed_tokens_for_batch_change",
+        "vllm",
+        skip("the compiled helper of async speculative decoding compiles on first use"),
+    ),
+    # -- vLLM's own warmups the vllm provider calls (runtime/prewarm/vllm_warmup.py)
+    _f(
+        "warmup.b12x",
+        f"{WARMUP}.b12x_warmup:b12x_warmup",
+        "vllm",
+        skip("b12x's paged-attention warmup runs in vLLM's kernel_warmup, after sizing"),
+        params=("worker",),
+    ),
+    _f(
+        "warmup.sparse_mla_triton",
+        f"{WARMUP}.sparse_mla_triton_warmup:sparse_mla_triton_warmup_if_needed",
+        "vllm",
+        skip("the fork's sparse-MLA Triton warmup runs after sizing: its kernels " + LATE),
+        params=("worker",),
+        lines=FORK,
+    ),
+    _f(
+        "warmup.b12x_prepare",
+        "vllm.v1.worker.b12x_startup:begin_b12x_preparation",
+        "vllm",
+        fallback("vllm.model_executor.warmup.b12x_prepare"),
+        lines=("b12x-fork",),
+        group="b12x_prepare",
+    ),
+    _f(
+        "warmup.b12x_prepare_alt",
+        f"{WARMUP}.b12x_prepare:begin_b12x_preparation",
+        "vllm",
+        skip("the b12x-package line's weights preparation runs after sizing: its kernels " + LATE),
+        lines=("b12x-fork",),
+        group="b12x_prepare",
+    ),
+    _f(
+        "warmup.block_table",
+        f"{WARMUP}.v1_block_table_warmup:warm_v1_block_table_kernels",
+        "vllm",
+        skip("the block-table kernels " + LATE),
+    ),
+    _f(
+        "warmup.deep_gemm",
+        f"{WARMUP}.deep_gemm_warmup:deep_gemm_warmup",
+        "vllm",
+        skip("DeepGEMM's kernels " + LATE),
+        params=("model",),
+    ),
+    _m("warmup.envs", "vllm.envs", "vllm", skip("DeepGEMM's warmup is not run")),
+    _f(
+        "warmup.deep_gemm_supported",
+        "vllm.utils.deep_gemm:is_deep_gemm_supported",
+        "vllm",
+        skip("DeepGEMM's warmup is not run"),
+    ),
+    _f(
+        "warmup.jit_registry",
+        f"{WARMUP}.jit_warmup:JitWarmupRegistry",
+        "vllm",
+        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
+        kind="class",
+    ),
+    # -- Triton launchers the triton provider runs (runtime/prewarm/triton_kernels.py)
+    _f(
+        "triton.correct_attn_out",
+        f"{DCP}:correct_attn_out",
+        "triton",
+        fallback("vllm.v1.attention.ops.common:correct_attn_out"),
+        group="correct_attn_out",
+        params=("out", "lses", "cp_rank", "ctx"),
+    ),
+    _f(
+        "triton.correct_attn_out_common",
+        "vllm.v1.attention.ops.common:correct_attn_out",
+        "triton",
+        skip("the DCP combine kernels " + LATE),
+        group="correct_attn_out",
+        params=("out", "lses", "cp_rank", "ctx"),
+    ),
+    _f(
+        "triton.correct_attn_out_old",
+        "vllm.attention.ops.common:correct_attn_out",
+        "triton",
+        skip("the DCP combine kernels " + LATE),
+        group="correct_attn_out",
+        params=("out", "lses", "cp_rank", "ctx"),
+    ),
+    _f(
+        "triton.a2a_pack",
+        f"{DCP}:_dcp_a2a_pack_send",
+        "triton",
+        skip("the DCP all-to-all pack kernels " + LATE),
+    ),
+    _f(
+        "triton.a2a_combine",
+        f"{DCP}:_dcp_a2a_unpack_combine",
+        "triton",
+        skip("the DCP all-to-all combine kernels " + LATE),
+    ),
+    _f(
+        "triton.mask_empty_context",
+        "vllm.v1.attention.ops.triton_merge_attn_states:mask_empty_context",
+        "triton",
+        skip("the empty-context mask kernels " + LATE),
+    ),
+    _m(
+        "triton.b12x_backend",
+        f"{MLA}.b12x_mla_sparse",
+        "triton",
+        skip("the fork's sparse-MLA kernels " + LATE),
+        lines=FORK,
+    ),
+    _f(
+        "triton.indexer_chunks",
+        f"{MLA}.indexer:build_prefill_chunk_metadata",
+        "triton",
+        skip("the indexer's prefill chunk metadata kernels " + LATE),
+        lines=FORK,
+    ),
+    _f(
+        "triton.filter_dcp_index",
+        f"{MLA}.sparse_utils:triton_filter_and_convert_dcp_index",
+        "triton",
+        skip("the DCP index filter kernels " + LATE),
+        lines=FORK,
+    ),
+    # -- kernels the worker's threads compile ahead (sampler_ahead, moe_buckets)
+    _f(
+        "kernel.topk_topp",
+        "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel",
+        "vllm",
+        skip("the sampler's top-k/top-p kernel compiles in the waves, not ahead"),
+        kind="kernel",
+    ),
+    _f(
+        "kernel.topk_topp_wrapper",
+        "vllm.v1.sample.ops.topk_topp_triton:apply_top_k_top_p_triton",
+        "vllm",
+        skip("the sampler's top-k/top-p kernel compiles in the waves, not ahead"),
+    ),
+    _f(
+        "kernel.fused_moe",
+        "vllm.model_executor.layers.fused_moe.fused_moe:fused_moe_kernel",
+        "vllm",
+        skip("the MoE buckets are not compiled ahead: their kernels " + LATE),
+        kind="kernel",
+    ),
+    _f(
+        "kernel.moe_config",
+        "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config",
+        "vllm",
+        skip("the MoE buckets are not compiled ahead: their kernels " + LATE),
+    ),
+    _m(
+        "moe.exl3",
+        "vllm.model_executor.layers.quantization.exl3",
+        "vllm",
+        skip("the EXL3 MoE runtimes are not prewarmed: their kernels " + LATE),
+        lines=FORK,
+    ),
+)
+"""Every declared internal, by area; ``by_name`` finds one."""
+
+OWNED_MODULES = (
+    "vllm.v1.worker.",
+    "vllm.v1.spec_decode.",
+    "vllm.v1.utils",
+    "vllm.v1.cudagraph_dispatcher",
+    "vllm.v1.sample.logits_processor",
+    "vllm.v1.sample.metadata",
+)
+"""The module prefixes of vLLM's worker-side classes whose state the scratch stage records
+and puts back (``runtime.prewarm.runner_state``)."""
+
+LOGGER = "vllm.b12x_launch"
+"""The worker's logger, under vLLM's so that its handler prints it."""
+
+OTHER_PATCHES: tuple[tuple[str, Patch], ...] = (
+    (
+        "triton.runtime.jit.JITFunction.run (per kernel instance)",
+        Patch("launcher.runtime.jit_watch", "the instance's run rebound to the class's on disarm"),
+    ),
+    (
+        "triton.runtime.jit.JITFunction.run (per kernel instance)",
+        Patch("launcher.runtime.prewarm.parallel_compile", "the saved run put back per kernel"),
+    ),
+    (
+        "triton.runtime.jit.JITFunction.run (the sampler's kernel)",
+        Patch(
+            "launcher.runtime.prewarm.sampler_ahead", "the saved run put back when the waves end"
+        ),
+    ),
+)
+"""Patches the stage makes outside vLLM (Triton's); listed so every rebinding has its
+restore in one place. The release table does not cover them (they are not vLLM's)."""
+
+
+_BY_NAME = {e.name: e for e in DECLARED}
+
+
+def by_name(name: str) -> Internal:
+    return _BY_NAME[name]
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A declared internal this vLLM lacks, and why: falsy, so ``if found:`` reads well."""
+
+    entry: Internal
+    why: str
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"{self.entry.name} missing ({self.why}): {self.entry.without.says}"
+
+
+def resolve(entry: Internal | str, on: Any = None) -> Any:
+    """The entry's object, or ``Missing``. With ``on``, the member is read on that instance
+    (a worker's ``peak_activation_memory``, a config's field); without it, the module is
+    imported and the path walked."""
+    entry = by_name(entry) if isinstance(entry, str) else entry
+    if on is not None:
+        member = (entry.path or "").rpartition(".")[2]
+        try:
+            return getattr(on, member)
+        except AttributeError:
+            return Missing(entry, f"{type(on).__name__} has no {member}")
+    try:
+        obj: Any = importlib.import_module(entry.module)
+    except Exception as exc:  # absent in this line, or fails to import here (no GPU)
+        return Missing(entry, f"{entry.module} does not import: {type(exc).__name__}")
+    for part in (entry.path or "").split(".") if entry.path else ():
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            return Missing(entry, f"{entry.module} has no {entry.path}")
+    return obj
+
+
+class InternalMissing(RuntimeError):
+    """A declared internal used where the check before the weights said it was missing."""
+
+
+def resolve_first(group: str) -> Any:
+    """The first present entry of ``group``; ``InternalMissing`` naming each when none is
+    (the check before the weights has then logged the downgrade the caller's part costs)."""
+    missing = []
+    for entry in DECLARED:
+        if entry.group == group:
+            found = resolve(entry)
+            if not isinstance(found, Missing):
+                return found
+            missing.append(str(found))
+    raise InternalMissing("; ".join(missing))
+
+
+def module_path(entry: Internal | str) -> str:
+    """``module:path`` of a declared entry, for the runtime's lookups by path."""
+    return (by_name(entry) if isinstance(entry, str) else entry).where
+
+
+def module_of(entry: Internal | str) -> str:
+    """The module a declared entry lives in."""
+    return (by_name(entry) if isinstance(entry, str) else entry).module
+
+
+def holder_path(entry: Internal | str) -> str:
+    """``module:Class`` of a declared ``Class.member`` entry (the class a patch rebinds on)."""
+    return module_path(entry).rpartition(".")[0]
+
+
+def group_paths(group: str) -> tuple[str, ...]:
+    """``module:path`` of each entry of ``group``, in the declared order (tried in turn)."""
+    return tuple(e.where for e in DECLARED if e.group == group)

@@ -1,0 +1,180 @@
+"""A vLLM release read as source, never imported: modules, their top-level names, classes
+with their members (methods, class attributes, ``self.x`` set in any method, through the
+bases the release defines) and the parameter names of a function or method.
+
+``scan`` reads each supported release's wheel with it; ``check`` reads the installed vLLM's
+files with it, so an image build and a worker answer the same question the table answers.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+Node = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements at module (or class) level, through ``if``/``try``/``with`` blocks."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, ast.If):
+            out += _top_level(stmt.body) + _top_level(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            out += _top_level(stmt.body) + _top_level(stmt.orelse)
+            for handler in stmt.handlers:
+                out += _top_level(handler.body)
+            out += _top_level(stmt.finalbody)
+        elif isinstance(stmt, ast.With):
+            out += _top_level(stmt.body)
+    return out
+
+
+def _assigned(stmt: ast.stmt) -> list[str]:
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = list(stmt.targets)
+    elif isinstance(stmt, ast.AnnAssign):
+        targets = [stmt.target]
+    names: list[str] = []
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names.append(node.id)
+    return names
+
+
+def params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    """Parameter names in order: ``*args`` and ``**kwargs`` keep their stars."""
+    a = node.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args)]
+    if a.vararg:
+        names.append("*" + a.vararg.arg)
+    names += [p.arg for p in a.kwonlyargs]
+    if a.kwarg:
+        names.append("**" + a.kwarg.arg)
+    return tuple(names)
+
+
+@dataclass
+class Module:
+    name: str
+    tree: ast.Module
+
+    @cached_property
+    def names(self) -> dict[str, ast.stmt]:
+        """Each top-level name and the statement that binds it (the last one wins)."""
+        out: dict[str, ast.stmt] = {}
+        for stmt in _top_level(self.tree.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out[stmt.name] = stmt
+            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                for alias in stmt.names:
+                    out[alias.asname or alias.name.split(".")[0]] = stmt
+            else:
+                for name in _assigned(stmt):
+                    out[name] = stmt
+        return out
+
+    def imported_from(self, name: str) -> str | None:
+        """The vLLM module a top-level ``name`` is imported from (None: defined here, or not
+        from vLLM)."""
+        stmt = self.names.get(name)
+        if not isinstance(stmt, ast.ImportFrom):
+            return None
+        if stmt.level:
+            package = self.name.split(".")[: -stmt.level] if stmt.level else []
+            base = ".".join([*package, stmt.module] if stmt.module else package)
+        else:
+            base = stmt.module or ""
+        return base if base.startswith("vllm") else None
+
+
+@dataclass
+class Release:
+    """One release's ``vllm`` package, read from ``root`` (the directory holding ``vllm/``)."""
+
+    root: Path
+    _modules: dict[str, Module | None] = field(default_factory=dict)
+
+    def module(self, name: str) -> Module | None:
+        if name not in self._modules:
+            base = self.root.joinpath(*name.split("."))
+            path = next(
+                (p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None
+            )
+            tree = None
+            if path is not None:
+                try:
+                    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+                except (SyntaxError, UnicodeDecodeError):
+                    tree = None
+            self._modules[name] = Module(name, tree) if tree is not None else None
+        return self._modules[name]
+
+    def find_class(
+        self, module: str, name: str, depth: int = 0
+    ) -> tuple[Module, ast.ClassDef] | None:
+        found = self.module(module)
+        if found is None or depth > 4:
+            return None
+        stmt = found.names.get(name)
+        if isinstance(stmt, ast.ClassDef):
+            return found, stmt
+        source = found.imported_from(name)
+        return self.find_class(source, name, depth + 1) if source else None
+
+    def member(self, module: str, path: str) -> ast.AST | None:
+        """``path`` (``name`` or ``Class.member``) in ``module``: the binding node, or None.
+        A member is looked for in the class, then in the bases the release defines."""
+        first, _, rest = path.partition(".")
+        found = self.module(module)
+        if found is None:
+            return None
+        if not rest:
+            stmt = found.names.get(first)
+            source = found.imported_from(first) if stmt is not None else None
+            if source and source != module:  # re-exported: the definition, where it is vLLM's
+                deeper = self.member(source, first)
+                return deeper if deeper is not None else stmt
+            return stmt
+        cls = self.find_class(module, first)
+        return self._class_member(*cls, rest, 0) if cls else None
+
+    def _class_member(
+        self, module: Module, cls: ast.ClassDef, name: str, depth: int
+    ) -> ast.AST | None:
+        for stmt in _top_level(cls.body):
+            if (
+                isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and stmt.name == name
+            ):
+                return stmt
+            if name in _assigned(stmt):
+                return stmt
+        for node in ast.walk(cls):  # self.name = ... in any method
+            target = node.target if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else None
+            targets = node.targets if isinstance(node, ast.Assign) else [target] if target else []
+            for t in targets:
+                if (
+                    isinstance(t, ast.Attribute)
+                    and t.attr == name
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                ):
+                    return node
+        if depth > 6:
+            return None
+        for base in cls.bases:
+            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+            if base_name is None:
+                continue
+            found = self.find_class(module.name, base_name)
+            if found is not None:
+                hit = self._class_member(*found, name, depth + 1)
+                if hit is not None:
+                    return hit
+        return None

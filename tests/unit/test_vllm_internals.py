@@ -1,0 +1,113 @@
+"""The declared vLLM internals against the release table (``launcher/vllm/releases.json``,
+read from each release's source by ``python -m launcher.vllm.scan``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from launcher.profile.capabilities import UPSTREAM_RELEASES
+from launcher.vllm import internals, releases
+from launcher.vllm.internals import DECLARED
+
+TABLE = releases.load()
+
+
+def test_every_supported_release_has_a_row():
+    rows = {releases.line_release(v) for v in TABLE}
+    assert set(UPSTREAM_RELEASES) <= rows, sorted(set(UPSTREAM_RELEASES) - rows)
+
+
+def test_every_declared_internal_is_read_on_every_release():
+    for version, readings in TABLE.items():
+        assert set(readings) == {e.name for e in DECLARED}, (version, "run launcher.vllm.scan")
+
+
+@pytest.mark.parametrize("version", sorted(TABLE))
+def test_no_release_lacks_an_internal_without_a_declared_fallback_or_skip(version):
+    assert releases.gaps(TABLE[version]) == []
+
+
+def test_names_are_unique_and_groups_have_alternatives():
+    names = [e.name for e in DECLARED]
+    assert len(names) == len(set(names))
+    for group in {e.group for e in DECLARED if e.group}:
+        assert sum(e.group == group for e in DECLARED) > 1, group
+
+
+def test_a_patched_or_wrapped_method_declares_its_signature():
+    for e in DECLARED:
+        if e.patch is not None:
+            assert e.params, e.name
+            assert e.patch.restore, e.name
+
+
+def test_taking_a_refused_internal_away_is_a_gap():
+    """The rule can fail: each ``refuse`` entry, taken out of a release's row (seeded pick of
+    the release), is named by ``gaps``; a ``skip`` entry taken out is not."""
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    version = rng.choice(sorted(TABLE))
+    for e in DECLARED:
+        row = dict(TABLE[version])
+        row[e.name] = False
+        for other in DECLARED:  # the group's alternatives go too
+            if e.group and other.group == e.group:
+                row[other.name] = False
+        named = [g for g in releases.gaps(row) if g.startswith(e.name + " ")]
+        if e.without.kind == "refuse":
+            assert named, (version, e.name)
+        else:
+            assert not named, (version, e.name)
+
+
+def test_a_changed_signature_is_unmet():
+    call = internals.by_name("compile.backend_call")
+    assert releases.unmet(call, ["self", "graph", "example_inputs"]) is None
+    assert "signature" in releases.unmet(call, ["self", "graph", "example_inputs", "extra"])
+    load = internals.by_name("compile.adaptor_load")
+    assert releases.unmet(load, ["self", "handle", "graph"]) is None
+    assert "parameters" in releases.unmet(load, ["self", "key", "handle"])
+    assert releases.unmet(load, False) == "absent"
+
+
+def test_resolve_gives_the_object_or_a_typed_missing():
+    entry = internals.by_name("worker.peak_activation_memory")
+
+    class Worker:
+        peak_activation_memory = 7
+
+    assert internals.resolve(entry, on=Worker()) == 7
+    missing = internals.resolve(entry, on=object())
+    assert isinstance(missing, internals.Missing) and not missing
+    assert missing.entry is entry and "peak_activation_memory" in str(missing)
+    gone = internals.resolve("scratch.kv_groups")  # no vLLM in the unit venv
+    assert isinstance(gone, internals.Missing) and "does not import" in gone.why
+
+
+def test_every_line_an_entry_names_is_a_registered_vllm_line():
+    from launcher.profile.vllm_runtime import VLLM_LINES
+
+    for e in DECLARED:
+        assert set(e.lines) <= set(VLLM_LINES), (e.name, e.lines)
+
+
+def test_the_plan_prints_the_downgrades_of_the_release_it_is_checked_against():
+    """An upstream deployment (kimi-k2.yaml) planned against 0.26 (the dry run's release) is
+    told what that release lacks of what its worker uses; against 0.33, what 0.33 lacks."""
+    from click.testing import CliRunner
+
+    from launcher.cli import cli
+    from tests.conftest import PROFILES
+
+    for release, part, names in (
+        ("0.26", "triton", "triton.a2a_pack, triton.a2a_combine"),
+        ("0.33", "vllm", "warmup.block_table"),
+    ):
+        args = [str(PROFILES / "kimi-k2.yaml"), "--dry-run", "--set", f"vllm.release={release}"]
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 0, out.output
+        text = " ".join(out.output.split())
+        assert f"note: {part}: not all done on vLLM {release}.0: {names} missing" in text
