@@ -246,6 +246,9 @@ def launch(
     plot_file: str | None,
 ) -> None:
     """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
+    import time
+
+    started = time.time()  # the launch's first phase (plan) starts here
     from launcher import pipeline
 
     if node_rank is not None:  # its errors name the flag typed, not --set
@@ -281,7 +284,12 @@ def launch(
             sys.exit(EXIT_DOES_NOT_FIT)
         return
     pipeline.launch(
-        planned, force=force, run_dir=run_dir, join_timeout=join_timeout, cache_from=cache_from
+        planned,
+        force=force,
+        run_dir=run_dir,
+        join_timeout=join_timeout,
+        cache_from=cache_from,
+        started=started,
     )
 
 
