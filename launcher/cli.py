@@ -411,6 +411,39 @@ def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
         click.echo(f"plot: {plot_run_dir(Path(run_dir), plot_file)}", err=True)
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("run_dir", type=click.Path())
+@click.option(
+    "--watch/--once",
+    default=None,
+    help="Follow the boot until the server answers (default on a terminal), or print it once.",
+)
+@click.option("--json", "as_json", is_flag=True, help="The status as JSON (one object a line).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1, 3600),
+    default=1.0,
+    show_default=True,
+    help="Seconds between reads while watching.",
+)
+def status(run_dir: str, watch: bool | None, as_json: bool, interval: float) -> None:
+    """Show a boot's phases from RUN_DIR: elapsed and expected per phase and process, the
+    slowest rank, and a phase running past 3x its expected time (and 60 s) as possibly stuck.
+    Reads the run directory only: it works beside the server, or from another container."""
+    from pathlib import Path
+
+    from launcher.report import status as boot
+
+    if watch is None:
+        watch = sys.stdout.isatty() and not as_json
+    try:
+        ok = boot.show(Path(run_dir), watch=watch, as_json=as_json, interval=interval)
+    except boot.NotARunDir as exc:
+        raise click.ClickException(str(exc)) from None
+    if not ok:
+        sys.exit(EXIT_USER_ERROR)
+
+
 def _artifact_source(ctx: click.Context, param: click.Parameter, value: str | None):
     if value is None:
         return None

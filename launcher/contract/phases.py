@@ -282,3 +282,57 @@ class Recorder:
         except (OSError, ValueError) as exc:
             self._unwritable = True
             self.say(f"{self.file.who}: phases not recorded in {self.path}: {exc}")
+
+
+STATUS_SCHEMA = "b12x-launch/status/1"
+PhaseState = Literal["done", "running", "possibly stuck", "not started"]
+
+
+class PhaseStatus(Frozen):
+    """One phase of one process as ``status`` sees it now."""
+
+    name: str
+    state: PhaseState
+    elapsed: float | None = None
+    """Seconds so far (None: not started)."""
+    expected: float | None = None
+    progress: Progress | None = None
+
+
+class ProcessStatus(Frozen):
+    who: str
+    host: str = ""
+    pid: int = 0
+    current: str | None = None
+    """The phase running (None: none; ended or not begun)."""
+    failed: str = ""
+    phases: list[PhaseStatus] = Field(default_factory=list)
+
+
+class BootStatus(Frozen):
+    """``status RUN_DIR --json``: the boot's phases per process, read from the run directory."""
+
+    schema_: Literal["b12x-launch/status/1"] = Field(STATUS_SCHEMA, alias="schema")
+    run_dir: str
+    now: float
+    fingerprint: str = ""
+    boot_kind: BootKind | None = None
+    expected_from: str = ""
+    ready: float | None = None
+    """Seconds from the launch's start to the server's first answer (None: not yet)."""
+    elapsed: float | None = None
+    """Seconds since the launch started (to ready, once ready)."""
+    slowest: str | None = None
+    """The rank furthest behind (None: fewer than two ranks)."""
+    stuck: list[str] = Field(default_factory=list)
+    """``who: phase`` of every phase running past ``stuck_factor`` x its expected time."""
+    stuck_factor: float
+    stuck_floor: float
+    problems: list[str] = Field(default_factory=list)
+    """Files that could not be read, each with why."""
+    processes: list[ProcessStatus] = Field(default_factory=list)
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+    def to_json(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True)
