@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from launcher import __version__
+from launcher.emit import targets as emit_targets
 from launcher.errors import EXIT_DOES_NOT_FIT, EXIT_USER_ERROR, LauncherError, ProfileError
 
 if TYPE_CHECKING:
@@ -551,10 +552,9 @@ def qualify(
 @click.option(
     "--target",
     "targets",
-    type=click.Choice(["k8s", "compose"]),
+    type=click.Choice(emit_targets.names()),
     multiple=True,
-    help="What to write: k8s (a LeaderWorkerSet) or compose (one file per node). "
-    "Repeatable; default both.",
+    help=emit_targets.help_text(),
 )
 @click.option(
     "--image",
@@ -610,7 +610,7 @@ def emit(
     paths = write(
         planned,
         Path(out_dir),
-        targets or ("k8s", "compose"),
+        targets or emit_targets.defaults(),
         image,
         profile_ref,
         overrides,
