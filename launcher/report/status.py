@@ -157,7 +157,11 @@ def finished(status: BootStatus) -> bool:
 def _seconds(s: float | None) -> str:
     if s is None:
         return "-"
-    return f"{s:.1f}s" if s < 600 else f"{int(s // 60)}m{int(s % 60):02d}s"
+    if s < 600:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
 
 
 def table(status: BootStatus):

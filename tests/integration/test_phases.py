@@ -65,9 +65,9 @@ def two_boots(tiny_model, tmp_path_factory):
 
 def test_a_boot_writes_its_phases_and_status_shows_them_during_and_after(two_boots):
     _, [(server, during, after), _] = two_boots
-    assert any(
-        p["current"] for s in during for p in s["processes"] if p["who"] == "rank0"
-    ), "status never saw rank 0 in a running phase"
+    assert any(p["current"] for s in during for p in s["processes"] if p["who"] == "rank0"), (
+        "status never saw rank 0 in a running phase"
+    )
     assert (server.run_dir / "phases-launcher.json").is_file()
     assert (server.run_dir / "phases-rank0.json").is_file()
     rank0 = _phases(after, "rank0")
@@ -90,7 +90,7 @@ def test_the_phase_times_sum_to_the_ready_time(two_boots):
 
 
 def test_the_second_boot_prints_expected_times_from_the_first(two_boots):
-    cache, [(first, _, one), (second, during, two)] = two_boots
+    cache, [(first, _, _), (second, during, two)] = two_boots
     boots = read_boots(next(cache.glob(f"calibration/*/{BOOTS_FILE}")))
     assert [b.kind for b in boots.boots] == ["cold", "warm"]
     assert "expected" not in " ".join(
