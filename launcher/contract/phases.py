@@ -55,20 +55,26 @@ class Progress(Frozen):
     """How far a phase's parts went (``waves 14/27``, ``prewarm keys 2/3``)."""
 
     part: Name
+    """What the parts are (``waves``, ``prewarm keys``)."""
     done: Index
+    """The part running now, counted from 0."""
     total: Index
+    """How many parts there are."""
 
 
 class Phase(Contract):
     """One phase of one process."""
 
     name: Name
+    """The phase (``weights``, ``stage``, ``graph capture``...)."""
     started: Seconds
+    """When it began."""
     ended: Seconds | None = None
     """None while the phase runs."""
     expected: Seconds | None = None
     """The seconds it took on the boot the expected times come from (None: no record)."""
     progress: Progress | None = None
+    """How far its parts went (None: it has none, or none said yet)."""
 
     def elapsed(self, now: float) -> float:
         return max(0.0, (self.ended if self.ended is not None else now) - self.started)
@@ -78,23 +84,30 @@ class PhaseFile(Contract):
     """One process's phases, in order; the last one runs while ``ended`` is None."""
 
     schema_: Literal["b12x-launch/phases/1"] = Field(PHASES_SCHEMA, alias="schema")
+    """``b12x-launch/phases/1``."""
     who: Name
     """``launcher`` or ``rank<N>``."""
     fingerprint: str = ""
+    """The plan the boot runs (empty where the worker has no launcher's file)."""
     host: str = ""
+    """The machine's name."""
     pid: Index = 0
+    """The process that writes the file."""
     started: Seconds
     """When the process began (the launcher: when the launch command started)."""
     expected_from: str = ""
     """Which boot the expected times come from, in words (empty: none)."""
     phases: list[Phase] = Field(default_factory=list)
+    """Its phases in order."""
     failed: str = ""
     """Why the process stopped early, when it says so before it ends."""
     ready_at: Seconds | None = None
     """When ``/health`` first answered (rank 0 only; None: not yet, or not this process)."""
     # The launcher's file alone carries the boot's own facts, for the workers and ``status``:
     build: str = ""
+    """The image's build id the launch runs under."""
     boot_kind: BootKind | None = None
+    """``cold``, ``warm`` or ``artifact`` (the launcher's file only)."""
     boots_file: str = ""
     """The store's ``boots.json`` this boot's times go to once it is ready."""
     ready_url: str = ""
@@ -114,7 +127,9 @@ class BootTimes(Frozen):
     build: str
     """The image's build id the boot ran under (``buildid``)."""
     kind: BootKind
+    """``cold``, ``warm`` or ``artifact``."""
     when: Seconds
+    """When the launch started."""
     ready: Seconds
     """From the launch's start to the first answer of ``/health``."""
     phases: dict[Name, dict[Name, Seconds]]
@@ -125,7 +140,9 @@ class Boots(Frozen):
     """``boots.json``: the newest boots of one plan, newest last."""
 
     schema_: Literal["b12x-launch/boots/1"] = Field(BOOTS_SCHEMA, alias="schema")
+    """``b12x-launch/boots/1``."""
     boots: list[BootTimes] = Field(default_factory=list)
+    """The newest boots, oldest first (``BOOTS_KEPT`` at most)."""
 
     model_config = ConfigDict(populate_by_name=True, frozen=True)
 
@@ -292,32 +309,47 @@ class PhaseStatus(Frozen):
     """One phase of one process as ``status`` sees it now."""
 
     name: str
+    """The phase."""
     state: PhaseState
+    """``done``, ``running``, ``possibly stuck`` or ``not started`` (one the last boot had)."""
     elapsed: float | None = None
     """Seconds so far (None: not started)."""
     expected: float | None = None
+    """Seconds it took on the boot the expected times come from (None: no record)."""
     progress: Progress | None = None
+    """How far its parts went."""
 
 
 class ProcessStatus(Frozen):
     who: str
+    """``launcher`` or ``rank<N>``."""
     host: str = ""
+    """The machine it runs on."""
     pid: int = 0
+    """Its process id there."""
     current: str | None = None
     """The phase running (None: none; ended or not begun)."""
     failed: str = ""
+    """Why it stopped early, when it said so."""
     phases: list[PhaseStatus] = Field(default_factory=list)
+    """Its phases in order, then those ahead of it."""
 
 
 class BootStatus(Frozen):
     """``status RUN_DIR --json``: the boot's phases per process, read from the run directory."""
 
     schema_: Literal["b12x-launch/status/1"] = Field(STATUS_SCHEMA, alias="schema")
+    """``b12x-launch/status/1``."""
     run_dir: str
+    """The run directory read."""
     now: float
+    """When it was read (seconds since the epoch)."""
     fingerprint: str = ""
+    """The plan the boot runs."""
     boot_kind: BootKind | None = None
+    """``cold``, ``warm`` or ``artifact``."""
     expected_from: str = ""
+    """The boot the expected times come from, in words (empty: none)."""
     ready: float | None = None
     """Seconds from the launch's start to the server's first answer (None: not yet)."""
     elapsed: float | None = None
@@ -327,10 +359,13 @@ class BootStatus(Frozen):
     stuck: list[str] = Field(default_factory=list)
     """``who: phase`` of every phase running past ``stuck_factor`` x its expected time."""
     stuck_factor: float
+    """A running phase past this many times its expected time..."""
     stuck_floor: float
+    """... and past this many seconds is possibly stuck."""
     problems: list[str] = Field(default_factory=list)
     """Files that could not be read, each with why."""
     processes: list[ProcessStatus] = Field(default_factory=list)
+    """The launcher, then each rank."""
 
     model_config = ConfigDict(populate_by_name=True, frozen=True)
 
