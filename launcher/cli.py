@@ -438,11 +438,12 @@ def status(run_dir: str, watch: bool | None, as_json: bool, interval: float) -> 
     if watch is None:
         watch = sys.stdout.isatty() and not as_json
     try:
-        ok = boot.show(Path(run_dir), watch=watch, as_json=as_json, interval=interval)
+        shown = boot.show(Path(run_dir), watch=watch, as_json=as_json, interval=interval)
     except boot.NotARunDir as exc:
         raise click.ClickException(str(exc)) from None
-    if not ok:
-        sys.exit(EXIT_USER_ERROR)
+    why = boot.nothing_shown(shown)
+    if why:
+        raise click.ClickException(why)
 
 
 def _artifact_source(ctx: click.Context, param: click.Parameter, value: str | None):

@@ -242,9 +242,9 @@ def show(
     interval: float = 1.0,
     out=None,
     sleep=time.sleep,
-) -> bool:
+) -> BootStatus:
     """Print the status once, or follow it until the boot is ready (or every rank ended);
-    ``False`` when there was nothing to show (no phase file could be read)."""
+    the last status read."""
     import json
     import sys
 
@@ -255,15 +255,16 @@ def show(
             out.write(json.dumps(status.to_json()) + "\n")
             out.flush()
             if not watch or finished(status):
-                return bool(status.processes)
+                return status
             sleep(interval)
     from rich.console import Console
 
-    console = Console(file=out, highlight=False)
+    # soft_wrap: a path or a reason stays on one line however narrow the output
+    console = Console(file=out, highlight=False, soft_wrap=True)
     status = read(run_dir)
     if not watch:
         console.print(table(status))
-        return bool(status.processes)
+        return status
     from rich.live import Live
 
     with Live(table(status), console=console, refresh_per_second=4, transient=False) as live:
@@ -271,4 +272,16 @@ def show(
             sleep(interval)
             status = read(run_dir)
             live.update(table(status))
-    return bool(status.processes)
+    return status
+
+
+def nothing_shown(status: BootStatus) -> str | None:
+    """Why nothing could be shown (None: something was)."""
+    if status.processes:
+        return None
+    if status.problems:
+        return f"{status.run_dir}: no phase file could be read: {'; '.join(status.problems)}"
+    return (
+        f"{status.run_dir}: no phases recorded (a launch writes phases-launcher.json there once "
+        "its run directory exists; a run of a launcher before issue 67 has none)"
+    )

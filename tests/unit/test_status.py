@@ -134,6 +134,7 @@ def test_a_fifo_or_a_link_is_refused_without_blocking(tmp_path):
     assert len(s.problems) == 2 and not s.processes
     result = CliRunner().invoke(cli, ["status", str(tmp_path), "--once"])
     assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "no phase file could be read" in result.output
 
 
 def test_foreign_names_are_not_read(tmp_path):
@@ -192,7 +193,8 @@ def test_watch_follows_a_run_dir_being_written_until_ready(tmp_path):
 def test_watch_on_a_terminal_renders_live_until_ready(tmp_path):
     _file(tmp_path, "rank0", 0.0, [("weights", 0, 1), ("ready", 1, 0)], ready_at=1.0)
     out = io.StringIO()
-    assert boot.show(tmp_path, watch=True, as_json=False, out=out, sleep=lambda _: None)
+    shown = boot.show(tmp_path, watch=True, as_json=False, out=out, sleep=lambda _: None)
+    assert shown.ready is not None and boot.nothing_shown(shown) is None
     assert "ready in" in out.getvalue() and "weights" in out.getvalue()
 
 
