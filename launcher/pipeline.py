@@ -427,8 +427,7 @@ def launch(
     from launcher.launch.phases import LaunchPhases
 
     phases = LaunchPhases(cache_root(planned), planned.fingerprint, started or time.time())
-    phases.begin("plan")  # the profile read and planned before this call
-    phases.recorder.file.phases[-1].started = phases.recorder.file.started
+    phases.begin("plan", at=phases.recorder.file.started)  # read and planned before this call
     phases.begin("preflight")
     prepared = prepare(planned, force=force, run_dir=run_dir, cache_from=cache_from, phases=phases)
     if join_timeout is None:

@@ -254,11 +254,13 @@ class Recorder:
         last = self.file.phases[-1] if self.file.phases else None
         return last if last is not None and last.ended is None else None
 
-    def begin(self, name: str) -> None:
-        """End the phase running (if any) and start ``name``."""
+    def begin(self, name: str, at: float | None = None) -> None:
+        """End the phase running (if any) and start ``name`` (now, or ``at``: a phase that
+        began before this process could say so, as the launch's plan or vLLM's start)."""
         now = self.clock()
         self._close(now)
-        self.file.phases.append(Phase(name=name, started=now, expected=self.expected.get(name)))
+        start = now if at is None else min(at, now)
+        self.file.phases.append(Phase(name=name, started=start, expected=self.expected.get(name)))
         self.write()
 
     def part(self, part: str, done: int, total: int) -> None:

@@ -111,8 +111,8 @@ class LaunchPhases:
         for phase in f.phases:
             phase.expected = self.recorder.expected.get(phase.name)
 
-    def begin(self, name: str) -> None:
-        self.recorder.begin(name)
+    def begin(self, name: str, at: float | None = None) -> None:
+        self.recorder.begin(name, at)
 
     def in_run_dir(self, run_dir: Path, ready_url: str, fingerprint: str) -> None:
         """From now on the file is written into the run directory (``fingerprint``: the plan

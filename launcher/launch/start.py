@@ -292,7 +292,12 @@ def launch(
         phases.in_run_dir(prepared.run_dir, url, prepared.planned.fingerprint)
         if p.hardware.nodes > 1:
             phases.begin("rendezvous")
-    meet_nodes(prepared.planned, timeout=join_timeout)  # hands its connections on to vLLM
+    try:
+        meet_nodes(prepared.planned, timeout=join_timeout)  # hands its connections on to vLLM
+    except BaseException as exc:  # status says why the launch stopped, not a phase running on
+        if phases is not None:
+            phases.recorder.fail(str(exc) or type(exc).__name__)
+        raise
     if phases is not None:
         phases.before_exec()
     kv = prepared.planned.plan.kv

@@ -83,8 +83,7 @@ def start(rank: int, env: dict[str, str] | None = None) -> Recorder | None:
     exec_at = _exec_time(_launch)
     if exec_at is not None and exec_at <= now:
         # From the launcher's exec to this worker's first step: vLLM's processes start.
-        _recorder.begin("vllm start")
-        _recorder.file.phases[-1].started = exec_at
+        _recorder.begin("vllm start", at=exec_at)
     return _recorder
 
 
