@@ -179,8 +179,9 @@ def ready() -> None:
     if _recorder is None:
         return
     _recorder.begin("ready")
-    _recorder.file.ready_at = _recorder.file.phases[-1].started
-    _recorder.end()
+    mark = _recorder.file.phases[-1]
+    mark.ended = _recorder.file.ready_at = mark.started  # a moment, not a span
+    _recorder.write()
     try:
         record_boot(_recorder, _launch)
     except (OSError, ValueError) as exc:
