@@ -290,7 +290,8 @@ class Recorder:
         took = phase.ended - phase.started
         line = f"{self.file.who}: phase {phase.name} took {took:.1f}s"
         if phase.expected is not None:
-            line += f" (expected {phase.expected:.1f}s, {self.file.expected_from})"
+            source = self.file.expected_from.split(",")[0]  # the file says the rest
+            line += f" (expected {phase.expected:.1f}s, {source})"
         self.say(line)
 
     def write(self) -> None:
