@@ -305,7 +305,7 @@ class Recorder:
 
 
 STATUS_SCHEMA = "b12x-launch/status/1"
-PhaseState = Literal["done", "running", "possibly stuck", "not started"]
+PhaseState = Literal["done", "running", "possibly stuck", "process gone", "not started"]
 
 
 class PhaseStatus(Frozen):
@@ -334,6 +334,9 @@ class ProcessStatus(Frozen):
     """The phase running (None: none; ended or not begun)."""
     failed: str = ""
     """Why it stopped early, when it said so."""
+    alive: bool | None = None
+    """Whether its process still runs (None: another machine's, or unknown; the launcher's
+    process became vLLM's API server, so its own is not asked)."""
     phases: list[PhaseStatus] = Field(default_factory=list)
     """Its phases in order, then those ahead of it."""
 

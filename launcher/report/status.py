@@ -95,11 +95,14 @@ def _process(
     f: PhaseFile, expected: dict[str, float], now: float, factor: float, floor: float
 ) -> ProcessStatus:
     out: list[PhaseStatus] = []
+    alive = None if f.who == LAUNCHER else process_alive(f.host, f.pid)
     for p in f.phases:
         want = p.expected if p.expected is not None else expected.get(p.name)
         elapsed = p.elapsed(now)
         state = "done" if p.ended is not None else "running"
-        if state == "running" and want is not None and elapsed > max(factor * want, floor):
+        if state == "running" and alive is False:
+            state = "process gone"
+        elif state == "running" and want is not None and elapsed > max(factor * want, floor):
             state = "possibly stuck"
         out.append(
             PhaseStatus(
@@ -122,8 +125,31 @@ def _process(
         ]
     running = next((p.name for p in f.phases if p.ended is None), None)
     return ProcessStatus(
-        who=f.who, host=f.host, pid=f.pid, current=running, failed=f.failed, phases=out
+        who=f.who,
+        host=f.host,
+        pid=f.pid,
+        current=running,
+        failed=f.failed,
+        alive=alive,
+        phases=out,
     )
+
+
+def process_alive(host: str, pid: int) -> bool | None:
+    """Whether ``pid`` runs, when the file is this machine's (None: another's, or unknown).
+    A container on the same volume sees other process ids: it does not ask."""
+    import os
+    import socket
+
+    if not pid or not host or host != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it runs
+        return True
+    return True
 
 
 def slowest(ranks: list[PhaseFile], now: float) -> str | None:
@@ -143,15 +169,16 @@ def slowest(ranks: list[PhaseFile], now: float) -> str | None:
 
 
 def finished(status: BootStatus) -> bool:
-    """Nothing more to watch: ready, or every process failed or ended."""
+    """Nothing more to watch: ready, or every rank failed, ended or is gone."""
     if status.ready is not None:
         return True
+
+    def over(p: ProcessStatus) -> bool:
+        ended = p.current is None and any(ph.state == "done" for ph in p.phases)
+        return bool(p.failed) or p.alive is False or ended
+
     ranks = [p for p in status.processes if p.who != LAUNCHER]
-    return (
-        bool(ranks)
-        and all(p.failed or p.current is None for p in ranks)
-        and all(any(ph.state == "done" for ph in p.phases) for p in ranks)
-    )
+    return bool(ranks) and all(over(p) for p in ranks)
 
 
 def _seconds(s: float | None) -> str:
@@ -206,7 +233,12 @@ def table(status: BootStatus):
     t = Table(show_edge=False, pad_edge=False)
     for col in ("PROCESS", "PHASE", "STATE", "ELAPSED", "EXPECTED", "PROGRESS"):
         t.add_column(col, justify="right" if col in ("ELAPSED", "EXPECTED") else "left")
-    styles = {"running": "cyan", "possibly stuck": "bold red", "not started": "dim"}
+    styles = {
+        "running": "cyan",
+        "possibly stuck": "bold red",
+        "process gone": "bold red",
+        "not started": "dim",
+    }
     for proc in status.processes:
         for i, ph in enumerate(proc.phases):
             prog = ph.progress

@@ -202,3 +202,32 @@ def test_many_files_are_read_up_to_a_bound(tmp_path):
     for rank in range(boot.FILES_MAX + 5):
         (tmp_path / phase_file(f"rank{rank}")).write_text("{")
     assert len(boot.phase_files(tmp_path)) == boot.FILES_MAX
+
+
+def test_a_rank_whose_process_is_gone_is_said_so_and_ends_the_watch(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    r = _file(tmp_path, "rank0", time.time(), [("weights", 0, None)])
+    r.file.host, r.file.pid = socket.gethostname(), int(gone.stdout)
+    r.write()
+    live = _file(tmp_path, "rank1", time.time(), [("weights", 0, None)])
+    live.file.host, live.file.pid = socket.gethostname(), os.getpid()
+    live.write()
+    s = boot.read(tmp_path)
+    states = {p.who: (p.alive, p.phases[0].state) for p in s.processes}
+    assert states == {"rank0": (False, "process gone"), "rank1": (True, "running")}
+    assert not boot.finished(s)
+    (tmp_path / phase_file("rank1")).unlink()
+    assert boot.finished(boot.read(tmp_path))  # only a gone rank left: nothing to wait for
+
+
+def test_another_machines_process_is_not_asked(tmp_path):
+    r = _file(tmp_path, "rank0", time.time(), [("weights", 0, None)])
+    r.file.host, r.file.pid = "another-node", 1
+    r.write()
+    (proc,) = boot.read(tmp_path).processes
+    assert proc.alive is None and proc.phases[0].state == "running"
