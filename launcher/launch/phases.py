@@ -87,16 +87,25 @@ class LaunchPhases:
         self.cache_root = cache_root
         self.fingerprint = fingerprint
         self.build = build_id()
+        self.held: list[str] | None = []
+        """Phase lines said before the run directory exists: a launch refused before it
+        stays one error line, so they are said only once the launch goes on."""
         self.recorder = Recorder(
             None,
             LAUNCHER,
             started=started,
-            say=lambda line: say(line),
+            say=self._say,
             fingerprint=fingerprint,
             host=socket.gethostname(),
             pid=os.getpid(),
         )
         self.expect(artifact=False)
+
+    def _say(self, line: str) -> None:
+        if self.held is not None:
+            self.held.append(line)
+        else:
+            self.say(line)
 
     def expect(self, *, artifact: bool) -> None:
         """Read the store again (a restored artifact brings its baked boots)."""
@@ -123,6 +132,9 @@ class LaunchPhases:
         self.recorder.file.ready_url = ready_url
         self.recorder.path = run_dir / phase_file(LAUNCHER)
         self.recorder.write()
+        for line in self.held or []:
+            self.say(line)
+        self.held = None
 
     def before_exec(self) -> None:
         """The last write: every launcher phase ended; vLLM's processes go on from here."""
