@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from launcher import __version__
+from launcher.emit import targets as emit_targets
 from launcher.errors import EXIT_DOES_NOT_FIT, EXIT_USER_ERROR, LauncherError, ProfileError
 
 if TYPE_CHECKING:
@@ -246,6 +247,9 @@ def launch(
     plot_file: str | None,
 ) -> None:
     """Plan PROFILE and launch vLLM (or, with --dry-run, print the plan)."""
+    import time
+
+    started = time.time()  # the launch's first phase (plan) starts here
     from launcher import pipeline
 
     if node_rank is not None:  # its errors name the flag typed, not --set
@@ -281,7 +285,12 @@ def launch(
             sys.exit(EXIT_DOES_NOT_FIT)
         return
     pipeline.launch(
-        planned, force=force, run_dir=run_dir, join_timeout=join_timeout, cache_from=cache_from
+        planned,
+        force=force,
+        run_dir=run_dir,
+        join_timeout=join_timeout,
+        cache_from=cache_from,
+        started=started,
     )
 
 
@@ -403,6 +412,40 @@ def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
         click.echo(f"plot: {plot_run_dir(Path(run_dir), plot_file)}", err=True)
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("run_dir", type=click.Path())
+@click.option(
+    "--watch/--once",
+    default=None,
+    help="Follow the boot until the server answers (default on a terminal), or print it once.",
+)
+@click.option("--json", "as_json", is_flag=True, help="The status as JSON (one object a line).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1, 3600),
+    default=1.0,
+    show_default=True,
+    help="Seconds between reads while watching.",
+)
+def status(run_dir: str, watch: bool | None, as_json: bool, interval: float) -> None:
+    """Show a boot's phases from RUN_DIR: elapsed and expected per phase and process, the
+    slowest rank, and a phase running past 3x its expected time (and 60 s) as possibly stuck.
+    Reads the run directory only: it works beside the server, or from another container."""
+    from pathlib import Path
+
+    from launcher.report import status as boot
+
+    if watch is None:
+        watch = sys.stdout.isatty() and not as_json
+    try:
+        shown = boot.show(Path(run_dir), watch=watch, as_json=as_json, interval=interval)
+    except boot.NotARunDir as exc:
+        raise click.ClickException(str(exc)) from None
+    why = boot.nothing_shown(shown)
+    if why:
+        raise click.ClickException(why)
+
+
 def _artifact_source(ctx: click.Context, param: click.Parameter, value: str | None):
     if value is None:
         return None
@@ -510,10 +553,9 @@ def qualify(
 @click.option(
     "--target",
     "targets",
-    type=click.Choice(["k8s", "compose"]),
+    type=click.Choice(emit_targets.names()),
     multiple=True,
-    help="What to write: k8s (a LeaderWorkerSet) or compose (one file per node). "
-    "Repeatable; default both.",
+    help=emit_targets.help_text(),
 )
 @click.option(
     "--image",
@@ -569,7 +611,7 @@ def emit(
     paths = write(
         planned,
         Path(out_dir),
-        targets or ("k8s", "compose"),
+        targets or emit_targets.defaults(),
         image,
         profile_ref,
         overrides,

@@ -6,6 +6,7 @@ Each step is a named function; ``cli.py`` only parses and prints.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from launcher.profile import LoadedProfile, load_profile
 if TYPE_CHECKING:
     from launcher.artifact.bake import Baked
     from launcher.contract.artifact import ArtifactRecord
+    from launcher.launch.phases import LaunchPhases
     from launcher.launch.preflight import GpuFacts
     from launcher.launch.start import Prepared
     from launcher.plan.shared import SharedInputs
@@ -282,6 +284,7 @@ def prepare(
     gpus=None,
     cache_from: str | None = None,
     cuda=None,
+    phases: LaunchPhases | None = None,
 ) -> Prepared:
     """Everything up to the exec: the cards, the installed vLLM's line, the plan again on
     both, the cache artifact (``cache_from``) restored and the plan made again on its
@@ -306,8 +309,14 @@ def prepare(
         notes = (*notes, recovered)
     artifact = None
     if cache_from is not None:
+        if phases is not None:
+            phases.begin("restore")
         planned, artifact = restore_artifact(planned, cache_from, cards, force=force, cuda=cuda)
         notes = (*notes, _artifact_note(artifact))
+        if phases is not None:
+            phases.expect(artifact=True)  # the artifact's baked boots are in the store now
+    if phases is not None:
+        phases.begin("checks")
     driver = cards.driver if cards is not None else None
     kind = cards.kind if cards is not None else None
     return start.finish(
@@ -410,14 +419,21 @@ def launch(
     run_dir: str | None,
     join_timeout: float | None = None,
     cache_from: str | None = None,
+    started: float | None = None,
 ) -> None:
+    """Prepare, then exec vLLM; the launch's phases (from ``started``, the command's start)
+    go into the run directory (``launch/phases.py``)."""
     from launcher.launch import start
+    from launcher.launch.phases import LaunchPhases
 
-    prepared = prepare(planned, force=force, run_dir=run_dir, cache_from=cache_from)
+    phases = LaunchPhases(cache_root(planned), planned.fingerprint, started or time.time())
+    phases.begin("plan", at=phases.recorder.file.started)  # read and planned before this call
+    phases.begin("preflight")
+    prepared = prepare(planned, force=force, run_dir=run_dir, cache_from=cache_from, phases=phases)
     if join_timeout is None:
-        start.launch(prepared)
+        start.launch(prepared, phases=phases)
     else:
-        start.launch(prepared, join_timeout=join_timeout)
+        start.launch(prepared, join_timeout=join_timeout, phases=phases)
 
 
 def as_installed(planned: Planned) -> Planned:

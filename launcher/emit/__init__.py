@@ -23,6 +23,7 @@ from launcher.secrets import drop_secrets, is_secret
 
 if TYPE_CHECKING:
     from launcher.emit.artifact import ArtifactSource
+    from launcher.emit.probes import StartupBudget
     from launcher.profile import LoadedProfile
 
 DEFAULT_IMAGE = "b12x-launch:latest"
@@ -63,6 +64,9 @@ class Target:
     artifact: ArtifactSource | None = None
     """The cache artifact each node seeds its cache volume with before it starts
     (``emit --cache-from``; ``launcher/emit/artifact.py``), or None."""
+    startup: StartupBudget | None = None
+    """How long the leader may take to answer, and why (``launcher/emit/probes.py``); None:
+    the default budget."""
 
     @property
     def secret_names(self) -> list[str]:

@@ -51,15 +51,19 @@ def emit(
             are removed) or cannot be written.
         ArtifactError: ``cache_from`` is a claim and compose files are asked for.
     """
-    from launcher.emit import compose, k8s
+    from launcher.emit import probes
+    from launcher.emit import targets as table
 
     loaded = planned.loaded
     check_target(loaded)
-    if cache_from is not None and cache_from.kind == "pvc" and "compose" in targets:
+    rows = [table.get(name) for name in dict.fromkeys(targets)]
+    off = [r.name for r in rows if not r.kubernetes]
+    if cache_from is not None and cache_from.kind == "pvc" and off:
+        on = " or ".join(r.name for r in table.TARGETS if r.kubernetes)
         raise ArtifactError(
             f"--cache-from pvc:{cache_from.value}: a PersistentVolumeClaim is Kubernetes' own; "
-            "compose files mount an OCI image (oci:IMAGE) or a directory on the node: pass "
-            "--target k8s, or another source"
+            f"{', '.join(off)} files mount an OCI image (oci:IMAGE) or a directory on the node: "
+            f"pass --target {on}, or another source"
         )
     for line in address_warnings(loaded):
         warn(line)
@@ -79,11 +83,13 @@ def emit(
         env=plan_env(loaded),
         shipped=shipped,
         artifact=cache_from,
+        startup=probes.startup_budget(
+            loaded.profile.runtime.cache_root, planned.fingerprint, artifact=cache_from is not None
+        ),
     )
     files: dict[str, str] = {}
-    renderers = {"k8s": k8s.render, "compose": compose.render}
-    for name in dict.fromkeys(targets):
-        files.update(renderers[name](target))
+    for row in rows:
+        files.update(row.render()(target))
     return write_files(out_dir, files, planned.fingerprint, replace=replace, warn=warn)
 
 

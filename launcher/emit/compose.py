@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal
+from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal, probes
 from launcher.secrets import is_secret
 
 HEALTHCHECK = (
@@ -31,6 +31,11 @@ def _master(t: Target) -> str | None:
     image: every node must be told the same address."""
     p = t.profile
     return p.runtime.master_addr if p.hardware.nodes > 1 else None
+
+
+def _leader(t: Target) -> str:
+    """Node 0's address as every node is told it (the profile's, with its ``--set``)."""
+    return t.profile.runtime.master_addr or "127.0.0.1"
 
 
 def service(t: Target, rank: int) -> dict:
@@ -68,17 +73,18 @@ def service(t: Target, rank: int) -> dict:
     if p.hardware.gpu != "cpu":
         device = {"driver": "nvidia", "count": p.hardware.count, "capabilities": ["gpu"]}
         s["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
+    budget = t.startup or probes.DEFAULT
     if rank > 0:
-        # A headless node serves no HTTP: the image's own HEALTHCHECK would call it unhealthy
-        # (or, on one host with host networking, report node 0's health as its own).
-        s["healthcheck"] = {"disable": True}
+        # A headless node serves no HTTP (the image's own HEALTHCHECK would call it unhealthy,
+        # or report node 0's health as its own): its vLLM alive and node 0's port answering.
+        s["healthcheck"] = probes.compose_worker(p.runtime.master_port, _leader(t), budget)
     else:
         s["healthcheck"] = {
             "test": ["CMD-SHELL", HEALTHCHECK],
             "interval": "30s",
             "timeout": "10s",
             "retries": 3,
-            "start_period": "30m",
+            "start_period": f"{budget.seconds}s",
         }
     return s
 
@@ -119,6 +125,7 @@ def render(t: Target) -> dict[str, str]:
         head = (
             f"# {p.name}: node {rank} of {p.hardware.nodes} ({role}), plan {t.fingerprint}\n"
             f"#   docker compose -f compose.node{rank}.yaml up -d   (on node {rank})\n"
+            f"#   start period: {(t.startup or probes.DEFAULT).describe()}\n"
         )
         if t.shipped:
             head += f"#   with {SHIPPED_PREFIX}{t.shipped_name} beside this file (the profile)\n"

@@ -25,6 +25,7 @@ from launcher.emit import (
     artifact,
     dns_name,
     literal,
+    probes,
 )
 from launcher.plan.catalog import gpu
 from launcher.secrets import is_secret
@@ -161,13 +162,16 @@ def _container(t: Target, name: str, *, leader: bool) -> dict:
             "timeoutSeconds": HEALTH_TIMEOUT_S,
             "failureThreshold": 3,
         }
-        # A cold start compiles kernels before vLLM answers: up to 30 minutes.
+        # A cold start compiles kernels before vLLM answers: as long as this plan's boots took.
+        budget = t.startup or probes.DEFAULT
         c["startupProbe"] = {
             "httpGet": {"path": "/health", "port": p.serving.port},
-            "periodSeconds": 10,
+            "periodSeconds": budget.period,
             "timeoutSeconds": HEALTH_TIMEOUT_S,
-            "failureThreshold": 180,
+            "failureThreshold": budget.failures,
         }
+    elif p.hardware.nodes > 1:  # no HTTP: its vLLM alive and the leader's port answering
+        c.update(probes.k8s_worker(p.runtime.master_port, t.startup or probes.DEFAULT))
     if ports:
         c["ports"] = ports
     return c
@@ -280,6 +284,7 @@ def render(t: Target) -> dict[str, str]:
         f"{p.hardware.gpu}, plan {t.fingerprint} (b12x-launch emit)\n"
         f"# kubectl apply {' '.join('-f ' + f for f in files)}\n"
         "#   (needs the LeaderWorkerSet controller)\n"
+        f"# leader's startup probe: {(t.startup or probes.DEFAULT).describe()}\n"
     )
     secrets = t.secret_names
     if secrets:

@@ -23,6 +23,7 @@ from launcher.contract.runfile import Cards, RunFile
 from launcher.errors import DoesNotFit, EnvironmentProblem, Issue, ProfileError
 from launcher.launch import rendezvous, verdicts
 from launcher.launch.hardware import NoGpuInfo, query_gpus
+from launcher.launch.phases import LaunchPhases
 from launcher.launch.planned import Planned
 from launcher.launch.preflight import (
     GpuFacts,
@@ -277,9 +278,28 @@ def profile_record(profile) -> dict:
     return data
 
 
-def launch(prepared: Prepared, *, join_timeout: float = rendezvous.DEFAULT_TIMEOUT) -> None:
+def launch(
+    prepared: Prepared,
+    *,
+    join_timeout: float = rendezvous.DEFAULT_TIMEOUT,
+    phases: LaunchPhases | None = None,
+) -> None:
     """Meet the other nodes (multi-node mp), then replace this process with vLLM."""
-    meet_nodes(prepared.planned, timeout=join_timeout)  # hands its connections on to vLLM
+    if phases is not None:
+        p = prepared.planned.loaded.profile
+        host = p.serving.host if p.serving.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        url = f"http://{host}:{p.serving.port}/health"
+        phases.in_run_dir(prepared.run_dir, url, prepared.planned.fingerprint)
+        if p.hardware.nodes > 1:
+            phases.begin("rendezvous")
+    try:
+        meet_nodes(prepared.planned, timeout=join_timeout)  # hands its connections on to vLLM
+    except BaseException as exc:  # status says why the launch stopped, not a phase running on
+        if phases is not None:
+            phases.recorder.fail(str(exc) or type(exc).__name__)
+        raise
+    if phases is not None:
+        phases.before_exec()
     kv = prepared.planned.plan.kv
     print(
         f"b12x-launch: plan {prepared.planned.fingerprint}: {kv.tokens:,} KV tokens "

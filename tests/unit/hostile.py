@@ -54,7 +54,8 @@ class Case:
 
 
 COMMANDS = (
-    "validate", "schema", "prewarm", "report", "sweep", "qualify", "emit", "bake", "launch"
+    "validate", "schema", "prewarm", "report", "sweep", "qualify", "emit", "bake", "launch",
+    "status",
 )  # fmt: skip
 FINGERPRINT = "{fp}"
 """Stands for the plan fingerprint of profiles/glm52.yaml (the calibration store's folder)."""
@@ -577,6 +578,30 @@ def build() -> list[Case]:
     ]
     for name, files, args, expect in reports:
         add(Case(f"report/{name}", ("report", *args), files, expect))
+    # -- status RUN_DIR (issue 67): phase files torn, foreign, huge, a FIFO, a link --------
+    ready = json.dumps(
+        {"schema": "b12x-launch/phases/1", "who": "rank0", "started": 1.0, "ready_at": 2.0,
+         "phases": [{"name": "ready", "started": 2.0, "ended": 2.0}]}
+    )  # fmt: skip
+    statuses: list[tuple[str, dict[str, object], tuple[str, ...], str]] = [
+        ("missing", {}, ("{d}/nope", "--once"), "refused"),
+        ("a-file", {"f": "x"}, ("{d}/f", "--json"), "refused"),
+        ("empty-dir", {"run/": ""}, ("{d}/run", "--once"), "refused"),
+        ("torn", {"run/phases-rank0.json": '{"schema": "b12x-launch/phases/1", "who'},
+         ("{d}/run", "--json"), "refused"),
+        ("foreign", {"run/phases-rank0.json": '{"schema": "other"}'}, ("{d}/run",), "refused"),
+        ("huge", {"run/phases-rank0.json": " " * (2 << 20)}, ("{d}/run", "--once"), "refused"),
+        ("fifo", {"run/phases-rank0.json": FIFO}, ("{d}/run", "--json"), "refused"),
+        ("link", {"run/phases-rank0.json": Link("/etc/passwd")}, ("{d}/run",), "refused"),
+        ("secret-in-file", {"run/phases-rank0.json": f'{{"x": "{SECRET}"'}, ("{d}/run",),
+         "refused"),
+        ("ready-watch", {"run/phases-rank0.json": ready},
+         ("{d}/run", "--watch", "--interval", "0.1"), "ok"),
+        ("bad-interval", {"run/phases-rank0.json": ready}, ("{d}/run", "--interval", "-1"),
+         "refused"),
+    ]  # fmt: skip
+    for name, files, args, expect in statuses:
+        add(Case(f"status/{name}", ("status", *args), files, expect))
 
     # -- emit --------------------------------------------------------------------------------
     operator = {

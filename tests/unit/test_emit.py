@@ -134,9 +134,10 @@ def test_compose_files_run_each_node_with_its_rank(emitted):
         assert svc["network_mode"] == "host" and "cache:/cache" in svc["volumes"]
         assert svc["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 4
         assert svc["environment"]["NCCL_IB_DISABLE"] == "0"
-        # node 0 probes /health; the headless node disables the image's HEALTHCHECK
-        assert ("test" in svc["healthcheck"]) == (rank == 0)
-        assert svc["healthcheck"].get("disable", False) == (rank != 0)
+        # node 0 probes /health; the headless node its vLLM and node 0's port, not HTTP
+        test = svc["healthcheck"]["test"]
+        assert ("/health" in " ".join(test)) == (rank == 0)
+        assert ("launcher.launch.probe" in test) == (rank != 0)
 
 
 def test_no_temporary_file_is_left(emitted):

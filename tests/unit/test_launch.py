@@ -331,6 +331,31 @@ def test_exec_replaces_the_process_with_vllm(write, tmp_path, monkeypatch):
     assert seen["env"]["BLAUNCH_FINGERPRINT"] == p.fingerprint
 
 
+def test_the_launch_records_its_phases_before_the_exec(write, tmp_path, monkeypatch):
+    from launcher.contract.phases import read_phases
+
+    seen = {}
+
+    def fake_exec(file, argv, env):
+        seen["phases"] = read_phases(tmp_path / "run" / "phases-launcher.json")
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launch_mod.os, "execvpe", fake_exec)
+    monkeypatch.setattr(launch_mod, "require_vllm", lambda: None)
+    monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: None)
+    monkeypatch.setattr(launch_mod, "probe_installed", probed("gilded-gnosis"))
+    monkeypatch.setattr(launch_mod, "query_gpus", lambda: [rtx(i) for i in range(4)])
+    p = planned(write, tmp_path)
+    with pytest.raises(SystemExit):
+        pipeline.launch(p, force=False, run_dir=str(tmp_path / "run"), started=1.0)
+    f = seen["phases"]
+    assert [ph.name for ph in f.phases] == ["plan", "preflight", "checks", "exec"]
+    assert all(ph.ended is not None for ph in f.phases) and f.phases[0].started == 1.0
+    assert f.fingerprint == p.fingerprint and f.boot_kind == "cold"
+    assert f.ready_url.endswith(f":{p.loaded.profile.serving.port}/health")
+    assert f.boots_file.endswith(f"calibration/{p.fingerprint}/boots.json")
+
+
 def test_no_secret_reaches_the_run_directory(write, tmp_path):
     # --api-key in extra_args is refused (settings_checks): the key goes by VLLM_API_KEY
     text = MINIMAL + "env:\n  HF_TOKEN: hf_supersecret\n  VLLM_API_KEY: sk-topsecret\n"

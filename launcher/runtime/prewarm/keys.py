@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.contract.record import Autotuned, HeldKernel, KernelEnumeration
+from launcher.runtime import phases
 from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
@@ -671,7 +672,8 @@ def compile_missing(jobs: Sequence[Job], done: Compiled, until: float | None = N
             except Exception as exc:  # this kernel's keys are left to the census; the rest go on
                 job.failed += len(job.missing) - len(job.submitted)
                 done.failed.append(f"{kernel_name(job.fn)}: {type(exc).__name__}: {exc}")
-    for job in jobs:
+    for i, job in enumerate(jobs):
+        phases.part("keys (kernels settled)", i, len(jobs))
         if job.submitted:
             loaded, failed = settle(job.fn, job.submitted)
             job.compiled += loaded

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from launcher.runtime import phases
 from launcher.runtime.prewarm import PrewarmContext, runtime_function
 from launcher.runtime.prewarm.parallel_compile import compile_only
 from launcher.vllm.internals import module_path
@@ -159,7 +160,8 @@ def find(ctx: PrewarmContext):
                 experts = int(
                     getattr(weights, "global_num_experts", 0) or weights.w13_weight.shape[0]
                 )
-                for n in counts:
+                for i, n in enumerate(counts):
+                    phases.part("MoE buckets", i, len(counts))
                     x = torch.randn(n, hidden, dtype=dtype, device=device) * 0.01
                     with set_forward_context(None, config, num_tokens=n):
                         try:

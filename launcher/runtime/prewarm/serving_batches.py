@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.runtime import phases
 from launcher.runtime.prewarm import thread_samples
 
 FIRST_ID = 4
@@ -516,6 +517,7 @@ def serve(
     for n, wave in enumerate(plan):
         t0, steps = time.perf_counter(), loop.steps
         thread_samples.mark(f"wave {n}")
+        phases.part("waves", n, len(plan))
         steps_took = loop.run(wave, n, vocab, max_steps=4096)
         took = time.perf_counter() - t0  # per wave: where boot 1's minutes go (issue 39's 1.2x)
         log(

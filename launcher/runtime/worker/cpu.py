@@ -2,11 +2,13 @@
 
 from vllm.v1.worker.cpu_worker import CPUWorker
 
+from launcher.runtime.phases import PhasedMixin
 from launcher.runtime.worker.checked import CheckedFirst
 from launcher.runtime.worker.planned import PlannedMixin
 
 
-class PlannedCPUWorker(CheckedFirst, PlannedMixin, CPUWorker):
+# CheckedFirst outermost: vLLM's internals are resolved before anything, the phases' weights too.
+class PlannedCPUWorker(CheckedFirst, PhasedMixin, PlannedMixin, CPUWorker):
     """vLLM's CPU worker that sizes the KV cache to the plan."""
 
     platform = "cpu"

@@ -31,6 +31,7 @@ from launcher.contract.record import (
     PrewarmOutcome,
     RankRecord,
 )
+from launcher.runtime import phases
 from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_budget
 from launcher.runtime.prewarm import (
     PrewarmContext,
@@ -83,6 +84,7 @@ class PlannedMixin:
         self._watch_compile_dir()  # before the prewarm's first forward compiles the model
         before = self._device_snapshot()
         results, measurement = self._prewarm(run)
+        phases.begin("memory profile")
         self._barrier()
         # One sizing moment: the counters arm as the stage ends, before vLLM's own profile.
         self._late = LateCounters(rank, profile.prewarm.strict_jit, _say)
@@ -281,6 +283,7 @@ class PlannedMixin:
 
         def run_providers() -> None:
             for name in names:
+                phases.part(f"prewarm {name}", names.index(name), len(names))
                 provider = load(name)
                 if not provider.applies(ctx):
                     results.append(PrewarmResult(name, skipped="not used by this deployment"))
