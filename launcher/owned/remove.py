@@ -1,0 +1,125 @@
+"""Deleting below an owned root: only files its record lists, with the recorded bytes."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from launcher import bounded
+from launcher.owned import Refused
+from launcher.owned.paths import inside
+
+CHUNK = 1 << 20
+
+
+def sha256_of(path: Path, limit: int | None = None) -> tuple[str, int]:
+    """(sha256, size) of the regular file at ``path``, opened without following a link.
+
+    Raises:
+        Refused: a link, or not a regular file.
+        TooLarge: more than ``limit`` bytes.
+        OSError: it cannot be read.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if os.path.islink(path):
+            raise Refused(f"{path}: a symbolic link") from None
+        raise exc
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise Refused(f"{path}: not a regular file")
+        h, n = hashlib.sha256(), 0
+        while chunk := fh.read(CHUNK):
+            n += len(chunk)
+            if limit is not None and n > limit:
+                raise bounded.TooLarge(f"{path}: more than {limit:,} bytes")
+            h.update(chunk)
+    return h.hexdigest(), n
+
+
+def remove_listed(root: Path, rel: str, sha256: str) -> bool:
+    """Delete ``root / rel`` if it is a regular file (reached without a link) whose bytes
+    have ``sha256``; whether it did.
+
+    Raises:
+        Refused: ``rel`` leaves the root or passes a link.
+    """
+    path = inside(root, rel)
+    try:
+        if sha256_of(path)[0] != sha256:
+            return False
+    except (OSError, Refused):
+        return False
+    os.unlink(path)
+    return True
+
+
+def remove_empty_dirs(dirs: Iterable[Path]) -> None:
+    """Remove each directory that is empty, deepest first (one in use stays)."""
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+
+
+def remove_made(files: Iterable[Path], dirs: Iterable[Path]) -> None:
+    """Take back what a writer made a moment ago (its own list of files and directories)."""
+    for path in files:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    remove_empty_dirs(dirs)
+
+
+def check_tree(root: Path, listed: Mapping[str, str]) -> None:
+    """``root`` holds exactly the files ``listed`` (path -> sha256), each with those bytes,
+    and directories; nothing else (no link, no special file).
+
+    Raises:
+        Refused: ``root`` is a link or no directory, or holds something else (named).
+    """
+    if os.path.islink(root) or not os.path.isdir(root):
+        raise Refused(f"{root}: not a directory the launcher made")
+    seen = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in (*dirnames, *filenames):
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            if rel not in listed:
+                raise Refused(f"{path}: not a file the launcher made there")
+            if sha256_of(path)[0] != listed[rel]:
+                raise Refused(f"{path}: changed since the launcher wrote it")
+            seen.add(rel)
+    missing = sorted(set(listed) - seen)
+    if missing:
+        raise Refused(f"{root / missing[0]}: listed but missing")
+
+
+def remove_tree(root: Path, listed: Mapping[str, str]) -> None:
+    """Delete the tree ``root`` after ``check_tree``: its listed files, then its directories
+    (each only once empty).
+
+    Raises:
+        Refused: ``root`` holds anything not listed, or changed (nothing is deleted).
+    """
+    check_tree(root, listed)
+    dirs = [Path(root)]
+    for rel in listed:
+        os.unlink(inside(root, rel))
+        parent = Path(root, rel).parent
+        while parent != Path(root):
+            dirs.append(parent)
+            parent = parent.parent
+    remove_empty_dirs(set(dirs))
+
+
+def remove_file(path: Path, sha256: str) -> bool:
+    """Delete the file at ``path`` (not a link) if its bytes have ``sha256``; whether it did."""
+    return remove_listed(path.parent, path.name, sha256)
