@@ -32,6 +32,7 @@ from typing import BinaryIO
 from launcher import bounded
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError, is_tar
 from launcher.artifact.manifest import FileEntry, Manifest, ManifestError, parse
+from launcher.owned import write
 
 CHUNK = 1 << 20
 MANIFEST_MAX = 256 << 20
@@ -43,6 +44,11 @@ class Mismatch(Exception):
 
     def __init__(self, entry: FileEntry, size: int, sha256: str):
         self.entry, self.size, self.sha256 = entry, size, sha256
+        if size > entry.size and not sha256:  # cut off while it was copied
+            super().__init__(
+                f"{entry.path}: more than the manifest's {entry.size:,} bytes (cut off there)"
+            )
+            return
         super().__init__(
             f"{entry.path}: {size:,} bytes sha256 {sha256[:16]}..., the manifest says "
             f"{entry.size:,} bytes sha256 {entry.sha256[:16]}..."
@@ -80,19 +86,21 @@ class _Hashing(io.RawIOBase):
 
 
 def copy_verified(src: BinaryIO, dest: Path, entry: FileEntry) -> None:
-    """Copy ``src`` into the new file ``dest`` (never an existing one), checking its size and
-    sha256 against ``entry``; set its mode.
+    """Copy ``src`` into the new file ``dest`` (never an existing one, never through a link),
+    checking its size while it copies and its sha256 after; set its mode.
 
     Raises:
-        Mismatch: the bytes are not the manifest's (``dest`` is left for the caller to remove).
+        Mismatch: the bytes are not the manifest's (``dest`` is left for the caller to remove;
+            one cut off at its size is removed).
         OSError: the write failed (a full disk, an unwritable directory).
     """
-    reader = _Hashing(src)
-    with open(dest, "xb") as out:
-        while chunk := reader.read(CHUNK):
-            out.write(chunk)
-    reader.check(entry)
-    os.chmod(dest, 0o755 if entry.executable else 0o644)
+    mode = 0o755 if entry.executable else 0o644
+    try:  # at most one byte past the entry's size is read, none of it written
+        sha256, size = write.copy_limited(src, dest, entry.size, mode)
+    except bounded.TooLarge:
+        raise Mismatch(entry, entry.size + 1, "") from None
+    if (sha256, size) != (entry.sha256, entry.size):
+        raise Mismatch(entry, size, sha256)
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -353,7 +361,7 @@ def write_dir(manifest: Manifest, sources: dict[str, Path], out: Path) -> None:
                 pass  # a file system without hard links: a file per path
         with open(sources[entry.path], "rb") as src:
             copy_verified(src, dest, entry)
-    (out / MANIFEST_NAME).write_bytes(manifest.canonical())
+    write.write_bytes(out / MANIFEST_NAME, manifest.canonical(), root=out)
 
 
 def write_tar(manifest: Manifest, sources: dict[str, Path], out: Path, *, gz: bool) -> None:

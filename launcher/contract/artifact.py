@@ -113,3 +113,19 @@ class ArtifactRecord(Frozen):
         record of the baked boot is in the caches and the calibration store (see
         docs/operations.md, "A fresh node boots warm")."""
         return self.state in ("restored", "present") and self.covers
+
+
+class JournalEntry(Frozen):
+    """A file a restore is about to place: its path under the cache root and its sha256."""
+
+    path: str = Field(min_length=1, max_length=4096)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class RestoreJournal(Frozen):
+    """``<cache_root>/.blaunch-restore.journal``: what a restore in progress places, so that
+    the next launch takes back the files of one that was killed. It lies on a shared volume:
+    the reader bounds it, and each path is resolved below the cache root without a link."""
+
+    artifact_id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    files: list[JournalEntry]

@@ -47,9 +47,7 @@ def read_bytes(path: Path, limit: int, what: str, *, root: Path | None = None) -
     return data
 
 
-def read_model(
-    path: Path, model: type[M], limit: int, what: str, *, root: Path | None = None
-) -> M:
+def read_model(path: Path, model: type[M], limit: int, what: str, *, root: Path | None = None) -> M:
     """``read_bytes`` parsed as JSON into ``model``.
 
     Raises:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from launcher import bounded
 from launcher.owned import Refused
-from launcher.owned.paths import inside
+from launcher.owned.paths import inside, parts_of
 
 CHUNK = 1 << 20
 
@@ -123,3 +123,20 @@ def remove_tree(root: Path, listed: Mapping[str, str]) -> None:
 def remove_file(path: Path, sha256: str) -> bool:
     """Delete the file at ``path`` (not a link) if its bytes have ``sha256``; whether it did."""
     return remove_listed(path.parent, path.name, sha256)
+
+
+def discard(directory: Path, name: str) -> bool:
+    """Delete the launcher's own file ``name`` (a fixed name it writes: a journal, a marker,
+    a probe) directly in ``directory``; a link there is removed itself, never followed, and a
+    directory is left. Whether something was removed."""
+    parts_of(name)
+    if "/" in name:
+        raise Refused(f"{name!r}: not a name directly in {directory}")
+    path = Path(directory) / name
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            return False
+        os.unlink(path)
+    except OSError:
+        return False
+    return True

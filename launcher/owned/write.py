@@ -107,7 +107,7 @@ def place(src: Path, dest: Path) -> None:
         FileExistsError: ``dest`` exists (a link there included).
     """
     try:
-        os.link(src, dest, follow_symlinks=False)
+        os.link(src, dest)  # a link at ``dest`` makes this fail: never replaced
         return
     except OSError as exc:
         if exc.errno not in _NO_LINK:
@@ -142,15 +142,30 @@ def replace_file(src: Path, dest: Path) -> None:
     os.replace(src, dest)
 
 
+def new_scratch(parent: Path, prefix: str) -> Path:
+    """A new directory in ``parent`` (the same file system as what it stages), for
+    ``drop_scratch``.
+
+    Raises:
+        OSError: ``parent`` cannot be written.
+    """
+    return Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent))
+
+
+def drop_scratch(tmp: Path) -> None:
+    """Remove a directory ``new_scratch`` made, with what the writer staged in it (rmtree
+    follows no link below it)."""
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def scratch(parent: Path, prefix: str) -> Iterator[Path]:
-    """A new directory in ``parent`` (the same file system as what it stages), removed with
-    everything in it on the way out."""
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent))
+    """``new_scratch``, dropped on the way out."""
+    tmp = new_scratch(parent, prefix)
     try:
         yield tmp
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        drop_scratch(tmp)
 
 
 def remove_stale_scratch(root: Path, prefix: str) -> int:

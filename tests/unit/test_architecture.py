@@ -37,8 +37,8 @@ ROOM_OF_TOP_MODULE = {
     "secrets": "base",
     "switches": "base",  # on/off switches read from the environment
     "buildid": "base",  # the image build id every compile cache and artifact is keyed by
-    "bounded": "base",
-    "owned": "base",  # the owned-files boundary: every write, replace and delete, bounded reads  # reading input files: regular files of a bounded size
+    "bounded": "base",  # reading input files: regular files of a bounded size
+    "owned": "base",  # the owned-files boundary: every write, replace, delete; bounded reads
     "installed": "base",  # where an installed package lies, found without importing it
     "vllm_options": "base",  # vLLM's option table and how its parser reads an argument list
     "deployment": "deployment",
