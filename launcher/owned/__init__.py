@@ -21,7 +21,9 @@ choice and may be a link; nothing below it is followed.
 
 from __future__ import annotations
 
+from launcher.errors import LauncherError
 
-class Refused(ValueError):
+
+class Refused(LauncherError, ValueError):
     """A path outside its root or through a link, or a file the launcher did not make: the
-    message names the path and why."""
+    message names the path and why (the user's to fix: exit 1, no traceback)."""

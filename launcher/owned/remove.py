@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -140,3 +141,27 @@ def discard(directory: Path, name: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def remove_marked_tree(parent: Path, name: str, marker: str) -> None:
+    """Delete the directory ``parent/name`` that the launcher made and marked with its file
+    ``marker`` (a cache tree of another image build: what compilers wrote there has no
+    record, so the marker is its owner's mark). rmtree follows no link inside it.
+
+    Raises:
+        Refused: ``name`` is a link, no directory, or holds no marker file of ours.
+        OSError: it could not be removed whole.
+    """
+    parts_of(name)
+    if "/" in name:
+        raise Refused(f"{name!r}: not a name directly in {parent}")
+    tree = inside(parent, name, missing_ok=False)
+    if not stat.S_ISDIR(os.lstat(tree).st_mode):
+        raise Refused(f"{tree}: not a directory")
+    try:
+        marked = stat.S_ISREG(os.lstat(tree / marker).st_mode)
+    except OSError:
+        marked = False
+    if not marked:
+        raise Refused(f"{tree}: no {marker} of the launcher's in it")
+    shutil.rmtree(tree)

@@ -33,8 +33,8 @@ def _target(path: Path, root: Path | None) -> Path:
     if root is None:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
-    rel = Path(path).relative_to(root).as_posix() if Path(path).is_absolute() else str(path)
-    target = inside(root, rel)
+    Path(root).mkdir(parents=True, exist_ok=True)  # the root is the operator's choice
+    target = inside(root, Path(path).relative_to(root).as_posix())
     if len(target.relative_to(root).parts) > 1:
         makedirs(root, target.parent.relative_to(root).as_posix())
     return target

@@ -312,3 +312,40 @@ def test_restore_writes_nothing_through_a_linked_cache_directory(tmp_path):
         restore(art, root, keys())
     assert list(elsewhere.iterdir()) == []
     assert not (root / "inductor").exists()
+
+
+# --- the calibration store ----------------------------------------------------------------------
+
+
+def _linked_store(tmp_path):
+    """A cache root whose plan folder in the store is a link to a directory elsewhere."""
+    from tests.unit.artifact_caches import FP
+
+    root, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    (root / "calibration").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "qualified.json").write_text("the other directory's own")
+    (root / "calibration" / FP).symlink_to(elsewhere)
+    return root, elsewhere
+
+
+def test_the_store_writes_no_record_through_a_linked_folder(tmp_path):
+    from launcher.contract import store
+    from launcher.contract.record import read_record
+    from tests.unit.artifact_caches import record
+
+    root, elsewhere = _linked_store(tmp_path)
+    (tmp_path / "rank0.json").write_bytes(record(0))
+    rec = read_record(tmp_path / "rank0.json")
+    with pytest.raises(ValueError, match="link"):  # the worker logs it and boots on
+        store.save_record(rec, None, root, "h200")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["qualified.json"]
+
+
+def test_withdrawing_the_qualified_size_deletes_nothing_through_a_link(tmp_path):
+    from launcher.contract import store
+    from tests.unit.artifact_caches import FP
+
+    root, elsewhere = _linked_store(tmp_path)
+    store.withdraw_qualified(root, FP)
+    assert (elsewhere / "qualified.json").read_text() == "the other directory's own"
