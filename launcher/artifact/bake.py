@@ -157,7 +157,12 @@ def collect(cache_root: Path, fingerprint: str) -> Collected:
         executable = bool(path.stat().st_mode & stat.S_IXUSR)
         files.append(FileEntry(path=rel, size=size, sha256=sha, executable=executable))
         sources[rel] = path
-    return Collected(files, sources, _calibration(records), notes)
+    try:  # a linked plan folder was left out above: its records are not this root's
+        owned_paths.inside(cache_root, f"{CALIBRATION}/{fingerprint}")
+        calibration = _calibration(records)
+    except Refused:
+        calibration = Calibration()
+    return Collected(files, sources, calibration, notes)
 
 
 @dataclass(frozen=True)

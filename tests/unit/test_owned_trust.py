@@ -298,6 +298,7 @@ def test_bake_leaves_out_a_linked_calibration_folder(tmp_path):
     baked = bake(root, tmp_path / "art", profile="p", keys=keys())
     assert not any(f.path.startswith("calibration/") for f in baked.manifest.files)
     assert any("calibration" in n and "link" in n for n in baked.notes)
+    assert baked.manifest.calibration.ranks == [] and not baked.manifest.calibration.qualified
 
 
 def test_restore_writes_nothing_through_a_linked_cache_directory(tmp_path):
