@@ -365,7 +365,9 @@ def restored_in(cache_root: Path) -> list[tuple[str, ArtifactRecord]]:
     for path in sorted(folder.glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name)):
         try:
             marker = owned_read.read_model(path, Marker, MARKER_MAX, "restore marker")
-        except (OSError, ValueError):  # a marker of another version, or a damaged one
+        except (OSError, ValueError):  # a marker of another version, a damaged one, a link
+            continue
+        if marker.record.artifact_id != path.stem:  # one restore's marker copied to another name
             continue
         out.append((marker.profile, marker.record))
     return out
@@ -376,7 +378,7 @@ def recover_interrupted(cache_root: Path) -> str | None:
     (one stat otherwise): every launch calls it, with or without ``--cache-from``."""
     if not cache_root.is_dir():
         return None
-    if not (cache_root / JOURNAL).exists() and not any(cache_root.glob(STAGING + "*")):
+    if not os.path.lexists(cache_root / JOURNAL) and not any(cache_root.glob(STAGING + "*")):
         return None
     with _locked(cache_root):
         return recover(cache_root)

@@ -29,7 +29,6 @@ import hashlib
 import inspect
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,6 +37,9 @@ from typing import Any
 
 from launcher import atomic
 from launcher.artifact.compile_env import FACTORS
+from launcher.owned import Refused
+from launcher.owned import paths as owned_paths
+from launcher.owned import write as owned_write
 from launcher.runtime.prewarm import runtime_function
 
 INDEX = "vllm_compile_cache.py"
@@ -189,9 +191,14 @@ def _link_tree(src: Path, dest: Path, naming_factors: Path, warm_code: str) -> i
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         rel = path.relative_to(src)
         target = dest / rel
-        if target.exists():
+        if os.path.lexists(target):
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
+        try:  # below the cache root nothing is followed through a link (launcher.owned)
+            dest.mkdir(parents=True, exist_ok=True)
+            if rel.parent != Path("."):
+                owned_paths.makedirs(dest, rel.parent.as_posix())
+        except Refused:
+            continue
         if rel == naming_factors:
             factors = json.loads(path.read_text())
             factors["code_hash"] = warm_code
@@ -199,10 +206,7 @@ def _link_tree(src: Path, dest: Path, naming_factors: Path, warm_code: str) -> i
         elif path.name in (INDEX, FACTORS):
             atomic.write_bytes(target, path.read_bytes())
         else:
-            try:
-                os.link(path, target)
-            except OSError:
-                shutil.copy2(path, target)
+            owned_write.place(path, target)
         linked += 1
     return linked
 

@@ -350,3 +350,20 @@ def test_withdrawing_the_qualified_size_deletes_nothing_through_a_link(tmp_path)
     root, elsewhere = _linked_store(tmp_path)
     store.withdraw_qualified(root, FP)
     assert (elsewhere / "qualified.json").read_text() == "the other directory's own"
+
+
+def test_a_marker_through_a_link_or_under_another_name_is_not_read_as_a_restore(tmp_path):
+    from launcher.artifact.restore import MARKERS, restored_in
+
+    fill(tmp_path / "c")
+    art = tmp_path / "art"
+    bake(tmp_path / "c", art, profile="p", keys=keys())
+    root = tmp_path / "node"
+    root.mkdir()
+    record = restore(art, root, keys())
+    markers = root / MARKERS
+    real = markers / f"{record.artifact_id}.json"
+    (markers / "ffffffffffffffff.json").write_bytes(real.read_bytes())
+    (tmp_path / "elsewhere.json").write_bytes(real.read_bytes())
+    (markers / "0000000000000000.json").symlink_to(tmp_path / "elsewhere.json")
+    assert [r.artifact_id for _, r in restored_in(root)] == [record.artifact_id]
