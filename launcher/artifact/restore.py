@@ -258,6 +258,8 @@ def _stage_and_commit(reader, source: Path, cache_root: Path, m: Manifest) -> di
             f"cannot write {cache_root} ({exc.strerror or exc}); {nothing}"
         ) from None
     try:
+        for entry in m.files:  # a link below the cache root refuses it before a byte is copied
+            owned_paths.inside(cache_root, entry.path)
         extract(reader, staging)
         os.sync()  # the staged bytes are on disk before any of them is linked into place
         return _commit(staging, cache_root, m)
