@@ -9,6 +9,9 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import random
+import shutil
 import tarfile
 
 import pytest
@@ -367,3 +370,48 @@ def test_a_marker_through_a_link_or_under_another_name_is_not_read_as_a_restore(
     (tmp_path / "elsewhere.json").write_bytes(real.read_bytes())
     (markers / "0000000000000000.json").symlink_to(tmp_path / "elsewhere.json")
     assert [r.artifact_id for _, r in restored_in(root)] == [record.artifact_id]
+
+
+# --- generated: journals of every shape -------------------------------------------------------
+
+JOURNAL_SEED = int(os.environ.get("BLAUNCH_OWNED_SEED", "64"))
+PIECES = ["..", ".", "", "triton", "link", "victim.txt", "k", "/", "a\\b", "\x00", "%2e%2e"]
+
+
+def _snapshot(path):
+    return {
+        p.relative_to(path).as_posix(): (
+            p.read_bytes() if p.is_file() and not p.is_symlink() else ""
+        )
+        for p in path.rglob("*")
+    }
+
+
+def test_no_generated_journal_changes_anything_outside_the_cache_root(tmp_path):
+    """Every path shape a forger may write (``..``, absolute, through a link, odd bytes), with
+    the sha256 of a file outside: the next launch's recovery removes none of them."""
+    print(f"seed {JOURNAL_SEED} (BLAUNCH_OWNED_SEED=N for another)")
+    rng = random.Random(JOURNAL_SEED)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_bytes(b"v")
+    (outside / "k").write_bytes(b"k")
+    shas = [sha(b"v"), sha(b"k")]
+    root = tmp_path / "cache"
+    for case in range(60):
+        root.mkdir()
+        (root / "triton").mkdir()
+        (root / "link").symlink_to(outside)
+        files = []
+        for _ in range(rng.randint(1, 6)):
+            rel = "/".join(rng.choice(PIECES) for _ in range(rng.randint(1, 5)))
+            if rng.random() < 0.2:
+                rel = str(outside / rng.choice(["victim.txt", "k"]))
+            files.append({"path": rel or "x", "sha256": rng.choice(shas)})
+        journal = {"artifact_id": "0123456789abcdef", "files": files}
+        (root / JOURNAL).write_text(json.dumps(journal))
+        before = _snapshot(tmp_path / "outside")
+        recover_interrupted(root)
+        assert _snapshot(tmp_path / "outside") == before, (case, files)
+        assert not os.path.lexists(root / JOURNAL)
+        shutil.rmtree(root)
