@@ -32,7 +32,9 @@ from typing import BinaryIO
 from launcher import bounded
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError, is_tar
 from launcher.artifact.manifest import FileEntry, Manifest, ManifestError, parse
-from launcher.owned import write
+from launcher.owned import Refused
+from launcher.owned import read as owned_read
+from launcher.owned import write as owned_write
 
 CHUNK = 1 << 20
 MANIFEST_MAX = 256 << 20
@@ -96,7 +98,7 @@ def copy_verified(src: BinaryIO, dest: Path, entry: FileEntry) -> None:
     """
     mode = 0o755 if entry.executable else 0o644
     try:  # at most one byte past the entry's size is read, none of it written
-        sha256, size = write.copy_limited(src, dest, entry.size, mode)
+        sha256, size = owned_write.copy_limited(src, dest, entry.size, mode)
     except bounded.TooLarge:
         raise Mismatch(entry, entry.size + 1, "") from None
     if (sha256, size) != (entry.sha256, entry.size):
@@ -340,6 +342,26 @@ def open_artifact(path: Path) -> Reader:
     )
 
 
+def dir_listing(path: Path) -> tuple[bytes, dict[str, str]]:
+    """The directory artifact at ``path`` as the launcher wrote it: its manifest's bytes, and
+    every file it must hold (``files/<path>`` and the manifest) with its sha256. Nothing is
+    hashed here (``launcher.owned.remove.check_tree`` does that before a replace).
+
+    Raises:
+        Refused: a link, no directory, or no manifest of an artifact in it.
+    """
+    if os.path.islink(path) or not path.is_dir():
+        raise Refused(f"{path}: not a directory")
+    try:
+        data = owned_read.read_bytes(path / MANIFEST_NAME, MANIFEST_MAX, MANIFEST_NAME)
+        m = parse(data, str(path / MANIFEST_NAME))
+    except (OSError, ValueError) as exc:
+        raise Refused(f"no artifact's {MANIFEST_NAME}: {exc}") from None
+    listed = {f"{FILES_DIR}/{f.path}": f.sha256 for f in m.files}
+    listed[MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
+    return data, listed
+
+
 # --- writing ------------------------------------------------------------------------------
 
 
@@ -361,7 +383,7 @@ def write_dir(manifest: Manifest, sources: dict[str, Path], out: Path) -> None:
                 pass  # a file system without hard links: a file per path
         with open(sources[entry.path], "rb") as src:
             copy_verified(src, dest, entry)
-    write.write_bytes(out / MANIFEST_NAME, manifest.canonical(), root=out)
+    owned_write.write_bytes(out / MANIFEST_NAME, manifest.canonical(), root=out)
 
 
 def write_tar(manifest: Manifest, sources: dict[str, Path], out: Path, *, gz: bool) -> None:

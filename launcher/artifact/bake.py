@@ -29,11 +29,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError, is_tar
+from launcher.artifact import ArtifactError, is_tar
 from launcher.artifact.archive import (
-    MANIFEST_MAX,
     Mismatch,
     SameAs,
+    dir_listing,
     hash_file,
     open_artifact,
     write_dir,
@@ -46,7 +46,6 @@ from launcher.artifact.manifest import (
     FileEntry,
     Manifest,
     make_manifest,
-    parse,
 )
 from launcher.contract import census
 from launcher.contract.base import ContractError
@@ -54,7 +53,6 @@ from launcher.contract.record import read_record
 from launcher.launch.vllm_args import CACHE_DIRS
 from launcher.owned import Refused
 from launcher.owned import paths as owned_paths
-from launcher.owned import read as owned_read
 from launcher.owned import remove as owned_remove
 from launcher.owned import write as owned_write
 
@@ -231,13 +229,7 @@ def owned_artifact(path: Path) -> dict[str, str] | None:
     if owned_paths.is_link(path):
         raise Refused(f"{path}: a symbolic link")
     if path.is_dir():
-        try:
-            data = owned_read.read_bytes(path / MANIFEST_NAME, MANIFEST_MAX, MANIFEST_NAME)
-            m = parse(data, str(path / MANIFEST_NAME))
-        except (OSError, ValueError) as exc:
-            raise Refused(f"no artifact's {MANIFEST_NAME}: {exc}") from None
-        listed = {f"{FILES_DIR}/{f.path}": f.sha256 for f in m.files}
-        listed[MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
+        _, listed = dir_listing(path)
         owned_remove.check_tree(path, listed)
         return listed
     if not is_tar(path.name) or not path.is_file():

@@ -19,7 +19,6 @@ Exit codes: 0 copied or already there, 1 an error (one line, no traceback), 2 ba
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -27,11 +26,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError
-from launcher.artifact.archive import MANIFEST_MAX, Mismatch, extract, open_artifact
-from launcher.artifact.manifest import Manifest, parse
+from launcher.artifact.archive import Mismatch, dir_listing, extract, open_artifact
+from launcher.artifact.manifest import Manifest
 from launcher.buildid import BuildIdError, resolve_build
 from launcher.owned import Refused
-from launcher.owned import read as owned_read
 from launcher.owned import remove as owned_remove
 from launcher.owned import write as owned_write
 from launcher.units import format_size
@@ -73,14 +71,8 @@ def _owned(dest: Path, source: Path) -> tuple[bytes, dict[str, str]] | None:
     if src == dst or dst in src.parents or src in dst.parents:
         raise ArtifactError(f"{dest} holds or lies inside the source {source}: {fix}")
     try:
-        if os.path.islink(dest) or not dest.is_dir():
-            raise Refused(f"{dest}: not a directory")
-        data = owned_read.read_bytes(dest / MANIFEST_NAME, MANIFEST_MAX, MANIFEST_NAME)
-        m = parse(data, str(dest / MANIFEST_NAME))
-        listed = {f"{FILES_DIR}/{f.path}": f.sha256 for f in m.files}
-        listed[MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
-        return data, listed
-    except (OSError, ValueError) as exc:
+        return dir_listing(dest)
+    except Refused as exc:
         raise ArtifactError(
             f"{dest} exists and is no artifact seed wrote ({exc}); seed replaces only its own: "
             f"{fix}"

@@ -121,11 +121,6 @@ def remove_tree(root: Path, listed: Mapping[str, str]) -> None:
     remove_empty_dirs(set(dirs))
 
 
-def remove_file(path: Path, sha256: str) -> bool:
-    """Delete the file at ``path`` (not a link) if its bytes have ``sha256``; whether it did."""
-    return remove_listed(path.parent, path.name, sha256)
-
-
 def discard(directory: Path, name: str) -> bool:
     """Delete the launcher's own file ``name`` (a fixed name it writes: a journal, a marker,
     a probe) directly in ``directory``; a link there is removed itself, never followed, and a

@@ -10,7 +10,6 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -156,16 +155,6 @@ def drop_scratch(tmp: Path) -> None:
     """Remove a directory ``new_scratch`` made, with what the writer staged in it (rmtree
     follows no link below it)."""
     shutil.rmtree(tmp, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def scratch(parent: Path, prefix: str) -> Iterator[Path]:
-    """``new_scratch``, dropped on the way out."""
-    tmp = new_scratch(parent, prefix)
-    try:
-        yield tmp
-    finally:
-        drop_scratch(tmp)
 
 
 def remove_stale_scratch(root: Path, prefix: str) -> int:
