@@ -415,3 +415,21 @@ def test_no_generated_journal_changes_anything_outside_the_cache_root(tmp_path):
         assert _snapshot(tmp_path / "outside") == before, (case, files)
         assert not os.path.lexists(root / JOURNAL)
         shutil.rmtree(root)
+
+
+def test_the_stores_verdicts_file_is_read_bounded_and_written_through_no_link(tmp_path):
+    """``vllm-verdicts.json`` lies in the plan's store folder on the shared volume: a FIFO
+    there must not hang a launch, a huge one is not read, and a linked folder takes no write."""
+    from launcher.launch import verdicts
+    from tests.unit.artifact_caches import FP
+
+    folder = tmp_path / "cache" / "calibration" / FP
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / verdicts.FILE)
+    assert verdicts._keys(folder) == []  # a FIFO with no writer: refused, not waited on
+    (folder / verdicts.FILE).unlink()
+    (folder / verdicts.FILE).write_text(json.dumps({"keys": ["k" * 64] * 40000}))
+    assert verdicts._keys(folder) == []  # past its bound
+    root, elsewhere = _linked_store(tmp_path / "linked")
+    verdicts.remember(root / "calibration" / FP, "key")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["qualified.json"]
