@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from launcher.bounded import TooLarge
+from launcher.bounded import TooLarge, parse_json
 from launcher.owned import Refused
 from launcher.owned.paths import inside
 
@@ -62,3 +62,13 @@ def read_model(path: Path, model: type[M], limit: int, what: str, *, root: Path 
         raise ValueError(f"{path}: not a {what} ({exc.error_count()} problem(s))") from None
     except RecursionError:
         raise ValueError(f"{path}: not a {what} (nested too deeply)") from None
+
+
+def read_json(path: Path, limit: int, what: str) -> Any:
+    """``read_bytes`` parsed as JSON (any value: the caller checks its shape).
+
+    Raises:
+        OSError: it cannot be opened.
+        ValueError: refused, too large, or not JSON.
+    """
+    return parse_json(read_bytes(Path(path), limit, what))

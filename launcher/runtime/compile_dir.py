@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.artifact.compile_env import FACTORS
+from launcher.artifact.compile_env import FACTORS, FACTORS_MAX
 from launcher.owned import Refused
 from launcher.owned import paths as owned_paths
+from launcher.owned import read as owned_read
 from launcher.owned import write as owned_write
 from launcher.runtime.prewarm import runtime_function
 
@@ -160,7 +161,7 @@ def link_for_warm_boots(part_files: dict[str, set[str]]) -> Linked | Unneeded | 
         )
     factors_path = naming.local_dir / FACTORS
     try:
-        factors = json.loads(factors_path.read_text())
+        factors = owned_read.read_json(factors_path, FACTORS_MAX, "vLLM factor file")
         named = dir_name(factors)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"{factors_path} unread: {exc}"
@@ -200,7 +201,7 @@ def _link_tree(src: Path, dest: Path, naming_factors: Path, warm_code: str) -> i
         except Refused:
             continue
         if rel == naming_factors:
-            factors = json.loads(path.read_text())
+            factors = owned_read.read_json(path, FACTORS_MAX, "vLLM factor file")
             factors["code_hash"] = warm_code
             atomic.write_text(target, json.dumps(factors, indent=2, sort_keys=True))
         elif path.name in (INDEX, FACTORS):
