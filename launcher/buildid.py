@@ -76,9 +76,9 @@ def build_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 def write_build_info(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> str:
     """Compute the build info and write it to ``path`` (run once, at image build time)."""
     info = build_info(env)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    from launcher.owned.write import write_text  # at image build time only
+
+    write_text(path, json.dumps(info, indent=2, sort_keys=True) + "\n")
     print(f"build id {info['build_id']}: {json.dumps(info['versions'], sort_keys=True)}")
     return info["build_id"]
 

@@ -39,9 +39,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +58,8 @@ from launcher.buildid import (  # noqa: F401  (names the image build and the tes
     build_info,
     write_build_info,
 )
+from launcher.owned import remove as owned_remove
+from launcher.owned import write as owned_write
 
 # Whether the image's vLLM can serve the profile is asked where a launch is checked, not
 # here: importing it loads launcher.profile (pydantic, yaml), which tripled the entrypoint's
@@ -121,7 +121,7 @@ class EntrypointError(BuildIdError):
 def write_constraints(path: str | os.PathLike) -> None:
     """Pin what the base image has installed, so adding b12x cannot move it."""
     lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := buildid._version(d))]
-    Path(path).write_text("".join(line + "\n" for line in lines))
+    owned_write.write_text(path, "".join(line + "\n" for line in lines))
     print("constraints: " + (", ".join(lines) or "none"))
 
 
@@ -153,12 +153,10 @@ def prepare_cache(mount: Path, build_id: str, info: Mapping[str, Any]) -> Path:
         (mount / RUNS_SUBDIR).mkdir(parents=True, exist_ok=True)
         # mkdir of an existing directory succeeds on a read-only mount: write to prove it.
         for directory in (root, mount / RUNS_SUBDIR):
-            fd, probe = tempfile.mkstemp(prefix=".writable.", dir=directory)
-            os.close(fd)
-            os.unlink(probe)
+            owned_write.probe_writable(directory)
         marker = root / MARKER
-        if not marker.exists():
-            marker.write_text(json.dumps(dict(info), indent=2, sort_keys=True) + "\n")
+        if not os.path.lexists(marker):
+            owned_write.write_text(marker, json.dumps(dict(info), indent=2, sort_keys=True) + "\n")
     except OSError as exc:
         if exc.errno in FULL:
             raise EntrypointError(
@@ -189,9 +187,9 @@ def prune_other_builds(mount: Path, keep: str) -> list[Path]:
         if not (child / MARKER).is_file():
             continue
         try:
-            shutil.rmtree(child)
+            owned_remove.remove_marked_tree(mount, child.name, MARKER)
             removed.append(child)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             _say(f"warning: could not prune {child}: {exc}")
     return removed
 

@@ -32,6 +32,9 @@ from typing import BinaryIO
 from launcher import bounded
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError, is_tar
 from launcher.artifact.manifest import FileEntry, Manifest, ManifestError, parse
+from launcher.owned import Refused
+from launcher.owned import read as owned_read
+from launcher.owned import write as owned_write
 
 CHUNK = 1 << 20
 MANIFEST_MAX = 256 << 20
@@ -43,6 +46,11 @@ class Mismatch(Exception):
 
     def __init__(self, entry: FileEntry, size: int, sha256: str):
         self.entry, self.size, self.sha256 = entry, size, sha256
+        if size > entry.size and not sha256:  # cut off while it was copied
+            super().__init__(
+                f"{entry.path}: more than the manifest's {entry.size:,} bytes (cut off there)"
+            )
+            return
         super().__init__(
             f"{entry.path}: {size:,} bytes sha256 {sha256[:16]}..., the manifest says "
             f"{entry.size:,} bytes sha256 {entry.sha256[:16]}..."
@@ -80,19 +88,21 @@ class _Hashing(io.RawIOBase):
 
 
 def copy_verified(src: BinaryIO, dest: Path, entry: FileEntry) -> None:
-    """Copy ``src`` into the new file ``dest`` (never an existing one), checking its size and
-    sha256 against ``entry``; set its mode.
+    """Copy ``src`` into the new file ``dest`` (never an existing one, never through a link),
+    checking its size while it copies and its sha256 after; set its mode.
 
     Raises:
-        Mismatch: the bytes are not the manifest's (``dest`` is left for the caller to remove).
+        Mismatch: the bytes are not the manifest's (``dest`` is left for the caller to remove;
+            one cut off at its size is removed).
         OSError: the write failed (a full disk, an unwritable directory).
     """
-    reader = _Hashing(src)
-    with open(dest, "xb") as out:
-        while chunk := reader.read(CHUNK):
-            out.write(chunk)
-    reader.check(entry)
-    os.chmod(dest, 0o755 if entry.executable else 0o644)
+    mode = 0o755 if entry.executable else 0o644
+    try:  # at most one byte past the entry's size is read, none of it written
+        sha256, size = owned_write.copy_limited(src, dest, entry.size, mode)
+    except bounded.TooLarge:
+        raise Mismatch(entry, entry.size + 1, "") from None
+    if (sha256, size) != (entry.sha256, entry.size):
+        raise Mismatch(entry, size, sha256)
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -332,6 +342,26 @@ def open_artifact(path: Path) -> Reader:
     )
 
 
+def dir_listing(path: Path) -> tuple[bytes, dict[str, str]]:
+    """The directory artifact at ``path`` as the launcher wrote it: its manifest's bytes, and
+    every file it must hold (``files/<path>`` and the manifest) with its sha256. Nothing is
+    hashed here (``launcher.owned.remove.check_tree`` does that before a replace).
+
+    Raises:
+        Refused: a link, no directory, or no manifest of an artifact in it.
+    """
+    if os.path.islink(path) or not path.is_dir():
+        raise Refused(f"{path}: not a directory")
+    try:
+        data = owned_read.read_bytes(path / MANIFEST_NAME, MANIFEST_MAX, MANIFEST_NAME)
+        m = parse(data, str(path / MANIFEST_NAME))
+    except (OSError, ValueError) as exc:
+        raise Refused(f"no artifact's {MANIFEST_NAME}: {exc}") from None
+    listed = {f"{FILES_DIR}/{f.path}": f.sha256 for f in m.files}
+    listed[MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
+    return data, listed
+
+
 # --- writing ------------------------------------------------------------------------------
 
 
@@ -353,7 +383,7 @@ def write_dir(manifest: Manifest, sources: dict[str, Path], out: Path) -> None:
                 pass  # a file system without hard links: a file per path
         with open(sources[entry.path], "rb") as src:
             copy_verified(src, dest, entry)
-    (out / MANIFEST_NAME).write_bytes(manifest.canonical())
+    owned_write.write_bytes(out / MANIFEST_NAME, manifest.canonical(), root=out)
 
 
 def write_tar(manifest: Manifest, sources: dict[str, Path], out: Path, *, gz: bool) -> None:

@@ -22,16 +22,23 @@ container does per build) to bake only its own.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-import shutil
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.artifact import MANIFEST_NAME, ArtifactError, is_tar
-from launcher.artifact.archive import Mismatch, hash_file, write_dir, write_tar
+from launcher.artifact import ArtifactError, is_tar
+from launcher.artifact.archive import (
+    Mismatch,
+    SameAs,
+    dir_listing,
+    hash_file,
+    open_artifact,
+    write_dir,
+    write_tar,
+)
 from launcher.artifact.manifest import (
     CALIBRATION,
     ArtifactKeys,
@@ -44,6 +51,10 @@ from launcher.contract import census
 from launcher.contract.base import ContractError
 from launcher.contract.record import read_record
 from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.owned import Refused
+from launcher.owned import paths as owned_paths
+from launcher.owned import remove as owned_remove
+from launcher.owned import write as owned_write
 
 SKIP_SUFFIXES = (".lock", ".tmp", ".partial")
 SKIP_PREFIXES = (".writable.", ".blaunch-", "tmp.pid_")
@@ -77,7 +88,11 @@ def skipped(rel: str) -> bool:
 
 
 def _walk(cache_root: Path, top: str, notes: list[str]) -> list[tuple[str, Path]]:
-    base = cache_root / top
+    try:  # a cache directory that is a link (or lies below one) is not this root's
+        base = owned_paths.inside(cache_root, top)
+    except Refused:
+        notes.append(f"left out {top}: a link, or below one (nothing is followed)")
+        return []
     if not base.is_dir():
         return []
     out = []
@@ -140,7 +155,12 @@ def collect(cache_root: Path, fingerprint: str) -> Collected:
         executable = bool(path.stat().st_mode & stat.S_IXUSR)
         files.append(FileEntry(path=rel, size=size, sha256=sha, executable=executable))
         sources[rel] = path
-    return Collected(files, sources, _calibration(records), notes)
+    try:  # a linked plan folder was left out above: its records are not this root's
+        owned_paths.inside(cache_root, f"{CALIBRATION}/{fingerprint}")
+        calibration = _calibration(records)
+    except Refused:
+        calibration = Calibration()
+    return Collected(files, sources, calibration, notes)
 
 
 @dataclass(frozen=True)
@@ -190,21 +210,58 @@ def _check_out(cache_root: Path, out: Path, replace: bool) -> None:
         return
     if not replace:
         raise ArtifactError(f"{out} exists: choose another path, or pass --replace")
-    if out.is_dir() and not (out / MANIFEST_NAME).is_file():
+    try:
+        owned_artifact(out)
+    except Refused as exc:
         raise ArtifactError(
-            f"{out} is a directory but no artifact (no {MANIFEST_NAME}); --replace only replaces "
-            "an artifact: choose another path"
-        )
-    if not out.is_dir() and not is_tar(out.name):
-        raise ArtifactError(f"{out} exists and is no artifact: choose another path")
+            f"{out} is no artifact b12x-launch baked ({exc}); --replace only replaces one: "
+            "choose another path"
+        ) from None
+
+
+def owned_artifact(path: Path) -> dict[str, str] | None:
+    """What the artifact the launcher baked at ``path`` holds (path -> sha256, for a
+    directory; None for a tar, whose every member was read back and checked).
+
+    Raises:
+        Refused: ``path`` is a link, or no artifact, or one changed since it was baked.
+    """
+    if owned_paths.is_link(path):
+        raise Refused(f"{path}: a symbolic link")
+    if path.is_dir():
+        _, listed = dir_listing(path)
+        owned_remove.check_tree(path, listed)
+        return listed
+    if not is_tar(path.name) or not path.is_file():
+        raise Refused(f"{path}: neither an artifact directory nor a tar")
+    try:
+        with open_artifact(path) as reader:
+            for entry, src in reader.files():
+                if not isinstance(src, SameAs):
+                    _check_stream(src, entry)
+    except (ArtifactError, Mismatch, OSError) as exc:
+        raise Refused(str(exc)) from None
+    return None
+
+
+def _check_stream(src, entry: FileEntry) -> None:
+    h, n = hashlib.sha256(), 0
+    while chunk := src.read(min(1 << 20, entry.size + 1 - n)):
+        n += len(chunk)
+        if n > entry.size:
+            break
+        h.update(chunk)
+    if (n, h.hexdigest()) != (entry.size, entry.sha256):
+        raise Mismatch(entry, n, h.hexdigest() if n <= entry.size else "")
 
 
 def _write(manifest: Manifest, sources: dict[str, Path], out: Path, replace: bool) -> None:
-    """Into a temporary name beside ``out``, synced, then renamed into place."""
+    """Into a temporary name beside ``out``, synced, then renamed into place; an artifact it
+    replaces (checked again: baked, unchanged) is removed by its manifest."""
     tar = is_tar(out.name)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        tmp = owned_write.new_scratch(out.parent, f".{out.name}.")
     except OSError as exc:
         raise ArtifactError(f"cannot write {out}: {exc.strerror or exc}") from None
     target = tmp / out.name
@@ -214,24 +271,32 @@ def _write(manifest: Manifest, sources: dict[str, Path], out: Path, replace: boo
         else:
             write_dir(manifest, sources, target)
         os.sync()
-        old = tmp / ".replaced"
-        if out.exists() and replace:
-            os.rename(out, old)
-        try:
-            os.rename(target, out)
-        except OSError:
-            if old.exists():  # put the artifact it was to replace back
-                os.rename(old, out)
-            raise
+        if not (replace and os.path.lexists(out)):
+            owned_write.move_new(target, out)
+        elif tar:
+            owned_artifact(out)
+            owned_write.replace_file(target, out)
+        else:
+            listed = owned_artifact(out) or {}
+            old = tmp / ".replaced"
+            owned_write.move_new(out, old)
+            try:
+                owned_write.move_new(target, out)
+            except OSError:
+                owned_write.move_new(old, out)  # put the artifact it was to replace back
+                raise
+            owned_remove.remove_tree(old, listed)
     except Mismatch as exc:
         raise ArtifactError(
             f"a cache file changed while it was baked ({exc}); is a server of this deployment "
             "still compiling into the cache? Bake again when it is idle"
         ) from None
+    except Refused as exc:
+        raise ArtifactError(f"{out}: {exc}; --replace only replaces an artifact") from None
     except OSError as exc:
         raise ArtifactError(
             f"cannot write {out}: {exc.strerror or exc}"
             + (f" ({exc.filename})" if exc.filename else "")
         ) from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        owned_write.drop_scratch(tmp)

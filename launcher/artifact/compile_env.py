@@ -14,13 +14,16 @@ reads the user's opt-out of usage statistics there.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from launcher.owned import read as owned_read
+
 TORCH_COMPILE = Path("vllm") / "torch_compile_cache"
 FACTORS = "cache_key_factors.json"
+FACTORS_MAX = 16 << 20
+"""A factor file larger than this is not vLLM's (it lists a config's factors)."""
 """vLLM's file of the factors of its key, beside each compiled part."""
 
 
@@ -89,7 +92,7 @@ def factor_files(cache_root: Path) -> Iterator[tuple[Path, dict]]:
     be read or is no JSON object is passed over."""
     for path in sorted((cache_root / TORCH_COMPILE).glob(f"*/rank_*/*/{FACTORS}")):
         try:
-            factors = json.loads(path.read_text())
+            factors = owned_read.read_json(path, FACTORS_MAX, "vLLM factor file")
         except (OSError, ValueError):
             continue
         if isinstance(factors, dict):

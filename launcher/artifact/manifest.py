@@ -153,6 +153,14 @@ class Manifest(_Strict):
             raise ValueError("total_bytes is not the sum of the files' sizes")
         if self.caches != summarise(self.files):
             raise ValueError("caches do not summarise the files listed")
+        own = f"{CALIBRATION}/{self.keys.fingerprint}/"
+        for f in self.files:  # another plan's records would be read as that plan's
+            if f.path.startswith(CALIBRATION + "/") and (
+                not f.path.startswith(own) or "/" in f.path[len(own) :]
+            ):
+                raise ValueError(
+                    f"{f.path}: an artifact holds its own plan's records only ({own}<file>)"
+                )
         return self
 
     def canonical(self) -> bytes:

@@ -23,26 +23,29 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from launcher import atomic
 from launcher.artifact import ArtifactError
-from launcher.artifact.archive import Mismatch, extract, hash_file, open_artifact
+from launcher.artifact.archive import Mismatch, extract, open_artifact
 from launcher.artifact.manifest import ArtifactKeys, Manifest, differences
-from launcher.contract.artifact import ArtifactRecord
+from launcher.contract.artifact import ArtifactRecord, RestoreJournal
 from launcher.contract.base import Frozen
+from launcher.owned import Refused
+from launcher.owned import paths as owned_paths
+from launcher.owned import read as owned_read
+from launcher.owned import remove as owned_remove
+from launcher.owned import write as owned_write
 
 MARKERS = ".blaunch-artifacts"
 JOURNAL = ".blaunch-restore.journal"
 LOCK = ".blaunch-restore.lock"
 STAGING = ".blaunch-restore-"
-_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+JOURNAL_MAX = 64 << 20
+"""A journal larger than this is not one (it lists the paths of one artifact)."""
+MARKER_MAX = 1 << 20
 
 
 def restore(
@@ -125,14 +128,16 @@ def _restore(
             raise
         record = _done(base, started, "restored", **counts)
         try:
-            atomic.write_json(marker_path(cache_root, m.artifact_id), _marker_data(record, m))
-        except OSError as exc:  # the journal is still there: take back what was placed
+            owned_write.write_json(
+                marker_path(cache_root, m.artifact_id), _marker_data(record, m), root=cache_root
+            )
+        except (OSError, Refused) as exc:  # the journal is still there: take back what was placed
             recover(cache_root)
             raise ArtifactError(
-                f"cannot record the restore in {cache_root} ({exc.strerror or exc}); nothing "
+                f"cannot record the restore in {cache_root} ({_why(exc)}); nothing "
                 "was restored (the caches are as they were)"
             ) from None
-        (cache_root / JOURNAL).unlink(missing_ok=True)
+        owned_remove.discard(cache_root, JOURNAL)
         return record
 
 
@@ -198,7 +203,8 @@ def _done(
 @contextlib.contextmanager
 def _locked(cache_root: Path) -> Iterator[None]:
     try:
-        fd = os.open(cache_root / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(cache_root / LOCK, flags, 0o666)
     except OSError as exc:
         raise ArtifactError(
             f"cannot write the cache root {cache_root} ({exc.strerror or exc}); set "
@@ -236,9 +242,9 @@ def _present(cache_root: Path, m: Manifest) -> bool:
         return False
     for f in m.files:
         try:
-            if (cache_root / f.path).stat().st_size != f.size:
+            if os.lstat(owned_paths.inside(cache_root, f.path)).st_size != f.size:
                 return False
-        except OSError:
+        except (OSError, Refused):
             return False
     return True
 
@@ -246,18 +252,25 @@ def _present(cache_root: Path, m: Manifest) -> bool:
 def _stage_and_commit(reader, source: Path, cache_root: Path, m: Manifest) -> dict[str, int]:
     nothing = "nothing was restored (the caches are as they were)"
     try:
-        staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=cache_root))
+        staging = owned_write.new_scratch(cache_root, STAGING)
     except OSError as exc:
         raise ArtifactError(
             f"cannot write {cache_root} ({exc.strerror or exc}); {nothing}"
         ) from None
     try:
+        for entry in m.files:  # a link below the cache root refuses it before a byte is copied
+            owned_paths.inside(cache_root, entry.path)
         extract(reader, staging)
         os.sync()  # the staged bytes are on disk before any of them is linked into place
         return _commit(staging, cache_root, m)
     except Mismatch as exc:
         raise ArtifactError(
             f"{source}: {exc}: the artifact is damaged; {nothing}. Copy it again, or bake it again"
+        ) from None
+    except Refused as exc:
+        raise ArtifactError(
+            f"cannot restore into {cache_root}: {exc}; {nothing}. Make it a plain directory, or "
+            "boot without --cache-from"
         ) from None
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
@@ -267,105 +280,81 @@ def _stage_and_commit(reader, source: Path, cache_root: Path, m: Manifest) -> di
             f"{fix[0].upper()}{fix[1:]}, or boot without --cache-from"
         ) from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        owned_write.drop_scratch(staging)
 
 
 def _commit(staging: Path, cache_root: Path, m: Manifest) -> dict[str, int]:
+    """Place each staged file the cache lacks; every path is resolved below the cache root
+    without a link first (a link anywhere on the way refuses the restore, nothing placed)."""
     moves, present, kept = [], 0, 0
     for entry in m.files:
-        dest = cache_root / entry.path
-        if dest.exists() or dest.is_symlink():
-            same = dest.is_file() and hash_file(dest) == (entry.sha256, entry.size)
+        dest = owned_paths.inside(cache_root, entry.path)
+        if os.path.lexists(dest):
+            try:
+                same = owned_remove.sha256_of(dest) == (entry.sha256, entry.size)
+            except (OSError, ValueError):
+                same = False
             present, kept = present + same, kept + (not same)
             continue
         moves.append(entry)
-    journal = {
-        "artifact_id": m.artifact_id,
-        "files": [{"path": e.path, "sha256": e.sha256} for e in moves],
-    }
-    atomic.write_json(cache_root / JOURNAL, journal)
+    journal = RestoreJournal.model_validate(
+        {
+            "artifact_id": m.artifact_id,
+            "files": [{"path": e.path, "sha256": e.sha256} for e in moves],
+        }
+    )
+    owned_write.write_json(cache_root / JOURNAL, journal.to_json(), root=cache_root)
     placed: list[Path] = []
     made: list[Path] = []
     try:
         for entry in moves:
-            dest = cache_root / entry.path
-            _makedirs(dest.parent, made)
+            parent = entry.path.rsplit("/", 1)[0]
+            dest = owned_paths.makedirs(cache_root, parent, made) / entry.path.rsplit("/", 1)[1]
             _place(staging / entry.path, dest)
             placed.append(dest)
-    except OSError:
-        _undo(placed, made)
-        (cache_root / JOURNAL).unlink(missing_ok=True)
+    except (OSError, Refused):
+        owned_remove.remove_made(placed, made)
+        owned_remove.discard(cache_root, JOURNAL)
         raise
     return {"restored": len(placed), "present": present, "kept": kept}
 
 
-def _makedirs(directory: Path, made: list[Path]) -> None:
-    missing = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
-    for d in reversed(missing):
-        d.mkdir()
-        made.append(d)
-
-
 def _place(src: Path, dest: Path) -> None:
-    """``src``'s file at ``dest``, which must not exist: a hard link (atomic, never replaces);
-    a copy renamed into place where the file system has no links."""
-    try:
-        os.link(src, dest)
-        return
-    except OSError as exc:
-        if exc.errno not in _NO_LINK:
-            raise
-    tmp = dest.parent / f"{STAGING}{dest.name}.tmp"
-    shutil.copy2(src, tmp)
-    try:
-        if dest.exists():
-            raise FileExistsError(errno.EEXIST, "appeared during the restore", str(dest))
-        os.rename(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+    owned_write.place(src, dest)
 
 
-def _undo(placed: list[Path], made: list[Path]) -> None:
-    for path in placed:
-        with contextlib.suppress(OSError):
-            path.unlink()
-    for directory in reversed(made):
-        with contextlib.suppress(OSError):
-            directory.rmdir()
+def _why(exc: Exception) -> str:
+    return str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
 
 
 def recover(cache_root: Path) -> str | None:
     """Roll back a restore that was killed while it moved files into place (its journal is
     still there), and remove staging directories a killed restore left; a note on what was
-    done, or None. Call with the cache root's restore lock held (``restore`` does)."""
+    done, or None. Call with the cache root's restore lock held (``restore`` does).
+
+    The journal lies on a shared volume: it is read bounded and typed, each path resolved
+    below the cache root without a link, and a file removed only with the journal's sha256.
+    """
     note = None
     journal = cache_root / JOURNAL
-    if journal.is_file():
+    if os.path.lexists(journal):
         try:
-            data = json.loads(journal.read_text())
-            files = [(f["path"], f["sha256"]) for f in data["files"]]
-            artifact_id = str(data["artifact_id"])
-        except (OSError, ValueError, KeyError, TypeError):
-            files, artifact_id = [], ""
-        undone = 0
-        for rel, sha in files:
-            dest = cache_root / rel
-            with contextlib.suppress(OSError, ValueError):
-                if dest.is_file() and hash_file(dest)[0] == sha:
-                    dest.unlink()
-                    undone += 1
-        if artifact_id:
-            with contextlib.suppress(OSError):
-                marker_path(cache_root, artifact_id).unlink(missing_ok=True)
-        journal.unlink(missing_ok=True)
-        note = (
-            f"rolled back an interrupted restore of artifact {artifact_id or '?'} ({undone} files)"
-        )
-    for stale in cache_root.glob(STAGING + "*"):
-        shutil.rmtree(stale, ignore_errors=True)
+            data = owned_read.read_model(journal, RestoreJournal, JOURNAL_MAX, "restore journal")
+        except (OSError, ValueError) as exc:
+            owned_remove.discard(cache_root, JOURNAL)
+            return f"an interrupted restore's journal was not read ({_why(exc)}); nothing removed"
+        undone = skipped = 0
+        for f in data.files:
+            try:
+                undone += owned_remove.remove_listed(cache_root, f.path, f.sha256)
+            except Refused:
+                skipped += 1  # outside the cache root or through a link: not the restore's
+        owned_remove.discard(cache_root / MARKERS, f"{data.artifact_id}.json")
+        owned_remove.discard(cache_root, JOURNAL)
+        note = f"rolled back an interrupted restore of artifact {data.artifact_id} ({undone} files)"
+        if skipped:
+            note += f"; {skipped} path(s) outside the cache root or through a link left alone"
+    owned_write.remove_stale_scratch(cache_root, STAGING)
     return note
 
 
@@ -377,8 +366,10 @@ def restored_in(cache_root: Path) -> list[tuple[str, ArtifactRecord]]:
     out = []
     for path in sorted(folder.glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name)):
         try:
-            marker = Marker.model_validate_json(path.read_text())
-        except (OSError, ValueError):  # a marker of another version, or a damaged one
+            marker = owned_read.read_model(path, Marker, MARKER_MAX, "restore marker")
+        except (OSError, ValueError):  # a marker of another version, a damaged one, a link
+            continue
+        if marker.record.artifact_id != path.stem:  # one restore's marker copied to another name
             continue
         out.append((marker.profile, marker.record))
     return out
@@ -389,7 +380,7 @@ def recover_interrupted(cache_root: Path) -> str | None:
     (one stat otherwise): every launch calls it, with or without ``--cache-from``."""
     if not cache_root.is_dir():
         return None
-    if not (cache_root / JOURNAL).exists() and not any(cache_root.glob(STAGING + "*")):
+    if not os.path.lexists(cache_root / JOURNAL) and not any(cache_root.glob(STAGING + "*")):
         return None
     with _locked(cache_root):
         return recover(cache_root)

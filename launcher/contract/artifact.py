@@ -113,3 +113,24 @@ class ArtifactRecord(Frozen):
         record of the baked boot is in the caches and the calibration store (see
         docs/operations.md, "A fresh node boots warm")."""
         return self.state in ("restored", "present") and self.covers
+
+
+class JournalEntry(Frozen):
+    """A file a restore is about to place: its path under the cache root and its sha256."""
+
+    path: str = Field(min_length=1, max_length=4096)
+    """Below the cache root, as the artifact's manifest lists it (the reader resolves it
+    without a link and refuses one outside)."""
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """The bytes placed there: recovery removes the file only if it still has them."""
+
+
+class RestoreJournal(Frozen):
+    """``<cache_root>/.blaunch-restore.journal``: what a restore in progress places, so that
+    the next launch takes back the files of one that was killed. It lies on a shared volume:
+    the reader bounds it, and each path is resolved below the cache root without a link."""
+
+    artifact_id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    """The artifact being restored (its marker's name: 16 hex digits, nothing else)."""
+    files: list[JournalEntry]
+    """The files about to be placed (those the cache already had are not listed)."""

@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from launcher import bounded
+from launcher.owned import read as owned_read
 
 JSON_MAX = 64 << 20
 """The largest run file or record read (a record with a long census is a few MiB)."""
@@ -69,9 +70,10 @@ def located(path: str | Path, what: str, exc: ValidationError) -> ContractError:
 
 
 def read_json(path: str | Path, what: str, limit: int = JSON_MAX) -> dict[str, Any]:
-    """The JSON object at ``path`` (a regular file of at most ``limit`` bytes)."""
+    """The JSON object at ``path`` (a regular file, not a link, of at most ``limit`` bytes:
+    ``launcher.owned.read``, the reader for what crosses a trust line)."""
     try:
-        data = bounded.read_json(path, limit, what)
+        data = bounded.parse_json(owned_read.read_bytes(Path(path), limit, what))
     except (OSError, ValueError) as exc:
         why = f"unreadable: {exc}"
         raise ContractError(path, why, f"unreadable {what} {path}: {exc}") from None

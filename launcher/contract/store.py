@@ -11,6 +11,7 @@ card holds; a symbolic link is never a worker's. Records are written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -23,6 +24,10 @@ from launcher.contract.base import ContractError, read_json
 from launcher.contract.names import MEASURABLE
 from launcher.contract.qualified import QualifiedRecord
 from launcher.contract.record import Environment, RankRecord, read_record, record_name, write_record
+from launcher.owned import Refused
+from launcher.owned import paths as owned_paths
+from launcher.owned import remove as owned_remove
+from launcher.owned import write as owned_write
 
 CALIBRATION = "calibration"
 STACK = ("torch", "vllm", "b12x", "triton", "nvidia-cutlass-dsl", "flashinfer-python", "exllamav3")
@@ -204,10 +209,25 @@ def save_record(
 ) -> list[Path]:
     """Write a rank's record into the run directory and the store; one made on
     ``other_cards`` stays out of the store."""
-    paths = [] if run_dir is None else [run_dir / record_name(record.rank)]
+    paths = write_record(record, [] if run_dir is None else [run_dir / record_name(record.rank)])
     if not other_cards(record.environment.gpu_kind, profile_gpu):
-        paths.append(folder(cache_root, record.fingerprint) / rank_file(record.rank))
-    return write_record(record, paths)
+        paths.append(
+            _write_in_store(cache_root, record.fingerprint, rank_file(record.rank), record)
+        )
+    return paths
+
+
+def _write_in_store(cache_root: str | Path, fingerprint: str, name: str, record) -> Path:
+    """Write ``record`` as ``name`` in the plan's folder of the store, atomically, with no
+    link followed below the cache root.
+
+    Raises:
+        Refused: a link (or a file) where the store's folders are.
+        OSError: it cannot be written.
+    """
+    root = Path(os.path.expanduser(cache_root))
+    path = folder(cache_root, fingerprint) / name
+    return owned_write.write_json(path, record.to_json(), root=root)
 
 
 def read_qualified(path: Path, warn: Warn = _warn) -> QualifiedRecord | None:
@@ -253,12 +273,14 @@ def save_qualified(
 ) -> list[Path]:
     """Write the record into the run directory and the store, atomically; one made on
     ``other_cards`` stays out of the store, as a worker's record does."""
-    paths = [] if run_dir is None else [run_dir / q.NAME]
+    paths = q.write(record, [] if run_dir is None else [run_dir / q.NAME])
     if not other_cards(record.environment.gpu_kind, profile_gpu):
-        paths.append(folder(cache_root, record.fingerprint) / q.NAME)
-    return q.write(record, paths)
+        paths.append(_write_in_store(cache_root, record.fingerprint, q.NAME, record))
+    return paths
 
 
 def withdraw_qualified(cache_root: str | Path, fingerprint: str) -> None:
     """Take the qualified size out of the store (its verify boot failed)."""
-    (folder(cache_root, fingerprint) / q.NAME).unlink(missing_ok=True)
+    root = Path(os.path.expanduser(cache_root))
+    with contextlib.suppress(Refused):  # no link followed: a planted one leads elsewhere
+        owned_remove.discard(owned_paths.inside(root, f"{CALIBRATION}/{fingerprint}"), q.NAME)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from launcher import atomic
 from launcher.errors import ProfileError
+from launcher.owned import write as owned_write
 from launcher.secrets import drop_secrets, is_secret
 
 if TYPE_CHECKING:
@@ -209,4 +209,6 @@ def check_target(loaded: LoadedProfile) -> None:
 
 def write_all(files: dict[str, str], out_dir: Path) -> list[Path]:
     """Write every file atomically (each whole or not at all) under ``out_dir``."""
-    return [atomic.write_text(out_dir / name, text) for name, text in files.items()]
+    return [
+        owned_write.write_text(out_dir / name, text, root=out_dir) for name, text in files.items()
+    ]

@@ -17,6 +17,8 @@ from launcher.emit import (
     write_all,
 )
 from launcher.errors import EnvironmentProblem
+from launcher.owned import Refused
+from launcher.owned import remove as owned_remove
 
 if TYPE_CHECKING:
     from launcher.emit.artifact import ArtifactSource
@@ -137,11 +139,12 @@ def write_files(
     try:
         for name in stale:
             if name not in files:
-                (out_dir / name).unlink()
+                owned_remove.remove_listed(out_dir, name, own[name])
         paths = write_all(files, out_dir)
         manifest.write(
             out_dir, fingerprint, {**kept, **{n: manifest.digest(t) for n, t in files.items()}}
         )
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot write {out_dir}: {exc.strerror or exc}") from None
+    except (OSError, Refused) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise EnvironmentProblem(f"cannot write {out_dir}: {why}") from None
     return paths

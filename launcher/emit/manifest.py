@@ -18,7 +18,9 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher import atomic, bounded
+from launcher import bounded
+from launcher.owned import read as owned_read
+from launcher.owned import write as owned_write
 
 MANIFEST = "b12x-launch-emit.manifest"
 SCHEMA = "b12x-launch/emit-manifest/1"
@@ -44,7 +46,8 @@ def read(out_dir: Path) -> Manifest:
     """The directory's manifest; an empty one when there is none or it is not emit's (then no
     file there counts as emit's own)."""
     try:
-        data = bounded.read_json(out_dir / MANIFEST, MANIFEST_MAX, "emit manifest")
+        raw = owned_read.read_bytes(out_dir / MANIFEST, MANIFEST_MAX, "emit manifest")
+        data = bounded.parse_json(raw)
     except (OSError, ValueError):
         return Manifest()
     files = data.get("files") if isinstance(data, dict) else None
@@ -65,7 +68,7 @@ def _plain_name(name: str) -> bool:
 
 def write(out_dir: Path, fingerprint: str, files: dict[str, str]) -> Path:
     data = {"schema": SCHEMA, "fingerprint": fingerprint, "files": dict(sorted(files.items()))}
-    return atomic.write_json(out_dir / MANIFEST, data)
+    return owned_write.write_json(out_dir / MANIFEST, data, root=out_dir)
 
 
 def own_files(out_dir: Path, manifest: Manifest) -> tuple[dict[str, str], list[str]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,8 @@ from launcher.launch.vllm_args import (
     build_command,
     entry_command,
 )
+from launcher.owned import remove as owned_remove
+from launcher.owned import write as owned_write
 from launcher.plan.advice import fix_hint
 from launcher.plan.record import plan_record
 from launcher.profile import extra_args
@@ -348,9 +349,7 @@ def _writable_dir(path: Path, what: str, fix: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
         # A probe of its own: two launches probing one fixed name remove each other's.
-        fd, probe = tempfile.mkstemp(prefix=".writable.", dir=path)
-        os.close(fd)
-        os.unlink(probe)
+        owned_write.probe_writable(path)
     except OSError as exc:
         raise EnvironmentProblem(
             f"{what} {path} is not writable ({exc.strerror or exc}); {fix}"
@@ -443,7 +442,7 @@ def _make_run_dir(planned: Planned, run_dir: str | None) -> Path:
         # replaces: left there, report and qualify would read them as this boot's ranks.
         # Only this node's ranks: another node of a run may share the directory.
         for record in records:
-            record.unlink(missing_ok=True)
+            owned_remove.discard(run, record.name)
         return run
     root = _writable_dir(Path(planned.loaded.profile.runtime.run_dir), "run directory", fix)
     label = planned.loaded.profile.name.replace("/", "_").replace(os.sep, "_")  # one component

@@ -22,6 +22,7 @@ again itself and stops on what it rejects.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,12 +31,17 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from launcher import atomic
+from launcher import bounded
+from launcher.owned import Refused
+from launcher.owned import read as owned_read
+from launcher.owned import write as owned_write
 from launcher.profile.can_serve import installed_vllm_version, vllm_root
 
 FILE = "vllm-verdicts.json"
 KEPT = 16
 """Keys kept per plan, newest last (a node's installs change rarely)."""
+VERDICTS_MAX = 64 << 10
+"""KEPT keys of 64 hex digits take 1.5 KiB: a larger file is not the launcher's."""
 PARSER_FILES = (
     "entrypoints/openai/cli_args.py",
     "entrypoints/launchers/cli_args.py",
@@ -119,8 +125,9 @@ def _key(what: list) -> str | None:
 
 
 def _keys(folder: Path) -> list[str]:
-    try:
-        keys = json.loads((folder / FILE).read_text()).get("keys", [])
+    try:  # on the shared volume: bounded, a regular file, not a link (launcher.owned.read)
+        raw = owned_read.read_bytes(folder / FILE, VERDICTS_MAX, "verdicts file")
+        keys = bounded.parse_json(raw).get("keys", [])
     except (OSError, ValueError, AttributeError):
         return []
     return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
@@ -140,8 +147,6 @@ def remember(folder: Path, k: str) -> None:
     """Adds ``k`` to the folder's accepted keys (written atomically; a folder that cannot be
     written leaves the next launch to check again)."""
     keys = [*[x for x in _keys(folder) if x != k], k][-KEPT:]
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(folder / FILE, {"keys": keys})
-    except OSError:
-        pass
+    cache_root = folder.parents[1]  # <cache_root>/calibration/<fingerprint>
+    with contextlib.suppress(OSError, Refused):  # nothing written through a link below it
+        owned_write.write_json(folder / FILE, {"keys": keys}, root=cache_root)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from launcher import atomic
 from launcher.installed import package_root
 from launcher.profile.capabilities import (
     DRY_RUN_RELEASE,
@@ -424,9 +425,7 @@ def record_registry(path: str | os.PathLike, env: Mapping[str, str] | None = Non
         "attention_backends": sorted(registry.attention_backends or ()),
         "quantizations": sorted(registry.quantizations or ()),
     }
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    atomic.write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
     print(
         f"vLLM registry: {len(record['attention_backends'])} attention backends, "
         f"{len(record['quantizations'])} quantization methods"

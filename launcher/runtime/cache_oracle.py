@@ -20,8 +20,11 @@ from pathlib import Path
 
 from launcher.atomic import write_text
 from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.owned import read as owned_read
 
 BASELINE = "cache-baseline-rank{rank}.json"
+BASELINE_MAX = 64 << 20
+"""A baseline lists the caches' file names at ready; past this it is not one."""
 SKIP_DIRS = ("calibration",)
 """Under a cache root, what is not a compile cache (the records between boots)."""
 SKIP_SUFFIXES = (".lock", ".tmp", ".temp")
@@ -77,7 +80,7 @@ def late_files(run_dir: str | Path) -> list[str] | None:
     baselines = 0
     for path in sorted(Path(run_dir).glob(BASELINE.format(rank="*"))):
         try:
-            body = json.loads(path.read_text())
+            body = owned_read.read_json(path, BASELINE_MAX, "cache baseline")
         except (OSError, ValueError):
             continue
         if not isinstance(body, dict):

@@ -29,7 +29,6 @@ import hashlib
 import inspect
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,7 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.artifact.compile_env import FACTORS
+from launcher.artifact.compile_env import FACTORS, FACTORS_MAX
+from launcher.owned import Refused
+from launcher.owned import paths as owned_paths
+from launcher.owned import read as owned_read
+from launcher.owned import write as owned_write
 from launcher.runtime.prewarm import runtime_function
 from launcher.vllm.internals import holder_path
 
@@ -159,7 +162,7 @@ def link_for_warm_boots(part_files: dict[str, set[str]]) -> Linked | Unneeded | 
         )
     factors_path = naming.local_dir / FACTORS
     try:
-        factors = json.loads(factors_path.read_text())
+        factors = owned_read.read_json(factors_path, FACTORS_MAX, "vLLM factor file")
         named = dir_name(factors)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"{factors_path} unread: {exc}"
@@ -190,20 +193,22 @@ def _link_tree(src: Path, dest: Path, naming_factors: Path, warm_code: str) -> i
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         rel = path.relative_to(src)
         target = dest / rel
-        if target.exists():
+        if os.path.lexists(target):
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
+        try:  # below the cache root nothing is followed through a link (launcher.owned)
+            dest.mkdir(parents=True, exist_ok=True)
+            if rel.parent != Path("."):
+                owned_paths.makedirs(dest, rel.parent.as_posix())
+        except Refused:
+            continue
         if rel == naming_factors:
-            factors = json.loads(path.read_text())
+            factors = owned_read.read_json(path, FACTORS_MAX, "vLLM factor file")
             factors["code_hash"] = warm_code
             atomic.write_text(target, json.dumps(factors, indent=2, sort_keys=True))
         elif path.name in (INDEX, FACTORS):
             atomic.write_bytes(target, path.read_bytes())
         else:
-            try:
-                os.link(path, target)
-            except OSError:
-                shutil.copy2(path, target)
+            owned_write.place(path, target)
         linked += 1
     return linked
 

@@ -39,6 +39,7 @@ ROOM_OF_TOP_MODULE = {
     "switches": "base",  # on/off switches read from the environment
     "buildid": "base",  # the image build id every compile cache and artifact is keyed by
     "bounded": "base",  # reading input files: regular files of a bounded size
+    "owned": "base",  # the owned-files boundary: every write, replace, delete; bounded reads
     "installed": "base",  # where an installed package lies, found without importing it
     "vllm_options": "base",  # vLLM's option table and how its parser reads an argument list
     "vllm": "base",  # vLLM's internals and request fields, named in one room, read as data
@@ -365,3 +366,72 @@ def test_only_the_prewarm_command_reaches_inside_vllm():
         if room(imported) == "runtime"
     }
     assert found == set(INTO_THE_WORKER_ROOM), sorted(found)
+
+
+OWNED = PACKAGE / "owned"
+DESTRUCTIVE = {
+    ("os", "unlink"),
+    ("os", "remove"),
+    ("os", "rmdir"),
+    ("os", "removedirs"),
+    ("os", "rename"),
+    ("os", "renames"),
+    ("os", "replace"),
+    ("shutil", "rmtree"),
+    ("shutil", "move"),
+}
+"""Module functions that delete or move a file; a Path's ``unlink``, ``rmdir``, ``rename`` and
+one-argument ``replace`` are the same."""
+PATH_METHODS = {"unlink", "rmdir", "rename"}
+
+
+def destructive_calls(path: Path, base: Path = PACKAGE.parent) -> list[str]:
+    """``file:line call`` for each call in ``path`` that deletes, renames or replaces a file
+    (the file named relative to ``base``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    aliases = {}  # from os import unlink as u: u -> (os, unlink)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("os", "shutil"):
+            aliases.update({a.asname or a.name: (node.module, a.name) for a in node.names})
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        hit = False
+        if isinstance(f, ast.Name):
+            hit = aliases.get(f.id) in DESTRUCTIVE
+        elif isinstance(f, ast.Attribute):
+            owner = f.value.id if isinstance(f.value, ast.Name) else None
+            hit = (
+                (owner, f.attr) in DESTRUCTIVE
+                or (f.attr in PATH_METHODS and owner not in ("os", "shutil"))
+                or (f.attr == "replace" and len(node.args) == 1 and not node.keywords)
+            )
+        if hit:
+            found.append(f"{path.relative_to(base)}:{node.lineno} {ast.unparse(f)}")
+    return found
+
+
+def test_only_the_owned_files_boundary_deletes_renames_or_replaces_a_file():
+    """Every write, replace and delete goes through ``launcher.owned`` (issue 64): a writer
+    that unlinks or renames on its own decides for itself what it may touch."""
+    found = [
+        call
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if OWNED not in path.parents
+        for call in destructive_calls(path)
+    ]
+    assert not found, "outside launcher/owned: " + ", ".join(found)
+
+
+def test_the_boundary_check_catches_each_form(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text(
+        "import os, shutil\nfrom os import unlink as u\nfrom pathlib import Path\n"
+        "os.unlink('a')\nshutil.rmtree('b')\nu('c')\nPath('d').unlink()\n"
+        "Path('e').rename('f')\nPath('g').replace('h')\nos.replace('i', 'j')\n"
+        "'k'.replace('l', 'm')\n"
+    )
+    lines = [call.split(":")[1].split()[0] for call in destructive_calls(src, tmp_path)]
+    assert lines == ["4", "5", "6", "7", "8", "9", "10"]

@@ -13,6 +13,7 @@ from launcher import entrypoint
 from launcher.artifact import CACHE_FROM_ENV, FILES_DIR, MANIFEST_NAME
 from launcher.artifact.bake import bake
 from launcher.artifact.seed import main as seed_main
+from launcher.buildid import BUILD_ID_ENV
 from tests.conftest import PROFILES, ROOT
 from tests.unit.artifact_caches import fill, keys, tree
 from tests.unit.test_entrypoint import Exec
@@ -92,8 +93,14 @@ def test_the_entrypoint_still_imports_no_profile_stage():
 # --- seed: the init container's copy ------------------------------------------------------
 
 
+@pytest.fixture
+def same_build(monkeypatch):
+    """seed runs in the image the artifact was baked for (it refuses another build's)."""
+    monkeypatch.setenv(BUILD_ID_ENV, keys().build_id)
+
+
 @pytest.fixture(params=["art", "art.tar.gz"])
-def shipped(request, tmp_path):
+def shipped(request, tmp_path, same_build):
     fill(tmp_path / "c")
     path = tmp_path / "ship" / request.param
     bake(tmp_path / "c", path, profile="p", keys=keys())
@@ -111,7 +118,7 @@ def test_seed_copies_the_artifact_verified_and_then_copies_nothing(shipped, tmp_
     assert "already holds artifact" in capsys.readouterr().out
 
 
-def test_seed_of_a_damaged_artifact_leaves_the_volume_as_it_was(tmp_path, capsys):
+def test_seed_of_a_damaged_artifact_leaves_the_volume_as_it_was(tmp_path, capsys, same_build):
     fill(tmp_path / "c")
     bake(tmp_path / "c", tmp_path / "old", profile="old", keys=keys())
     bake(tmp_path / "c", tmp_path / "new", profile="new", keys=keys())
@@ -129,7 +136,7 @@ def test_seed_of_a_damaged_artifact_leaves_the_volume_as_it_was(tmp_path, capsys
     assert [p.name for p in dest.parent.iterdir()] == ["tiny"]
 
 
-def test_seed_replaces_an_older_artifact_whole(tmp_path):
+def test_seed_replaces_an_older_artifact_whole(tmp_path, same_build):
     fill(tmp_path / "c")
     bake(tmp_path / "c", tmp_path / "old", profile="old", keys=keys())
     bake(tmp_path / "c", tmp_path / "new", profile="new", keys=keys())

@@ -12,6 +12,7 @@ import pytest
 
 from launcher import buildid, entrypoint
 from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.owned import write as owned_write  # where the writable probe is made
 from launcher.profile import can_serve
 from launcher.profile.can_serve import Registry
 from tests.conftest import PROFILES, ROOT, need
@@ -257,7 +258,7 @@ def test_read_only_cache_detected_even_when_dirs_exist(env, execs, capsys, monke
     def read_only(*args, **kwargs):
         raise PermissionError(30, "Read-only file system", kwargs.get("dir"))
 
-    monkeypatch.setattr(entrypoint.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(owned_write.tempfile, "mkstemp", read_only)
     assert entrypoint.main(["glm52.yaml"], env) == 1
     assert "Read-only file system" in capsys.readouterr().err
     assert not execs
@@ -574,7 +575,7 @@ def test_a_full_cache_volume_says_full_and_how_to_free_it(env, execs, capsys, mo
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device", kwargs.get("dir"))
 
-    monkeypatch.setattr(entrypoint.tempfile, "mkstemp", full)
+    monkeypatch.setattr(owned_write.tempfile, "mkstemp", full)
     assert entrypoint.main(["glm52.yaml"], env) == 1
     err = capsys.readouterr().err
     assert "is full (No space left on device" in err and "BLAUNCH_PRUNE_CACHE=1" in err

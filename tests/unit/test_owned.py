@@ -1,0 +1,151 @@
+"""The owned-files boundary itself (``launcher.owned``): over generated paths, links and sizes,
+nothing resolves outside its root or through a link, a copy stops at its limit, and only a
+listed file with its recorded bytes is deleted. Seeded: the seed is printed."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import random
+
+import pytest
+
+from launcher.bounded import TooLarge
+from launcher.owned import Refused, paths, read, remove, write
+
+SEED = int(os.environ.get("BLAUNCH_OWNED_SEED", "64"))
+CASES = 400
+PARTS = ["a", "b", "..", ".", "", "link", "file", "/", "c d", "\\", "x\x00"]
+
+
+def _layout(tmp_path):
+    """A root with a directory, a file, and a link to a directory outside it."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "a" / "b").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"s")
+    (root / "file").write_bytes(b"f")
+    (root / "link").symlink_to(outside)
+    (root / "a" / "link").symlink_to(outside)
+    return root, outside
+
+
+def _generated(rng: random.Random) -> str:
+    n = rng.randint(0, 5)
+    text = "/".join(rng.choice(PARTS) for _ in range(n))
+    return ("/" + text) if rng.random() < 0.1 else text
+
+
+def test_no_generated_path_resolves_outside_its_root_or_through_a_link(tmp_path):
+    print(f"seed {SEED} ({CASES} paths; BLAUNCH_OWNED_SEED=N for another)")
+    root, _ = _layout(tmp_path)
+    rng = random.Random(SEED)
+    resolved = refused = 0
+    for _ in range(CASES):
+        rel = _generated(rng)
+        try:
+            got = paths.inside(root, rel)
+        except Refused:
+            refused += 1
+            continue
+        resolved += 1
+        real = os.path.realpath(got)
+        assert real.startswith(str(root) + os.sep), (rel, real)
+        here = root
+        for part in got.relative_to(root).parts[:-1]:
+            here = here / part
+            assert not here.is_symlink(), rel
+    assert resolved and refused  # both sides of the rule were reached
+
+
+@pytest.mark.parametrize("rel", ["../x", "/etc/passwd", "a/../../x", "", "a//b", "./a"])
+def test_a_path_that_leaves_the_root_is_refused(tmp_path, rel):
+    root, _ = _layout(tmp_path)
+    with pytest.raises(Refused):
+        paths.inside(root, rel)
+
+
+def test_writing_below_a_link_is_refused_and_nothing_lands_behind_it(tmp_path):
+    root, outside = _layout(tmp_path)
+    with pytest.raises(Refused, match="link"):
+        write.write_text(root / "link" / "new.json", "{}", root=root)
+    with pytest.raises(Refused, match="link"):
+        paths.makedirs(root, "a/link/deeper")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+
+
+def test_a_write_over_a_link_is_refused_and_its_target_kept(tmp_path):
+    root, outside = _layout(tmp_path)
+    (root / "planted").symlink_to(outside / "secret")
+    with pytest.raises(Refused, match="planted"):
+        write.write_text(root / "planted", "new", root=root)
+    assert (outside / "secret").read_bytes() == b"s" and (root / "planted").is_symlink()
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 1 << 20, (1 << 20) + 1, 3 << 20])
+def test_a_copy_stops_at_its_limit_before_writing_past_it(tmp_path, size):
+    dest = tmp_path / "out"
+    src = io.BytesIO(bytes(size))
+    limit = 16 if size < 1 << 20 else 1 << 20
+    if size > limit:
+        with pytest.raises(TooLarge):
+            write.copy_limited(src, dest, limit)
+        assert not dest.exists() and src.tell() <= limit + 1
+    else:
+        sha, n = write.copy_limited(src, dest, limit)
+        assert (n, sha) == (size, hashlib.sha256(bytes(size)).hexdigest())
+
+
+def test_only_a_listed_file_with_its_recorded_bytes_is_deleted(tmp_path):
+    root, outside = _layout(tmp_path)
+    good = hashlib.sha256(b"f").hexdigest()
+    assert not remove.remove_listed(root, "file", hashlib.sha256(b"other").hexdigest())
+    assert (root / "file").exists()
+    with pytest.raises(Refused):
+        remove.remove_listed(root, "link/secret", hashlib.sha256(b"s").hexdigest())
+    with pytest.raises(Refused):
+        remove.remove_listed(root, "../outside/secret", hashlib.sha256(b"s").hexdigest())
+    assert (outside / "secret").exists()
+    assert remove.remove_listed(root, "file", good) and not (root / "file").exists()
+
+
+def test_a_tree_with_anything_unlisted_is_not_deleted(tmp_path):
+    tree = tmp_path / "t"
+    (tree / "d").mkdir(parents=True)
+    (tree / "d" / "x").write_bytes(b"x")
+    (tree / "y").write_bytes(b"y")
+    listed = {"d/x": hashlib.sha256(b"x").hexdigest()}
+    with pytest.raises(Refused, match="y"):
+        remove.remove_tree(tree, listed)
+    assert (tree / "y").exists() and (tree / "d" / "x").exists()
+    (tree / "y").unlink()
+    remove.remove_tree(tree, listed)
+    assert not tree.exists()
+
+
+def test_the_reader_refuses_a_link_a_fifo_and_a_file_past_its_limit(tmp_path):
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    (tmp_path / "ok").write_bytes(b"x" * 100)
+    (tmp_path / "ln").symlink_to(tmp_path / "ok")
+    os.mkfifo(tmp_path / "fifo")
+    assert read.read_bytes(tmp_path / "ok", 100, "t") == b"x" * 100
+    with pytest.raises(TooLarge):
+        read.read_bytes(tmp_path / "big", 100, "t")
+    with pytest.raises(Refused, match="link"):
+        read.read_bytes(tmp_path / "ln", 100, "t")
+    with pytest.raises(Refused, match="regular"):
+        read.read_bytes(tmp_path / "fifo", 100, "t")
+
+
+def test_a_marked_tree_is_removed_and_an_unmarked_one_or_a_link_is_not(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / ".m").write_text("{}")
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "ln").symlink_to(tmp_path / "mine")
+    with pytest.raises(Refused):
+        remove.remove_marked_tree(tmp_path, "theirs", ".m")
+    with pytest.raises(Refused):
+        remove.remove_marked_tree(tmp_path, "ln", ".m")
+    remove.remove_marked_tree(tmp_path, "mine", ".m")
+    assert not (tmp_path / "mine").exists() and (tmp_path / "theirs").exists()
