@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from launcher.owned.write import write_text
 from launcher.vllm.releases import TABLE, read_all, version_of
 
 
@@ -32,11 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{version}: {len(missing)} declared internals absent: {', '.join(missing) or '-'}")
     table["releases"] = dict(sorted(table["releases"].items(), key=lambda kv: _key(kv[0])))
     table["how"] = "python -m launcher.vllm.scan on each release's wheel, unpacked (its .py files)"
-    text = dumps(table)
-    fd, tmp = tempfile.mkstemp(dir=args.table.parent, prefix=".releases.")
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(tmp, args.table)
+    write_text(args.table, dumps(table))  # whole or not at all (the owned-files boundary)
     return 0
 
 
