@@ -597,8 +597,10 @@ def emit(
     cache_from,
 ) -> None:
     """Write PROFILE's deployment for other targets into OUT_DIR: a Kubernetes
-    LeaderWorkerSet (leaderworkerset.yaml) and docker compose files (compose.node<N>.yaml).
-    The plan must fit (exit 3 otherwise); no GPU is needed."""
+    LeaderWorkerSet (leaderworkerset.yaml) and docker compose files (compose.node<N>.yaml),
+    or a KServe LLMInferenceService (--target kserve). The leader's startup probe lasts as
+    long as this plan's measured boots allow (the files' header says which). The plan must
+    fit (exit 3 otherwise); no GPU is needed."""
     from pathlib import Path
 
     from launcher import pipeline

@@ -177,6 +177,8 @@ def finished(status: BootStatus) -> bool:
         ended = p.current is None and any(ph.state == "done" for ph in p.phases)
         return bool(p.failed) or p.alive is False or ended
 
+    if any(p.failed for p in status.processes if p.who == LAUNCHER):
+        return True  # the launch stopped before vLLM started (a node never joined)
     ranks = [p for p in status.processes if p.who != LAUNCHER]
     return bool(ranks) and all(over(p) for p in ranks)
 

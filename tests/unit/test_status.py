@@ -231,3 +231,12 @@ def test_another_machines_process_is_not_asked(tmp_path):
     r.write()
     (proc,) = boot.read(tmp_path).processes
     assert proc.alive is None and proc.phases[0].state == "running"
+
+
+def test_a_launch_stopped_before_vllm_ends_the_watch_saying_why(tmp_path):
+    r = _file(tmp_path, "launcher", time.time(), [("plan", 0, 1), ("rendezvous", 1, None)])
+    r.fail("node 1 did not join in 600s")
+    s = boot.read(tmp_path)
+    assert boot.finished(s) and s.processes[0].failed.startswith("node 1 did not join")
+    result = CliRunner().invoke(cli, ["status", str(tmp_path), "--once"])
+    assert "node 1 did not join" in result.output
