@@ -19,7 +19,7 @@ import yaml
 
 from launcher import atomic
 from launcher.errors import ProfileError
-from launcher.secrets import drop_secrets, is_secret
+from launcher.secrets import drop_secrets, secret_env
 
 if TYPE_CHECKING:
     from launcher.emit.artifact import ArtifactSource
@@ -67,7 +67,7 @@ class Target:
     @property
     def secret_names(self) -> list[str]:
         """The variables passed by name only (a Secret, the host's environment)."""
-        return [k for k in self.env if is_secret(k)]
+        return [k for k, v in self.env.items() if secret_env(k, v)]
 
     @property
     def shipped_name(self) -> str:

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal
-from launcher.secrets import is_secret
+from launcher.secrets import secret_env
 
 HEALTHCHECK = (
     "python3 -c \"import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + "
@@ -39,7 +39,7 @@ def service(t: Target, rank: int) -> dict:
     env = {
         k: (
             f"${{{k}:?set {k} in the environment of docker compose}}"
-            if is_secret(k)
+            if secret_env(k, v)
             else literal(v)
         )
         for k, v in {**t.env, **artifact.launcher_env(t)}.items()

@@ -27,7 +27,7 @@ from launcher.emit import (
     literal,
 )
 from launcher.plan.catalog import gpu
-from launcher.secrets import is_secret
+from launcher.secrets import secret_env
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
@@ -58,7 +58,7 @@ def _env(t: Target, name: str) -> list[dict]:
     """The plan's environment; a secret becomes a reference to a Secret, never a value."""
     out = []
     for key, value in {**t.env, **artifact.launcher_env(t)}.items():
-        if is_secret(key):
+        if secret_env(key, value):
             ref = {"name": f"{name}-secrets", "key": key}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
         else:
