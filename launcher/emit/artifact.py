@@ -30,6 +30,8 @@ VOLUME = "cache-artifact"
 """The seeding step's name (init container, compose service) and its source volume's."""
 SEED_MODULE = "launcher.artifact.seed"
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$")
+"""An image reference as the engines take it: nothing compose or a shell would expand."""
 FORMS = "oci:IMAGE, pvc:CLAIM[/PATH] or an absolute directory on the nodes"
 
 
@@ -44,8 +46,9 @@ class ArtifactSource:
     @property
     def path(self) -> str:
         """The artifact's path in the seeding step's container."""
-        if self.kind == "dir":
-            return f"{SOURCE_MOUNT}/{PurePosixPath(self.value).name}"
+        if self.kind == "dir":  # its own name, less what a shell or the kubelet would read
+            name = re.sub(r"[^A-Za-z0-9._-]+", "-", PurePosixPath(self.value).name)
+            return f"{SOURCE_MOUNT}/{name}"
         return f"{SOURCE_MOUNT}/{self.subpath}" if self.subpath else SOURCE_MOUNT
 
     def describe(self) -> str:
@@ -65,8 +68,11 @@ def parse_source(text: str) -> ArtifactSource:
     text = text.strip()
     if text.startswith("oci:"):
         ref = text[4:]
-        if not ref or any(c.isspace() for c in ref):
-            raise ValueError(f"{text!r}: oci: needs an image reference (oci:registry/name:tag)")
+        if not _IMAGE_REF.match(ref):
+            raise ValueError(
+                f"{text!r}: oci: needs an image reference (oci:registry/name:tag; no space, "
+                "no '$', no braces)"
+            )
         return ArtifactSource("oci", ref)
     if text.startswith("pvc:"):
         claim, _, sub = text[4:].partition("/")
@@ -74,7 +80,7 @@ def parse_source(text: str) -> ArtifactSource:
             raise ValueError(f"{text!r}: {claim!r} is not a PersistentVolumeClaim name")
         return ArtifactSource("pvc", claim, _relative(sub, text))
     path = PurePosixPath(text)
-    if path.is_absolute() and path.name and ".." not in path.parts:
+    if path.is_absolute() and path.name and ".." not in path.parts and text.isprintable():
         return ArtifactSource("dir", str(path))
     raise ValueError(f"{text!r} is not an artifact source: give {FORMS}")
 

@@ -9,11 +9,9 @@ image's HEALTHCHECK is disabled on them).
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 import yaml
 
-from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal
+from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal, model_mount
 from launcher.secrets import secret_env
 
 HEALTHCHECK = (
@@ -47,9 +45,9 @@ def service(t: Target, rank: int) -> dict:
     volumes = [f"cache:{CACHE_MOUNT}"]
     if t.shipped:  # the profile beside this file, where the entry point looks first
         volumes.append(f"./{SHIPPED_PREFIX}{t.shipped_name}:{t.shipped_ref}:ro")
-    model = PurePosixPath(p.model.path)
-    if model.is_absolute():
-        volumes.append(f"{model.parent}:{model.parent}:ro")
+    model = model_mount(p.model.path)
+    if model is not None:  # the checkpoint itself, read-only
+        volumes.append(bind(model, model))
     s: dict = {
         "image": t.image,
         "command": [
@@ -83,6 +81,12 @@ def service(t: Target, rank: int) -> dict:
     return s
 
 
+def bind(source: str, target: str) -> dict:
+    """A read-only bind mount in compose's long syntax: a ``:`` in a path cannot split it (as
+    in ``SRC:DST:ro``), and ``$`` is escaped (compose interpolates every string)."""
+    return {"type": "bind", "source": literal(source), "target": literal(target), "read_only": True}
+
+
 def seed_service(t: Target) -> dict:
     """A one-shot service that copies the artifact, verified, into the ``cache`` volume before
     the node's server starts (which restores it, checking its keys against the node)."""
@@ -91,17 +95,17 @@ def seed_service(t: Target) -> dict:
     if source.kind == "oci":  # Compose v2 on an engine with image mounts
         mount: str | dict = {
             "type": "image",
-            "source": source.value,
+            "source": literal(source.value),
             "target": artifact.source_mount(source),
         }
     elif source.kind == "dir":
-        mount = f"{source.value}:{artifact.source_mount(source)}:ro"
+        mount = bind(source.value, artifact.source_mount(source))
     else:
         raise ValueError("compose mounts no PersistentVolumeClaim")  # emit refuses it first
     return {
         "image": t.image,
         "entrypoint": artifact.seed_command(t)[:3],
-        "command": artifact.seed_command(t)[3:],
+        "command": [literal(a) for a in artifact.seed_command(t)[3:]],
         "volumes": [f"cache:{CACHE_MOUNT}", mount],
         "network_mode": "none",
         "restart": "no",

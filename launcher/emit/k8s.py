@@ -12,7 +12,6 @@ per pod and carry the plan's environment; only the leader has a readiness probe 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import PurePosixPath
 
 import yaml
 
@@ -25,6 +24,7 @@ from launcher.emit import (
     artifact,
     dns_name,
     literal,
+    model_mount,
 )
 from launcher.plan.catalog import gpu
 from launcher.secrets import secret_env
@@ -80,10 +80,10 @@ def _volumes(t: Target) -> tuple[list[dict], list[dict]]:
     if t.shipped:  # the profile travels with the manifests, not in the image
         mounts.append({"name": "profile", "mountPath": PROFILES_MOUNT, "readOnly": True})
         volumes.append({"name": "profile", "configMap": {"name": f"{dns_name(p.name)}-profile"}})
-    model = PurePosixPath(p.model.path)
-    if model.is_absolute():  # a local checkpoint: the node's copy, read-only
-        mounts.append({"name": "models", "mountPath": str(model.parent), "readOnly": True})
-        volumes.append({"name": "models", "hostPath": {"path": str(model.parent)}})
+    model = model_mount(p.model.path)
+    if model is not None:  # a local checkpoint: the node's copy of it, itself, read-only
+        mounts.append({"name": "models", "mountPath": model, "readOnly": True})
+        volumes.append({"name": "models", "hostPath": {"path": model}})
     if t.artifact is not None:  # mounted by the seeding init container only
         volumes.append(_artifact_volume(t.artifact))
     return mounts, volumes
@@ -111,7 +111,7 @@ def _seed(t: Target) -> dict:
     return {
         "name": artifact.VOLUME,
         "image": t.image,
-        "command": artifact.seed_command(t),
+        "command": [literal(a) for a in artifact.seed_command(t)],
         "volumeMounts": [
             {"name": "cache", "mountPath": CACHE_MOUNT},
             {
