@@ -74,7 +74,7 @@ def test_every_image_path_is_absolute():
 def test_a_dollar_or_a_colon_in_the_model_path_is_escaped_in_compose(tmp_path, validators):  # noqa: F811
     result, out = _emit(tmp_path, "--set", "model.path=/m/$(whoami):${HF_TOKEN}")
     assert result.exit_code == 0, result.output
-    compose, lws, spec = _docs(out)
+    compose, lws, _ = _docs(out)
     bind = next(v for v in compose["services"]["vllm"]["volumes"] if isinstance(v, dict))
     assert bind["source"] == bind["target"] == "/m/$$(whoami):$${HF_TOKEN}"
     # the kubelet expands $(VAR) in args: with the profile in the image, the override is there
