@@ -58,6 +58,14 @@ class DefaultGroup(click.Group):
                 ctx,
             )
 
+    def main(self, *args, **kwargs):
+        # Every line printed, errors and usage included, with its control sequences escaped:
+        # a record's or a flag's text never drives the terminal (launcher/terminal.py).
+        from launcher.terminal import guarded
+
+        with guarded():
+            return super().main(*args, **kwargs)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

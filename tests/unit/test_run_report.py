@@ -216,3 +216,24 @@ def test_report_says_free_memory_after_the_warmup_and_while_serving_against_the_
     assert "BELOW IT" in text, said  # MINIMAL keeps 512 MiB
     assert "(of the 768.00 MiB serving took, torch's segments 512.00 MiB)" in text, said
     assert sum("free memory:" in x for x in lines) == 1  # the other ranks measured none
+
+
+@pytest.mark.parametrize("change", ["fingerprint", "rank"])
+def test_report_leaves_out_a_record_of_another_plan_or_rank_naming_both(tmp_path, write, change):
+    """Issue 64, item 9: a record copied into the run (another plan's, or another rank's under
+    this rank's name) is not shown as this run's measurement."""
+    run, plan = make_run(tmp_path, write)
+    path = run / "measure-rank1.json"
+    data = json.loads(path.read_text())
+    data["fingerprint" if change == "fingerprint" else "rank"] = (
+        "fedcba987654" if change == "fingerprint" else 3
+    )
+    path.write_text(json.dumps(data))
+    out = CliRunner().invoke(cli, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    assert "measure-rank1.json" in out.output and "left out" in out.output
+    if change == "fingerprint":
+        assert "fedcba987654" in out.output and plan["fingerprint"] in out.output
+    else:
+        assert "a record of rank 3" in out.output
+    assert "RANK 1 (GiB)" not in out.output
