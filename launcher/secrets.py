@@ -34,12 +34,11 @@ _SECRET_PARTS = frozenset(
 )
 _SECRET_ENDINGS = ("TOKEN", "KEY", "KEYS")
 _SECRET_LAST = frozenset({"PASS", "PAT", "PATS", "PWD"})
-_USERINFO = re.compile(
-    r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@\s]+)@|(?:^|[\s,;=])([^\s/@:,;=]+:[^\s/@]+)@\S"
-)
-"""A URL's userinfo (``scheme://user:pw@``, ``scheme://TOKEN@``), or a proxy's ``user:pw@host``."""
-_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*\S")
-"""``name=value`` (a query string, a DSN's options, a header): secret when ``name`` is."""
+_TOKENS = re.compile(r"[\s,;=\"'<>()\[\]{}]+")
+"""What separates the words a URL or a ``user:pw@host`` may be (split once: linear)."""
+_PAIR = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*\S")
+"""``name=value`` (a query string, a DSN's options, a header): secret when ``name`` is. A
+name starts only where no name character precedes it, so a long word is scanned once."""
 _SHAPE_LIMIT = 1 << 16
 """Longer values are not parsed as JSON or YAML (their pairs and URLs are still read)."""
 SECRET_VARIABLES: dict[str, str] = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
@@ -69,9 +68,9 @@ def secret_value(value: object, depth: int = 0) -> bool:
     secret key or such a value (``{"api_key": ...}``, ``password: ...``)."""
     if not isinstance(value, str) or not value.strip():
         return False
-    if _USERINFO.search(value):
+    if _has_userinfo(value):
         return True
-    if any(is_secret(m.group(1)) for m in _PAIR.finditer(value)):
+    if any(is_secret(name) for name in set(_PAIR.findall(value))):
         return True
     if depth > 2 or len(value) > _SHAPE_LIMIT or not any(c in value for c in "{[:"):
         return False
@@ -82,6 +81,22 @@ def secret_value(value: object, depth: int = 0) -> bool:
     if isinstance(data, str):
         return False
     return secret_in_data(data, depth + 1)
+
+
+def _has_userinfo(value: str) -> bool:
+    """A URL with userinfo (``scheme://user:pw@host``, ``scheme://TOKEN@host``) or a proxy's
+    ``user:pw@host``; not ``git@host:repo`` nor an e-mail address."""
+    for word in _TOKENS.split(value):
+        head, at, _ = word.partition("@")
+        if not at or not head:
+            continue
+        scheme, sep, info = head.partition("://")
+        if sep:
+            if info and "/" not in info and scheme[:1].isalpha():
+                return True
+        elif ":" in head and "/" not in head:
+            return True
+    return False
 
 
 def secret_in_data(data: Any, depth: int = 0) -> bool:

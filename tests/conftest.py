@@ -125,6 +125,15 @@ _MISSING = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_addoption(parser):
+    parser.addoption(
+        "--hostile-seed",
+        dest="hostile_seed",
+        default=None,
+        help="the seed of the generated hostile corpus (tests/unit/hostile_space.py)",
+    )
+
+
 def pytest_make_collect_report(collector):
     """A test file of a tier not asked for whose imports need a package this machine lacks
     (``tests/gpu``'s generated models need ``tokenizers``, which vLLM brings) is skipped, with

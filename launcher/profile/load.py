@@ -137,8 +137,21 @@ def _resolve(
     path: Path, seen: tuple[Path, ...], via: Location | None = None
 ) -> tuple[dict, dict, tuple[str, ...]]:
     """Read ``path`` and its parents; ``via`` is the ``extends:`` line that named it."""
-    real = path.resolve()
     display = _display(path)
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError) as exc:  # a link that loops (Python 3.11 raises RuntimeError)
+        where = via or Location(display)
+        raise ProfileError(
+            [
+                Issue(
+                    f"cannot resolve the path: {exc}",
+                    "extends" if via else "",
+                    where.file,
+                    where.line,
+                )
+            ]
+        ) from None
     if real in seen:
         cycle = " -> ".join(os.path.relpath(p) for p in (*seen, real))
         where = via or Location(display)
