@@ -16,6 +16,7 @@ from launcher.errors import EXIT_DOES_NOT_FIT, EXIT_USER_ERROR, LauncherError, P
 if TYPE_CHECKING:
     pass
 
+
 class _Path(click.Path):
     """``click.Path`` that refuses an empty string (it would read as the current directory)."""
 

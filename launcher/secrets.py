@@ -36,7 +36,7 @@ _SECRET_ENDINGS = ("TOKEN", "KEY", "KEYS")
 _SECRET_LAST = frozenset({"PASS", "PAT", "PATS", "PWD"})
 _TOKENS = re.compile(r"[\s,;=\"'<>()\[\]{}]+")
 """What separates the words a URL or a ``user:pw@host`` may be (split once: linear)."""
-_PAIR = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*\S")
+_PAIR = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]*)[\"']?\s*[=:]\s*\S")
 """``name=value`` (a query string, a DSN's options, a header): secret when ``name`` is. A
 name starts only where no name character precedes it, so a long word is scanned once."""
 _SHAPE_LIMIT = 1 << 16

@@ -21,7 +21,7 @@ import yaml
 from launcher import atomic
 from launcher.artifact import SOURCE_MOUNT
 from launcher.errors import ProfileError
-from launcher.secrets import drop_secrets, secret_env
+from launcher.secrets import drop_secrets, secret_env, secret_value
 
 if TYPE_CHECKING:
     from launcher.emit.artifact import ArtifactSource
@@ -130,8 +130,16 @@ def dns_name(name: str) -> str:
     return label
 
 
+CREDENTIAL = (
+    "holds a credential (a URL's userinfo, or a secret key in JSON or YAML; not shown): every "
+    "emitted file would carry it"
+)
+
+
 def image_problem(image: str) -> str | None:
     """Why ``image`` is not an image reference (None: it is one)."""
+    if secret_value(image):
+        return f"the image {CREDENTIAL}; log in to the registry instead (an imagePullSecret)"
     if not _IMAGE.match(image) or "//" in image:
         return f"{image[:60]!r} is not an image reference (registry/name:tag, e.g. b12x-launch:gg)"
     return None
@@ -139,6 +147,8 @@ def image_problem(image: str) -> str | None:
 
 def profile_ref_problem(ref: str) -> str | None:
     """Why ``ref`` cannot name the profile in the image (None: it can)."""
+    if secret_value(ref):
+        return f"the profile reference {CREDENTIAL}; name a path or a profile in the image"
     if not ref.strip() or not ref.isprintable() or ref.startswith("-") or len(ref) > 4096:
         return (
             f"{ref[:60]!r} is not a profile path or name (printable, not an option, at most "

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from launcher.artifact import CACHE_FROM_ENV, SEED_DIR, SOURCE_MOUNT
 from launcher.emit import CACHE_MOUNT, dns_name
+from launcher.secrets import secret_value
 
 if TYPE_CHECKING:
     from launcher.emit import Target
@@ -66,6 +67,11 @@ def parse_source(text: str) -> ArtifactSource:
         ValueError: none of these, with the forms that are.
     """
     text = text.strip()
+    if secret_value(text):
+        raise ValueError(
+            "the source holds a credential (a URL's userinfo, or a secret key in JSON or YAML; "
+            "not shown): every emitted file would carry it; log in to the registry instead"
+        )
     if text.startswith("oci:"):
         ref = text[4:]
         if not _IMAGE_REF.match(ref):

@@ -14,6 +14,7 @@ size, mode, mtime and content hash, or a link's target.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -70,10 +71,8 @@ def snapshot(root: Path) -> dict[str, Entry]:
             out[rel] = ("link", 0, 0, 0, os.readlink(path))
         elif stat.S_ISDIR(mode):
             out[rel] = ("dir", 0, stat.S_IMODE(mode), 0, "")
-            try:
+            with contextlib.suppress(OSError):
                 stack.extend(path.iterdir())
-            except OSError:
-                pass
         elif stat.S_ISREG(mode):
             tag = _digest(path, info.st_size) if info.st_size <= HASH_WHOLE else ""
             if not tag:
@@ -155,10 +154,8 @@ def _child(argv: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path
         code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(BaseException):
                 stream.flush()
-            except BaseException:
-                pass
         os._exit(code)
 
 
@@ -200,15 +197,13 @@ def run_all(
             job.pid = pid
             running[pid] = (key, job)
         ended = []
-        for pid, (key, job) in running.items():
+        for pid, (_, job) in running.items():
             done_pid, status = os.waitpid(pid, os.WNOHANG)
             if done_pid:
                 ended.append((pid, os.waitstatus_to_exitcode(status)))
             elif time.monotonic() - job.started > job.timeout:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 os.waitpid(pid, 0)
                 ended.append((pid, 124))
         for pid, code in ended:

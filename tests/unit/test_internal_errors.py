@@ -104,3 +104,23 @@ def test_a_vllm_whose_import_fails_is_an_environment_error_naming_the_failure(tm
     message = str(caught.value)
     assert "cannot be imported" in message and "libcudart.so.12" in message
     assert "reinstall" in message and "--dry-run" in message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["", "--dry-run"], ["validate", ""], ["report", ""], ["emit", GLM, ""],
+     [GLM, "--plot", ""]],
+)  # fmt: skip
+def test_an_empty_path_is_refused_naming_its_parameter(args):
+    result = _run(*args)
+    assert result.exit_code == 2, result.output
+    assert "an empty path" in result.output and "internal error" not in result.output
+
+
+def test_a_profile_that_is_a_link_to_itself_is_refused_naming_it(tmp_path):
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    for args in ([loop, "--dry-run"], ["sweep", loop, "--vary", "serving.max_num_seqs=1,2"]):
+        result = _run(*args)
+        assert result.exit_code == 1, result.output
+        assert str(loop) in result.output and "internal error" not in result.output

@@ -146,3 +146,18 @@ def test_sweep_prints_no_secret_in_its_rows_reasons_or_json(vary, json_flag):
     assert result.exit_code == 2, result.output
     assert "names a secret" in result.output
     assert LEAK not in result.output
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [("--image", "bob:shapeLEAK@registry.example/x:1"),
+     ("--profile-ref", "https://u:shapeLEAK@h/p.yaml"),
+     ("--cache-from", "oci:user:shapeLEAK@registry.example/c:1"),
+     ("--cache-from", 'oci:{"token": "shapeLEAK"}')],
+)  # fmt: skip
+def test_emit_refuses_a_credential_in_its_options_without_showing_it(tmp_path, option, value):
+    out = tmp_path / "out"
+    result = _run("emit", str(PROFILES / "glm52.yaml"), str(out), option, value)
+    assert result.exit_code == 2 and option in result.output, result.output
+    assert "credential" in result.output and LEAK not in result.output
+    assert not out.exists()
