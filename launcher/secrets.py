@@ -36,9 +36,15 @@ _SECRET_ENDINGS = ("TOKEN", "KEY", "KEYS")
 _SECRET_LAST = frozenset({"PASS", "PAT", "PATS", "PWD"})
 _TOKENS = re.compile(r"[\s,;=\"'<>()\[\]{}]+")
 """What separates the words a URL or a ``user:pw@host`` may be (split once: linear)."""
-_PAIR = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]*)[\"']?\s*[=:]\s*\S")
-"""``name=value`` (a query string, a DSN's options, a header): secret when ``name`` is. A
-name starts only where no name character precedes it, so a long word is scanned once."""
+_PAIRS = (
+    re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]*)=[^\s=]"),
+    re.compile(r"[\"']([A-Za-z_][A-Za-z0-9_.-]*)[\"']\s*:"),
+    re.compile(r"(?m)^[ \t]*([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:[ \t]*\S"),
+)
+"""A name given a value: ``name=value`` (a query string, a DSN's options), ``"name": value``
+(JSON, whole or not) and ``name: value`` at a line's start (YAML, a header): secret when the
+name is. A name starts only where no name character precedes it (each word scanned once), and
+``name = value`` with spaces (a template's ``{% set eos_token = ... %}``) is no pair."""
 _SHAPE_LIMIT = 1 << 16
 """Longer values are not parsed as JSON or YAML (their pairs and URLs are still read)."""
 SECRET_VARIABLES: dict[str, str] = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
@@ -70,7 +76,7 @@ def secret_value(value: object, depth: int = 0) -> bool:
         return False
     if _has_userinfo(value):
         return True
-    if any(is_secret(name) for name in set(_PAIR.findall(value))):
+    if any(is_secret(name) for name in {n for p in _PAIRS for n in p.findall(value)}):
         return True
     if depth > 2 or len(value) > _SHAPE_LIMIT or not any(c in value for c in "{[:"):
         return False

@@ -598,6 +598,79 @@ def _archive_cases(rng: random.Random) -> Iterator[Generated]:
         )
 
 
+VICTIM = "a file the launcher does not own\n"
+"""What the sentinel's ``victim.txt`` holds (``tests/unit/test_hostile_inputs.py``)."""
+
+
+def _journal_cases() -> Iterator[Generated]:
+    """A forged restore journal in the cache root (every launch rolls one back): listing
+    files out of the root by ``..``, by an absolute path and through a link, with their
+    hashes; and a staging directory that is a link out."""
+    import hashlib
+
+    from launcher.artifact.restore import JOURNAL, STAGING
+
+    sha = hashlib.sha256(VICTIM.encode()).hexdigest()
+    journals = {
+        "dotdot": ("../../{sname}/victim.txt", {}),
+        "absolute": ("{s}/victim.txt", {}),
+        "through-a-link": ("triton/victim.txt", {"cache/triton": Link("{s}")}),
+    }
+    cache = ("--set", "runtime.cache_root={d}/cache")
+    modes = {
+        "launch": ("{tiny}", *cache),
+        "print-command": ("{tiny}", "--print-command", "--run-dir", "{d}/run", *cache),
+        "dry-run": ("{tiny}", "--dry-run", *cache),
+        "qualify": ("qualify", "{tiny}", *cache),
+        "bake": ("bake", "{tiny}", "{d}/art", *cache),
+    }
+    for kind, (rel, files) in journals.items():
+        journal = json.dumps({"artifact_id": "x", "files": [{"path": rel, "sha256": sha}]})
+        for mode, argv in modes.items():
+            yield Generated(
+                f"journal/{kind}/{mode}",
+                f"journal/{kind}",
+                argv,
+                {f"cache/{JOURNAL}": journal, **(files or {"cache/triton/ab/k.json": "x"})},
+            )
+    for mode, argv in modes.items():
+        yield Generated(
+            f"journal/staging-a-link/{mode}",
+            "journal/staging-a-link",
+            argv,
+            {f"cache/{STAGING}x": Link("{s}"), "cache/triton/ab/k.json": "x"},
+        )
+
+
+def _replace_cases() -> Iterator[Generated]:
+    """``bake --replace`` and ``emit --replace`` over what they did not make: a web app
+    holding a ``manifest.json``, a foreign ``.tar``, a link to another tree."""
+    cache = ("--set", "runtime.cache_root={d}/cache")
+    warm = {"cache/triton/ab/k.json": "x"}
+    outs = {
+        "webapp": ("{d}/art", {"art/manifest.json": "{}\n", "art/index.html": "<html>\n"}),
+        "foreign-tar": ("{d}/art.tar", {"art.tar": _tar([_member("notes.txt")])}),
+        "link-to-sentinel-webapp": ("{d}/art", {"art": Link("{s}/webapp")}),
+    }
+    for kind, (out, files) in outs.items():
+        yield Generated(
+            f"replace/bake/{kind}",
+            f"replace/bake/{kind}",
+            ("bake", "{tiny}", out, "--replace", *cache),
+            {**warm, **files},
+        )
+    for kind, files in {
+        "operator-files": {"out/index.html": "keep\n", "out/service.yaml": "kind: Service\n"},
+        "link-to-sentinel": {"out": Link("{s}/webapp")},
+    }.items():
+        yield Generated(
+            f"replace/emit/{kind}",
+            f"replace/emit/{kind}",
+            ("emit", "{glm}", "{d}/out", "--replace"),
+            files,
+        )
+
+
 def _flag_cases(cli: click.Group, rng: random.Random) -> Iterator[Generated]:
     """Every flag of every subcommand alone, and every pair of them, on a valid command line
     (the pairs a subcommand refuses must be refused by name, not crash)."""
@@ -646,6 +719,8 @@ def generate(cli: click.Group, seed: int) -> list[Generated]:
         *_record_cases(rng),
         *_archive_cases(rng),
         *_flag_cases(cli, rng),
+        *_journal_cases(),
+        *_replace_cases(),
         *_option_secret_cases(),
     ]
     rng.shuffle(cases)

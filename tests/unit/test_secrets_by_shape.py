@@ -62,7 +62,8 @@ def test_every_shape_is_a_secret_variable(name, value):
 @pytest.mark.parametrize(
     "value",
     ["http://host:8000/v1", "git@github.com:o/r", "/models/GLM", "0", "nobind", "a: b",
-     '{"cudagraph_mode": "FULL"}', "user@example.com", "max_tokens: 5"],
+     '{"cudagraph_mode": "FULL"}', "user@example.com", "max_tokens: 5",
+     '{% set eos_token = "</s>" %}', "a" * 100_000],
 )  # fmt: skip
 def test_a_plain_value_is_not_a_secret(value):
     assert not secret_value(value)
