@@ -162,3 +162,11 @@ def test_emit_refuses_a_credential_in_its_options_without_showing_it(tmp_path, o
     assert result.exit_code == 2 and option in result.output, result.output
     assert "credential" in result.output and LEAK not in result.output
     assert not out.exists()
+
+
+def test_a_credential_in_vllm_command_is_refused_and_not_shown():
+    setting = 'vllm.command=[vllm, serve, "https://u:shapeLEAK@hub.example.com/m"]'
+    result = _run(str(PROFILES / "glm52.yaml"), "--dry-run", "--set", setting)
+    assert result.exit_code == 1, result.output
+    assert "vllm.command.2" in result.stderr and "credential" in result.stderr
+    assert LEAK not in result.output
