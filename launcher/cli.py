@@ -17,6 +17,16 @@ from launcher.errors import EXIT_DOES_NOT_FIT, EXIT_USER_ERROR, LauncherError, P
 if TYPE_CHECKING:
     pass
 
+
+class _Path(click.Path):
+    """``click.Path`` that refuses an empty string (it would read as the current directory)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path; give a file or directory", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
@@ -58,6 +68,14 @@ class DefaultGroup(click.Group):
                 f"(a profile is a file: {word!r} does not exist)",
                 ctx,
             )
+
+    def main(self, *args, **kwargs):
+        # Every line printed, errors and usage included, with its control sequences escaped:
+        # a record's or a flag's text never drives the terminal (launcher/terminal.py).
+        from launcher.terminal import guarded
+
+        with guarded():
+            return super().main(*args, **kwargs)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -168,7 +186,7 @@ def _plot_option(what: str):
     return click.option(
         "--plot",
         "plot_file",
-        type=click.Path(dir_okay=False),
+        type=_Path(dir_okay=False),
         default=None,
         callback=_plot_path,
         metavar="FILE",
@@ -177,7 +195,7 @@ def _plot_option(what: str):
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("profile", type=click.Path(dir_okay=False))
+@click.argument("profile", type=_Path(dir_okay=False))
 @_set_option
 @click.option("--dry-run", is_flag=True, help="Print the plan and the vLLM command; touch no GPU.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (implies --dry-run).")
@@ -216,13 +234,13 @@ def _plot_option(what: str):
 )
 @click.option(
     "--run-dir",
-    type=click.Path(file_okay=False),
+    type=_Path(file_okay=False),
     default=None,
     help="Where this run's plan and measurements go (default: runtime.run_dir).",
 )
 @click.option(
     "--cache-from",
-    type=click.Path(exists=True),
+    type=_Path(exists=True),
     default=None,
     metavar="ARTIFACT",
     help="Restore the deployment's compiled caches and calibration records from ARTIFACT (what "
@@ -295,7 +313,7 @@ def launch(
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("profiles", nargs=-1, required=True, type=_Path(dir_okay=False))
 @_set_option
 def validate(profiles: tuple[str, ...], overrides: tuple[str, ...]) -> None:
     """Check PROFILES: schema, coupling rules and model facts. Plans are not fitted."""
@@ -348,7 +366,7 @@ def schema(document: str | None) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("profile", type=click.Path(dir_okay=False))
+@click.argument("profile", type=_Path(dir_okay=False))
 @_set_option
 @click.option("--list", "list_only", is_flag=True, help="List what would be compiled; no GPU.")
 @click.option("--device", type=int, default=0, show_default=True, help="CUDA device to use.")
@@ -370,8 +388,8 @@ def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: i
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("profile", type=click.Path(dir_okay=False))
-@click.argument("out", type=click.Path())
+@click.argument("profile", type=_Path(dir_okay=False))
+@click.argument("out", type=_Path())
 @_set_option
 @click.option("--replace", is_flag=True, help="Replace the artifact already at OUT.")
 def bake(profile: str, out: str, overrides: tuple[str, ...], replace: bool) -> None:
@@ -392,11 +410,11 @@ def bake(profile: str, out: str, overrides: tuple[str, ...], replace: bool) -> N
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+@click.argument("run_dir", type=_Path(file_okay=False, exists=True))
 @click.option(
     "--log",
     "log_file",
-    type=click.Path(dir_okay=False, exists=True),
+    type=_Path(dir_okay=False, exists=True),
     default=None,
     help="A saved vLLM log to read the KV lines from (default: RUN_DIR/vllm.log).",
 )
@@ -469,7 +487,7 @@ def _vary(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]):
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("profile", type=click.Path(dir_okay=False))
+@click.argument("profile", type=_Path(dir_okay=False))
 @click.option(
     "--vary",
     multiple=True,
@@ -512,7 +530,7 @@ def sweep(
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("profile", type=click.Path(dir_okay=False))
+@click.argument("profile", type=_Path(dir_okay=False))
 @_set_option
 @click.option(
     "--verify", is_flag=True, help="Boot again at the qualified size and rerun the workload."
@@ -520,7 +538,7 @@ def sweep(
 @click.option("--force", is_flag=True, help="Run even if the GPUs do not match the profile.")
 @click.option(
     "--run-dir",
-    type=click.Path(file_okay=False),
+    type=_Path(file_okay=False),
     default=None,
     help="Where the boots' plans, logs and the qualified record go (default: runtime.run_dir).",
 )
@@ -547,8 +565,8 @@ def qualify(
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("profile", type=click.Path(dir_okay=False))
-@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.argument("profile", type=_Path(dir_okay=False))
+@click.argument("out_dir", type=_Path(file_okay=False))
 @_set_option
 @click.option(
     "--target",

@@ -128,6 +128,15 @@ def _tier_of(nodeid: str) -> str:
 _MISSING = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--hostile-seed",
+        dest="hostile_seed",
+        default=None,
+        help="the seed of the generated hostile corpus (tests/unit/hostile_space.py)",
+    )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
     """A test file of a tier not asked for whose imports need a package this machine lacks
@@ -164,7 +173,7 @@ def pytest_terminal_summary(terminalreporter):
                 reasons[tier] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     corpus = sys.modules.get("tests.unit.test_hostile_inputs")
     if corpus is not None and corpus.REPORT:
-        terminalreporter.write_sep("-", "hostile inputs (tests/unit/hostile.py)")
+        terminalreporter.write_sep("-", "hostile inputs (tests/unit/hostile.py, hostile_space.py)")
         for what, count in corpus.REPORT.items():
             terminalreporter.write_line(f"{what:<36} {count:>5}")
     if not counts:

@@ -108,6 +108,9 @@ def _walk(cache_root: Path, top: str, notes: list[str]) -> list[tuple[str, Path]
             rel = path.relative_to(cache_root).as_posix()
             if skipped(rel):
                 continue
+            if "\\" in rel:  # the manifest takes no backslash: a path another reader splits
+                notes.append(f"left out {rel}: a backslash in its name")
+                continue
             mode = path.lstat().st_mode
             if not stat.S_ISREG(mode):
                 notes.append(f"left out {rel}: not a plain file")

@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from launcher.contract.plan import CommandRecord
-from launcher.secrets import is_secret, redact_argv, redact_env
+from launcher.secrets import redact_argv, redact_env, secret_env
 
 
 def command_record(argv: Sequence[str], env: Mapping[str, str]) -> CommandRecord:
@@ -30,11 +30,11 @@ def shell_line(argv: Sequence[str], env: Mapping[str, str]) -> str:
     """
     parts = ["env"]
     for key, value in env.items():
-        if not is_secret(key):
+        if not secret_env(key, value):
             parts.append(shlex.quote(f"{key}={value}"))
     return " ".join([*parts, command_line(argv)])
 
 
 def secret_names(env: Mapping[str, str]) -> list[str]:
     """The secret variables ``shell_line`` leaves out (the shell that runs it must export them)."""
-    return [k for k, v in env.items() if is_secret(k) and v]
+    return [k for k, v in env.items() if secret_env(k, v) and v]

@@ -17,6 +17,11 @@ from launcher.contract import census
 from launcher.contract.base import Bytes, Count, Frozen, SignedBytes
 from launcher.contract.names import MEASURABLE, ComponentName, HeadroomPart, Source
 
+REQUEST_MAX = 1 << 62
+"""A plan that does not fit records what it was asked for (``memory.kv_tokens`` of 2^40 tokens
+is petabytes): more than any card holds (``FIGURE_MAX``), still bounded."""
+Requested = Annotated[int, Strict(), Field(ge=-REQUEST_MAX, le=REQUEST_MAX)]
+
 PLAN_SCHEMA_VERSION = 1
 """``schema_version`` of the plan's JSON (``--json``): its keys, not the run file's."""
 
@@ -24,7 +29,7 @@ PLAN_SCHEMA_VERSION = 1
 class ComponentRecord(Frozen):
     """One component of one rank: its bytes and where they came from."""
 
-    bytes: SignedBytes
+    bytes: Requested
     """Bytes on this rank (the KV cache's goes below 0 where the plan does not fit)."""
     source: Source
     """Where the figure came from."""

@@ -10,16 +10,18 @@ and meets the other nodes before vLLM starts. Nothing here imports torch, vLLM o
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import yaml
 
+from launcher.artifact import SOURCE_MOUNT
 from launcher.errors import ProfileError
 from launcher.owned import write as owned_write
-from launcher.secrets import drop_secrets, is_secret
+from launcher.secrets import drop_secrets, secret_env, secret_value
 
 if TYPE_CHECKING:
     from launcher.emit.artifact import ArtifactSource
@@ -35,6 +37,15 @@ IMAGE_UID = 10001
 must be writable by them, which a directory the kubelet creates (root, 0755) is not."""
 PROFILES_MOUNT = "/profiles"
 """Where the shipped profile is mounted (first of the image's ``BLAUNCH_PROFILE_DIRS``)."""
+
+IMAGE_PATHS = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/run", "/sbin",
+    "/sys", "/usr", "/var/run", "/opt/b12x-launch", CACHE_MOUNT, PROFILES_MOUNT,
+    SOURCE_MOUNT,
+)  # fmt: skip
+"""The image's own trees and the mounts emit makes (``launcher.artifact.SOURCE_MOUNT``): a
+checkpoint mounted at, over or under one would hide the image's files or the cache, or put a
+host's system tree (``/var/run/docker.sock``) in the container."""
 
 EXAMPLE_ADDRESSES = re.compile(
     r"^(10\.0\.0\.1|192\.0\.2\.\d+|198\.51\.100\.\d+|203\.0\.113\.\d+|127\.\d+\.\d+\.\d+"
@@ -71,7 +82,7 @@ class Target:
     @property
     def secret_names(self) -> list[str]:
         """The variables passed by name only (a Secret, the host's environment)."""
-        return [k for k in self.env if is_secret(k)]
+        return [k for k, v in self.env.items() if secret_env(k, v)]
 
     @property
     def shipped_name(self) -> str:
@@ -123,8 +134,16 @@ def dns_name(name: str) -> str:
     return label
 
 
+CREDENTIAL = (
+    "holds a credential (a URL's userinfo, or a secret key in JSON or YAML; not shown): every "
+    "emitted file would carry it"
+)
+
+
 def image_problem(image: str) -> str | None:
     """Why ``image`` is not an image reference (None: it is one)."""
+    if secret_value(image):
+        return f"the image {CREDENTIAL}; log in to the registry instead (an imagePullSecret)"
     if not _IMAGE.match(image) or "//" in image:
         return f"{image[:60]!r} is not an image reference (registry/name:tag, e.g. b12x-launch:gg)"
     return None
@@ -132,6 +151,8 @@ def image_problem(image: str) -> str | None:
 
 def profile_ref_problem(ref: str) -> str | None:
     """Why ``ref`` cannot name the profile in the image (None: it can)."""
+    if secret_value(ref):
+        return f"the profile reference {CREDENTIAL}; name a path or a profile in the image"
     if not ref.strip() or not ref.isprintable() or ref.startswith("-") or len(ref) > 4096:
         return (
             f"{ref[:60]!r} is not a profile path or name (printable, not an option, at most "
@@ -192,9 +213,49 @@ def plan_env(loaded: LoadedProfile) -> dict[str, str]:
     return {**p.env, "BLAUNCH_PORT": str(p.serving.port)}
 
 
+def model_mount(path: str) -> str | None:
+    """The host directory emit mounts, read-only and at the same path, for ``model.path``: the
+    checkpoint itself, never its parent (None: not a local path, the image or the hub has it)."""
+    if not PurePosixPath(path).is_absolute():
+        return None
+    return posixpath.normpath(path).replace("//", "/")
+
+
+def _within(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def model_mount_problem(path: str) -> str | None:
+    """Why the checkpoint at ``path`` cannot be mounted as it is (None: it can)."""
+    mount = model_mount(path)
+    if mount is None:
+        return None
+    if mount == "/":
+        return "mounts the host's whole root filesystem"
+    if not mount.isprintable():
+        return "holds a control character"
+    for tree in IMAGE_PATHS:
+        if _within(mount, tree):
+            return f"lies in {tree}, a path the image or the deployment owns"
+        if _within(tree, mount):
+            return f"would hide {tree}, a path the image or the deployment owns"
+    return None
+
+
 def check_target(loaded: LoadedProfile) -> None:
     """Refuse what the emitted files cannot run, before anything is written."""
     p = loaded.profile
+    problem = model_mount_problem(p.model.path)
+    if problem is not None:
+        raise ProfileError(
+            [
+                loaded.issue(
+                    "model.path",
+                    f"{p.model.path!r} {problem}; emit mounts model.path itself, read-only: "
+                    "keep the checkpoint in a directory of its own (e.g. /models/NAME)",
+                )
+            ]
+        )
     if p.hardware.nodes > 1 and p.runtime.multinode != "mp":
         raise ProfileError(
             [

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from launcher.artifact import CACHE_FROM_ENV, SEED_DIR, SOURCE_MOUNT
 from launcher.emit import CACHE_MOUNT, dns_name
+from launcher.secrets import secret_value
 
 if TYPE_CHECKING:
     from launcher.emit import Target
@@ -30,6 +31,8 @@ VOLUME = "cache-artifact"
 """The seeding step's name (init container, compose service) and its source volume's."""
 SEED_MODULE = "launcher.artifact.seed"
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}$")
+"""An image reference as the engines take it: nothing compose or a shell would expand."""
 FORMS = "oci:IMAGE, pvc:CLAIM[/PATH] or an absolute directory on the nodes"
 
 
@@ -44,8 +47,9 @@ class ArtifactSource:
     @property
     def path(self) -> str:
         """The artifact's path in the seeding step's container."""
-        if self.kind == "dir":
-            return f"{SOURCE_MOUNT}/{PurePosixPath(self.value).name}"
+        if self.kind == "dir":  # its own name, less what a shell or the kubelet would read
+            name = re.sub(r"[^A-Za-z0-9._-]+", "-", PurePosixPath(self.value).name)
+            return f"{SOURCE_MOUNT}/{name}"
         return f"{SOURCE_MOUNT}/{self.subpath}" if self.subpath else SOURCE_MOUNT
 
     def describe(self) -> str:
@@ -63,10 +67,18 @@ def parse_source(text: str) -> ArtifactSource:
         ValueError: none of these, with the forms that are.
     """
     text = text.strip()
+    if secret_value(text):
+        raise ValueError(
+            "the source holds a credential (a URL's userinfo, or a secret key in JSON or YAML; "
+            "not shown): every emitted file would carry it; log in to the registry instead"
+        )
     if text.startswith("oci:"):
         ref = text[4:]
-        if not ref or any(c.isspace() for c in ref):
-            raise ValueError(f"{text!r}: oci: needs an image reference (oci:registry/name:tag)")
+        if not _IMAGE_REF.match(ref):
+            raise ValueError(
+                f"{text!r}: oci: needs an image reference (oci:registry/name:tag; no space, "
+                "no '$', no braces)"
+            )
         return ArtifactSource("oci", ref)
     if text.startswith("pvc:"):
         claim, _, sub = text[4:].partition("/")
@@ -74,7 +86,7 @@ def parse_source(text: str) -> ArtifactSource:
             raise ValueError(f"{text!r}: {claim!r} is not a PersistentVolumeClaim name")
         return ArtifactSource("pvc", claim, _relative(sub, text))
     path = PurePosixPath(text)
-    if path.is_absolute() and path.name and ".." not in path.parts:
+    if path.is_absolute() and path.name and ".." not in path.parts and text.isprintable():
         return ArtifactSource("dir", str(path))
     raise ValueError(f"{text!r} is not an artifact source: give {FORMS}")
 

@@ -9,12 +9,10 @@ image's HEALTHCHECK is disabled on them).
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 import yaml
 
-from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal, probes
-from launcher.secrets import is_secret
+from launcher.emit import CACHE_MOUNT, Target, artifact, dns_name, literal, model_mount, probes
+from launcher.secrets import secret_env
 
 HEALTHCHECK = (
     "python3 -c \"import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + "
@@ -44,7 +42,7 @@ def service(t: Target, rank: int) -> dict:
     env = {
         k: (
             f"${{{k}:?set {k} in the environment of docker compose}}"
-            if is_secret(k)
+            if secret_env(k, v)
             else literal(v)
         )
         for k, v in {**t.env, **artifact.launcher_env(t)}.items()
@@ -52,9 +50,9 @@ def service(t: Target, rank: int) -> dict:
     volumes = [f"cache:{CACHE_MOUNT}"]
     if t.shipped:  # the profile beside this file, where the entry point looks first
         volumes.append(f"./{SHIPPED_PREFIX}{t.shipped_name}:{t.shipped_ref}:ro")
-    model = PurePosixPath(p.model.path)
-    if model.is_absolute():
-        volumes.append(f"{model.parent}:{model.parent}:ro")
+    model = model_mount(p.model.path)
+    if model is not None:  # the checkpoint itself, read-only
+        volumes.append(bind(model, model))
     s: dict = {
         "image": t.image,
         "command": [
@@ -89,6 +87,12 @@ def service(t: Target, rank: int) -> dict:
     return s
 
 
+def bind(source: str, target: str) -> dict:
+    """A read-only bind mount in compose's long syntax: a ``:`` in a path cannot split it (as
+    in ``SRC:DST:ro``), and ``$`` is escaped (compose interpolates every string)."""
+    return {"type": "bind", "source": literal(source), "target": literal(target), "read_only": True}
+
+
 def seed_service(t: Target) -> dict:
     """A one-shot service that copies the artifact, verified, into the ``cache`` volume before
     the node's server starts (which restores it, checking its keys against the node)."""
@@ -97,17 +101,17 @@ def seed_service(t: Target) -> dict:
     if source.kind == "oci":  # Compose v2 on an engine with image mounts
         mount: str | dict = {
             "type": "image",
-            "source": source.value,
+            "source": literal(source.value),
             "target": artifact.source_mount(source),
         }
     elif source.kind == "dir":
-        mount = f"{source.value}:{artifact.source_mount(source)}:ro"
+        mount = bind(source.value, artifact.source_mount(source))
     else:
         raise ValueError("compose mounts no PersistentVolumeClaim")  # emit refuses it first
     return {
         "image": t.image,
         "entrypoint": artifact.seed_command(t)[:3],
-        "command": artifact.seed_command(t)[3:],
+        "command": [literal(a) for a in artifact.seed_command(t)[3:]],
         "volumes": [f"cache:{CACHE_MOUNT}", mount],
         "network_mode": "none",
         "restart": "no",

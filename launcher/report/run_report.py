@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
@@ -62,8 +63,26 @@ def load_run(run_dir: Path) -> Run:
         r
         for p in sorted(run_dir.glob("measure-rank*.json"))
         if (r := store.read_rank(p, warnings.append)) is not None
+        and _this_runs(p, r, plan, warnings.append)
     ]
     return Run(plan, artifact, sorted(records, key=lambda r: r.rank), warnings)
+
+
+def _this_runs(path: Path, record: RankRecord, plan: PlanRecord, warn) -> bool:
+    """Whether ``record`` is this run's: its plan's fingerprint, and the rank its file is named
+    for. Any other (copied in, or left by another run) is left out with a warning naming both:
+    shown, it would read as this run's measurement."""
+    if plan.fingerprint and record.fingerprint != plan.fingerprint:
+        warn(
+            f"{path}: a record of plan {record.fingerprint}, not of this run's plan "
+            f"{plan.fingerprint}: left out"
+        )
+        return False
+    named = re.fullmatch(r"measure-rank(\d+)\.json", path.name)
+    if named is None or int(named.group(1)) != record.rank:
+        warn(f"{path}: a record of rank {record.rank}, not of the rank its name says: left out")
+        return False
+    return True
 
 
 def render_run(run_dir: Path, log_file: Path | None = None) -> str:

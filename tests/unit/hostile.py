@@ -1,13 +1,15 @@
-"""A corpus of odd and hostile inputs for every ``b12x-launch`` subcommand and flag.
+"""The hand-written part of the corpus of odd and hostile inputs for every ``b12x-launch``
+subcommand and flag (the generated part: ``tests/unit/hostile_space.py``).
 
 Each ``Case`` is one command line with the files it needs, run by
 ``tests/unit/test_hostile_inputs.py`` in a directory of its own (its HOME and working
-directory), in a subprocess under a time and a memory limit, with no program on ``PATH`` (no
-``nvidia-smi``, no ``vllm``, no shell: nothing is started) and with secrets planted in the
-process environment. The test holds every case to the same contract: no internal error, no
-hang, no planted secret in any output or any file written, and every refusal naming the file
-or flag it refuses. ``expect`` pins the outcome where it is known (``refused``: exit 1 or 2;
-``ok``: exit 0; ``any``: whichever, held to the contract).
+directory), in a process of its own under a time and a memory limit, with no program on
+``PATH`` (no ``nvidia-smi``, no ``vllm``, no shell: nothing is started) and with secrets
+planted in the process environment. The test holds every case to the same contract: no
+internal error, no hang, no planted secret in any output or any file written, no change
+outside the trees the launcher owns, and every refusal naming the file or flag it refuses.
+``expect`` pins the outcome where it is known (``refused``: exit 1 or 2; ``ok``: exit 0;
+``any``: whichever, held to the contract).
 
 A case's strings may hold ``{d}`` (its directory), ``{glm}``, ``{tiny}``, ``{two}``,
 ``{kimi}`` (the shipped profiles) and ``{secret}`` (a planted secret: it must never come

@@ -36,6 +36,7 @@ ROOM_OF_TOP_MODULE = {
     "errors": "base",
     "atomic": "base",
     "secrets": "base",
+    "terminal": "base",  # what reaches a terminal: control sequences made visible
     "switches": "base",  # on/off switches read from the environment
     "buildid": "base",  # the image build id every compile cache and artifact is keyed by
     "bounded": "base",  # reading input files: regular files of a bounded size

@@ -99,7 +99,12 @@ def test_compose_seeds_the_named_volume_before_each_node_serves(tmp_path, valida
         ]
         assert seed["volumes"] == [
             "cache:/cache",
-            "/srv/artifacts/glm52.tar:/artifact-src/glm52.tar:ro",
+            {
+                "type": "bind",
+                "source": "/srv/artifacts/glm52.tar",
+                "target": "/artifact-src/glm52.tar",
+                "read_only": True,
+            },
         ]
         assert seed["restart"] == "no" and seed["network_mode"] == "none"
         assert serving["depends_on"] == {

@@ -240,3 +240,24 @@ def test_report_shows_the_downgrades_a_vllm_release_cost_the_boot(tmp_path, writ
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
     assert "downgrade: vllm: not done on vLLM 0.34.0: warmup.block_table missing" in text
+
+
+@pytest.mark.parametrize("change", ["fingerprint", "rank"])
+def test_report_leaves_out_a_record_of_another_plan_or_rank_naming_both(tmp_path, write, change):
+    """Issue 64, item 9: a record copied into the run (another plan's, or another rank's under
+    this rank's name) is not shown as this run's measurement."""
+    run, plan = make_run(tmp_path, write)
+    path = run / "measure-rank1.json"
+    data = json.loads(path.read_text())
+    data["fingerprint" if change == "fingerprint" else "rank"] = (
+        "fedcba987654" if change == "fingerprint" else 3
+    )
+    path.write_text(json.dumps(data))
+    out = CliRunner().invoke(cli, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    assert "measure-rank1.json" in out.output and "left out" in out.output
+    if change == "fingerprint":
+        assert "fedcba987654" in out.output and plan["fingerprint"] in out.output
+    else:
+        assert "a record of rank 3" in out.output
+    assert "RANK 1 (GiB)" not in out.output

@@ -235,7 +235,10 @@ def test_report_reads_a_run_directory_the_current_main_wrote(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(OLD / "plan-v2-glm52-calibrated.json", run / "plan.json")
-    shutil.copy(OLD / "measure-rank0-v1-every-part.json", run / "measure-rank0.json")
+    # the record of this plan (report leaves out another plan's record: issue 64)
+    record = json.loads((OLD / "measure-rank0-v1-every-part.json").read_text())
+    record["fingerprint"] = json.loads((run / "plan.json").read_text())["fingerprint"]
+    (run / "measure-rank0.json").write_text(json.dumps(record))
     out = CliRunner().invoke(cli, ["report", str(run)])
     assert out.exit_code == 0, out.output
     assert "late: inductor triton_poi_fused_0" in out.output
