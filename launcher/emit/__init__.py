@@ -269,7 +269,16 @@ def check_target(loaded: LoadedProfile) -> None:
 
 
 def write_all(files: dict[str, str], out_dir: Path) -> list[Path]:
-    """Write every file atomically (each whole or not at all) under ``out_dir``."""
+    """Write every file atomically (each whole or not at all) under ``out_dir``, which must be
+    a real directory: a link there would take the files wherever it points."""
+    from launcher.owned import Refused
+    from launcher.owned.paths import is_link
+
+    if is_link(out_dir):
+        raise Refused(
+            f"{out_dir}: the output directory is a symbolic link; emit writes only into a real "
+            "directory: pass the directory itself"
+        )
     return [
         owned_write.write_text(out_dir / name, text, root=out_dir) for name, text in files.items()
     ]

@@ -233,8 +233,8 @@ def _base(command: str, rng: random.Random, profile: str) -> list[str]:
         return ["qualify", "{glm}" if profile in ("{tiny}", "{two}") else profile]
     if command == "validate":
         return ["validate", profile]
-    if command == "report":
-        return ["report", "{d}/run"]
+    if command in ("report", "status"):
+        return [command, "{d}/run", *(["--once"] if command == "status" else [])]
     return [command]
 
 

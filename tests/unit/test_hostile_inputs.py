@@ -43,25 +43,6 @@ cache is put there too), its run dirs and emit's manifest; and what a case names
 ``OWNED_BY_FLAG``."""
 OWNED_BY_FLAG = ("--plot", "--run-dir")
 RAW = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-BOUNDARY_FAMILIES: dict[str, str] = {
-    "path/write/link-top-to-sentinel": "emit writes its files through an OUT_DIR that is a "
-    "link out of the case (the boundary resolves without following links)",
-    "journal/dotdot": "every launch's journal recovery deletes a listed file out of the cache "
-    "root by '..' (issue 64, 1)",
-    "journal/absolute": "every launch's journal recovery deletes a listed file by an absolute "
-    "path (issue 64, 1)",
-    "journal/through-a-link": "every launch's journal recovery deletes a listed file through a "
-    "link below the cache root (issue 64, 1 and 6)",
-    "replace/bake/webapp": "bake --replace deletes a directory holding a manifest.json that is "
-    "no artifact (issue 64, 5)",
-    "replace/bake/foreign-tar": "bake --replace replaces a .tar it did not write (issue 64, 5)",
-    "replace/bake/link-to-sentinel-webapp": "bake --replace replaces an OUT that is a link to "
-    "another tree (issue 64, 5 and 6)",
-    "replace/emit/link-to-sentinel": "emit --replace writes through an OUT_DIR that is a link",
-}
-"""Generated families that fail on this branch until the owned-files boundary (issue 64's
-other half: artifact restore, seed, bake, journal recovery) lands; each runs as a strict
-xfail, so the one that starts to pass says so."""
 ENVIRONMENT = ["vLLM is not installed in this environment"]
 """Refusals of this machine (no vLLM in the unit venv), which name no input by design."""
 REPORT: dict[str, int | str] = {}
@@ -325,7 +306,7 @@ def test_the_corpus_covers_every_subcommand_and_flag(request):
 
 def test_hostile_inputs_cause_no_internal_error_hang_leak_or_change_outside(request, tmp_path):
     n = seed(request.config)
-    cases = [c for c in corpus(n) if c.family not in BOUNDARY_FAMILIES]
+    cases = corpus(n)
     started = time.monotonic()
     outcomes = run_corpus(cases, tmp_path)
     wall = time.monotonic() - started
@@ -352,7 +333,6 @@ def test_hostile_inputs_cause_no_internal_error_hang_leak_or_change_outside(requ
             "refusals naming no file or flag": kinds["a refusal that names no file or flag"],
             "commands run from an input": kinds["a command in an input ran"],
             "outcomes other than expected": kinds["expected"],
-            "families left to the boundary (xfail)": len(BOUNDARY_FAMILIES),
             "slowest case (ms)": int(1000 * max((o.seconds for o in outcomes), default=0)),
             "wall time (s)": int(wall),
         }
@@ -361,17 +341,3 @@ def test_hostile_inputs_cause_no_internal_error_hang_leak_or_change_outside(requ
     assert not failed, (
         f"{len(failed)} of {len(outcomes)} cases broke the contract:\n{_detail(failed)}"
     )
-
-
-@pytest.mark.parametrize(
-    "family",
-    [
-        pytest.param(f, marks=pytest.mark.xfail(strict=True, reason=why))
-        for f, why in BOUNDARY_FAMILIES.items()
-    ],
-)
-def test_a_family_left_to_the_owned_files_boundary(request, tmp_path, family):
-    cases = [c for c in corpus(seed(request.config)) if c.family == family]
-    assert cases, family
-    failed = [o for o in run_corpus(cases, tmp_path) if o.problems]
-    assert not failed, _detail(failed)
