@@ -362,16 +362,23 @@ def _workspaces(inputs: PlanInputs) -> Component:
                 inputs.deployment, inputs.facts, inputs.gpu
             )
         )
+    total, how = _max_of_shared(parts)
+    sources = {c.source for c in parts}
+    source = Source.ESTIMATE if Source.ESTIMATE in sources or not parts else sources.pop()
+    return Component(Name.WORKSPACES, total, source, how, parts)
+
+
+def _max_of_shared(parts: tuple[Component, ...]) -> tuple[int, str]:
+    """The bytes of parts of which the shared ones are never held at once (their largest
+    counts) and the others are (added), and that sum in words."""
     shared = [c for c in parts if c.shared]
     own = [c for c in parts if not c.shared]
     total = max((c.bytes for c in shared), default=0) + sum(c.bytes for c in own)
-    sources = {c.source for c in parts}
-    source = Source.ESTIMATE if Source.ESTIMATE in sources or not parts else sources.pop()
     terms = []
-    if shared:
+    if len(shared) > 1:
         terms.append("max(" + ", ".join(c.name for c in shared) + ")")
-    terms += [c.name for c in own]
-    return Component(Name.WORKSPACES, total, source, " + ".join(terms) or "none", parts)
+    terms += [c.name for c in shared if len(shared) == 1] + [c.name for c in own]
+    return total, " + ".join(terms) or "none"
 
 
 def _transients(d: Deployment, f: ModelFacts) -> Component:
@@ -381,16 +388,7 @@ def _transients(d: Deployment, f: ModelFacts) -> Component:
         Component(t.name, t.bytes, Source.ESTIMATE, t.detail, shared=t.shared)
         for t in transients.transients(d, f)
     )
-    shared = [c for c in parts if c.shared]
-    own = [c for c in parts if not c.shared]
-    total = max((c.bytes for c in shared), default=0) + sum(c.bytes for c in own)
-    how = " + ".join(
-        [
-            *(["max(" + ", ".join(c.name for c in shared) + ")"] if len(shared) > 1 else []),
-            *([shared[0].name] if len(shared) == 1 else []),
-            *(c.name for c in own),
-        ]
-    )
+    total, how = _max_of_shared(parts)
     return Component(Name.TRANSIENTS, total, Source.ESTIMATE, how, parts)
 
 

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import sys
 import types
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -441,7 +442,9 @@ def test_a_warm_boot_from_an_artifact_serves_only_the_feature_waves(fork_modules
     ctx.replay = ({"kernel": "k", "module": "m", "qualname": "k", "keys": [[[], "{}"]]},)
     warm = run_in_config(ctx)
     served = [c[2] for c in calls if c[0] == "serve"]
-    shape = sb.shape_of(None)
+    # glm52 refuses prompt logprobs: no wave serves them
+    shape = replace(sb.shape_of(None), prompt_logprobs=ctx.profile.serving.prompt_logprobs)
+    assert shape.prompt_logprobs == "refuse"
     assert served == [len(sb.waves(shape)), len(sb.feature_waves(shape))]
     assert 0 < served[1] < served[0]
     assert full.scratch and warm.scratch  # the cache is still built: features need it

@@ -119,3 +119,14 @@ def test_the_stage_serves_the_live_max_logprobs_blocks_and_minus_one_is_the_voca
     served = {f.logprobs for f in sb.served_features(shape) if f.logprobs is not None}
     blocks = {min(1 << k.bit_length(), 1024) for k in served}
     assert blocks == {1 << i for i in range(11)}
+
+
+def test_a_profile_refusing_prompt_logprobs_has_the_stage_serve_none():
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    base = dict(max_model_len=8192, max_num_batched_tokens=2048, max_num_seqs=8)
+    for mode, served in (("reserve", True), ("refuse", False)):
+        shape = sb.Shape(**base, spec_tokens=0, block_size=64, prompt_logprobs=mode)
+        names = {f.name for f in sb.served_features(shape)}
+        assert ({"prompt_logprobs", "echo"} <= names) is served
+        assert "logprobs=1" in names

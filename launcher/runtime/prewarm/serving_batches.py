@@ -63,6 +63,8 @@ class Shape:
     sampler fails with "CPU Generator does not use offset")."""
     max_logprobs: int = 20
     """The most logprobs the API accepts (``--max-logprobs``; -1 read as the vocabulary)."""
+    prompt_logprobs: str = "reserve"
+    """``serving.prompt_logprobs``: ``refuse`` (the API answers HTTP 400) serves none."""
 
     @property
     def logical_block(self) -> int:
@@ -118,7 +120,7 @@ def served_features(s: Shape) -> list[Any]:
     from launcher.profile import request_features
 
     out = []
-    for f in request_features.accepted(s.spec_tokens, s.max_logprobs):
+    for f in request_features.accepted(s.spec_tokens, s.max_logprobs, s.prompt_logprobs):
         if f.group == "streaming" or (f.body.get("temperature", 0) and not s.sampling):
             continue
         out.append(f)

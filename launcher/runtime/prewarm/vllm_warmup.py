@@ -38,7 +38,7 @@ import inspect
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.runtime.prewarm import (
@@ -255,10 +255,19 @@ def _deep_gemm(ctx: PrewarmContext):
     return [(f"deep_gemm_warmup(model, {tokens})", lambda: fn(model, tokens))]
 
 
+def _shape(ctx: PrewarmContext) -> Any:
+    """The live vLLM config's numbers, with what the profile's API refuses (prompt logprobs
+    under ``serving.prompt_logprobs: refuse``: no wave serves them)."""
+    from launcher.runtime.prewarm import serving_batches as sb
+
+    mode = ctx.profile.serving.prompt_logprobs
+    return replace(sb.shape_of(ctx.worker), prompt_logprobs=mode)
+
+
 def _serving(ctx: PrewarmContext):
     from launcher.runtime.prewarm import serving_batches as sb
 
-    shape = sb.shape_of(ctx.worker)
+    shape = _shape(ctx)
     # A warm boot from a cache artifact replays the baked boot's keys (the ``keys`` provider):
     # only the request features' waves still run (vLLM's torch.compile'd sampler helpers).
     early = getattr(ctx, "early", None)
@@ -503,10 +512,10 @@ def _stage(ctx: PrewarmContext, result: PrewarmResult, late: list[EntryPoint]) -
     """The entry points that need a KV cache, on the scratch KV stage; what its release
     removed or ended, as notes."""
     from launcher.runtime.prewarm import scratch_kv
-    from launcher.runtime.prewarm.serving_batches import blocks_needed, shape_of, waves
+    from launcher.runtime.prewarm.serving_batches import blocks_needed, waves
 
     notes: list[str] = []
-    shape = shape_of(ctx.worker)
+    shape = _shape(ctx)
     blocks = blocks_needed(shape, waves(shape))
     stage = scratch_kv.scratch_kv(ctx.model_runner, blocks)
     try:
