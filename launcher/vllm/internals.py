@@ -393,6 +393,118 @@ DECLARED: tuple[Internal, ...] = (
         kind="class",
     ),
     _f(
+        "scratch.minimal_cache",
+        f"{RUNNER}:GPUModelRunner._init_minimal_kv_cache_for_profiling",
+        "vllm",
+        fallback(
+            "the runner is treated as the older layout: its scratch cache is released "
+            "by the stage's own unbinding"
+        ),
+    ),
+    _f(
+        "scratch.kv_zero_meta",
+        f"{RUNNER}:GPUModelRunner._init_kv_zero_meta",
+        "vllm",
+        skip("a scratch cache that needs zeroing is served without vLLM's zeroing metadata"),
+    ),
+    _a(
+        "scratch.dispatcher",
+        f"{RUNNER}:GPUModelRunner.cudagraph_dispatcher",
+        "vllm",
+        skip(
+            "the graph dispatchers are not held eager: the stage captures no graph, so it "
+            "serves without the scratch cache"
+        ),
+    ),
+    _a(
+        "scratch.keys_initialized",
+        "vllm.v1.cudagraph_dispatcher:CudagraphDispatcher.keys_initialized",
+        "vllm",
+        skip("the graph dispatchers are not held eager"),
+    ),
+    _a("scratch.input_batch", f"{RUNNER}:GPUModelRunner.input_batch", "vllm", _NO_SCRATCH),
+    _f(
+        "scratch.remove_request",
+        "vllm.v1.worker.gpu_input_batch:InputBatch.remove_request",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self", "req_id"),
+    ),
+    _f(
+        "scratch.condense",
+        "vllm.v1.worker.gpu_input_batch:InputBatch.condense",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self",),
+    ),
+    _a("scratch.requests", f"{RUNNER}:GPUModelRunner.requests", "vllm", _NO_SCRATCH),
+    _a("scratch.kv_caches", f"{RUNNER}:GPUModelRunner.kv_caches", "vllm", _NO_SCRATCH),
+    _a("scratch.attn_groups", f"{RUNNER}:GPUModelRunner.attn_groups", "vllm", _NO_SCRATCH),
+    _a(
+        "scratch.blocks_override",
+        f"{CONFIG}:CacheConfig.num_gpu_blocks_override",
+        "vllm",
+        _NO_SCRATCH,
+    ),
+    _a(
+        "scratch.needs_zeroing",
+        f"{KV}:KVCacheConfig.needs_kv_cache_zeroing",
+        "vllm",
+        fallback("no zeroing metadata made for the scratch cache"),
+    ),
+    _f(
+        "serving.execute_model",
+        f"{GPU_WORKER}:Worker.execute_model",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self", "scheduler_output"),
+    ),
+    _f(
+        "serving.sample_tokens",
+        f"{GPU_WORKER}:Worker.sample_tokens",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self", "grammar_output"),
+    ),
+    _f(
+        "serving.take_drafts",
+        f"{GPU_WORKER}:Worker.take_draft_token_ids",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self",),
+    ),
+    _f(
+        "serving.scheduler_cls",
+        f"{CONFIG}:SchedulerConfig.get_scheduler_cls",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self",),
+    ),
+    _a(
+        "helpers.async_spec",
+        f"{RUNNER}:GPUModelRunner.use_async_spec_decode",
+        "vllm",
+        skip("the compiled helper of async speculative decoding compiles on first use"),
+    ),
+    _a(
+        "helpers.max_num_reqs",
+        f"{RUNNER}:GPUModelRunner.max_num_reqs",
+        "vllm",
+        skip("the compiled helper of async speculative decoding compiles on first use"),
+    ),
+    _a(
+        "dcp.rank",
+        f"{RUNNER}:GPUModelRunner.dcp_rank",
+        "triton",
+        fallback("vllm.distributed:get_dcp_group().rank_in_group"),
+    ),
+    _f(
+        "dcp.group",
+        "vllm.distributed:get_dcp_group",
+        "triton",
+        refuse("the DCP rank picks the kernels' specializations"),
+    ),
+    _f(
         "serving.scheduler",
         "vllm.v1.core.sched.scheduler:Scheduler",
         "vllm",
