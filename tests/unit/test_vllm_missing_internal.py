@@ -85,8 +85,8 @@ def _taken(entry: Internal) -> set[str]:
     }
 
 
-def test_the_stand_in_has_everything():
-    row = releases.read_all(stand_in(Path(pytest.importorskip("tempfile").mkdtemp()), set()))
+def test_the_stand_in_has_everything(tmp_path):
+    row = releases.read_all(stand_in(tmp_path, set()))
     assert [n for n, r in row.items() if r is False] == []
 
 
