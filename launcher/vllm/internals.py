@@ -76,8 +76,9 @@ class Internal:
     exact: bool = False
     """The parameters must be exactly ``params``: a wrapper with a fixed signature."""
     patch: Patch | None = None
-    lines: tuple[str, ...] = ()
-    """The vLLM lines (``profile.vllm_runtime``) a deployment needs it on; empty: every line."""
+    fork_only: bool = False
+    """Needed only on a fork line (a ``profile.vllm_runtime`` line with marker files): the
+    fork's backends and warmups, which upstream releases do not promise."""
     group: str | None = None
     """Alternatives: one present entry of the group is enough."""
 
@@ -86,8 +87,6 @@ class Internal:
         return self.module if self.path is None else f"{self.module}:{self.path}"
 
 
-FORK = ("gilded-gnosis", "b12x-fork")
-"""The fork lines (``profile.vllm_runtime.VLLM_LINES``): their backends and warmups."""
 LATE = "compile after sizing, and the next plan reserves more for them"
 
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
@@ -106,9 +105,11 @@ def _m(name: str, module: str, needed_by: str, without: Without, **kw: Any) -> I
     return Internal(name, module, None, "module", needed_by, without, **kw)
 
 
-def _f(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> Internal:
+def _f(
+    name: str, where: str, needed_by: str, without: Without, kind: Kind | None = None, **kw: Any
+) -> Internal:
     module, _, path = where.partition(":")
-    kind: Kind = kw.pop("kind", "method" if "." in path else "function")
+    kind = kind or ("method" if "." in path else "function")
     return Internal(name, module, path, kind, needed_by, without, **kw)
 
 
@@ -577,14 +578,14 @@ DECLARED: tuple[Internal, ...] = (
         "vllm",
         skip("the fork's sparse-MLA Triton warmup runs after sizing: its kernels " + LATE),
         params=("worker",),
-        lines=FORK,
+        fork_only=True,
     ),
     _f(
         "warmup.b12x_prepare",
         "vllm.v1.worker.b12x_startup:begin_b12x_preparation",
         "vllm",
         fallback("vllm.model_executor.warmup.b12x_prepare"),
-        lines=("b12x-fork",),
+        fork_only=True,
         group="b12x_prepare",
     ),
     _f(
@@ -592,7 +593,7 @@ DECLARED: tuple[Internal, ...] = (
         f"{WARMUP}.b12x_prepare:begin_b12x_preparation",
         "vllm",
         skip("the b12x-package line's weights preparation runs after sizing: its kernels " + LATE),
-        lines=("b12x-fork",),
+        fork_only=True,
         group="b12x_prepare",
     ),
     _f(
@@ -670,21 +671,21 @@ DECLARED: tuple[Internal, ...] = (
         f"{MLA}.b12x_mla_sparse",
         "triton",
         skip("the fork's sparse-MLA kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
     _f(
         "triton.indexer_chunks",
         f"{MLA}.indexer:build_prefill_chunk_metadata",
         "triton",
         skip("the indexer's prefill chunk metadata kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
     _f(
         "triton.filter_dcp_index",
         f"{MLA}.sparse_utils:triton_filter_and_convert_dcp_index",
         "triton",
         skip("the DCP index filter kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
     # -- kernels the worker's threads compile ahead (sampler_ahead, moe_buckets)
     _f(
@@ -718,7 +719,7 @@ DECLARED: tuple[Internal, ...] = (
         "vllm.model_executor.layers.quantization.exl3",
         "vllm",
         skip("the EXL3 MoE runtimes are not prewarmed: their kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
 )
 """Every declared internal, by area; ``by_name`` finds one."""

@@ -87,13 +87,6 @@ def test_resolve_gives_the_object_or_a_typed_missing():
     assert isinstance(gone, internals.Missing) and "does not import" in gone.why
 
 
-def test_every_line_an_entry_names_is_a_registered_vllm_line():
-    from launcher.profile.vllm_runtime import VLLM_LINES
-
-    for e in DECLARED:
-        assert set(e.lines) <= set(VLLM_LINES), (e.name, e.lines)
-
-
 def test_the_plan_prints_the_downgrades_of_the_release_it_is_checked_against():
     """An upstream deployment (kimi-k2.yaml) planned against 0.26 (the dry run's release) is
     told what that release lacks of what its worker uses; against 0.33, what 0.33 lacks."""
