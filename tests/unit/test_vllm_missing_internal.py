@@ -180,3 +180,19 @@ def test_the_worker_says_a_downgrade_and_loads(planned_run, tmp_path, monkeypatc
     assert _Loads.loaded
     assert [m.name for m in worker._internals.missing] == ["runner.get_model"]
     assert "not done on vLLM 0.99.0: runner.get_model missing" in caplog.text
+
+
+def test_the_image_builds_check_fails_on_a_missing_internal_and_passes_a_whole_one(
+    tmp_path, capsys
+):
+    """``RUN python -m launcher.vllm.check`` in the Dockerfile: exit 1 naming what the
+    release lacks with nothing declared instead; exit 0 with the downgrades said."""
+    whole = stand_in(tmp_path / "whole", {"warmup.block_table"})
+    assert check.main(["--source", str(whole)]) == 0
+    out = capsys.readouterr().out
+    assert "warmup.block_table missing" in out and "every declared internal" in out
+    broken = stand_in(tmp_path / "broken", {"kv.num_blocks"})
+    assert check.main(["--source", str(broken)]) == 1
+    assert "kv.num_blocks (vllm.v1.kv_cache_interface:KVCacheConfig.num_blocks)" in (
+        capsys.readouterr().err
+    )
