@@ -125,7 +125,8 @@ def _internals_notes(deployment: Deployment) -> list[str]:
     p = deployment.profile
     release = p.vllm.release if p.vllm.release not in (None, "auto") else DRY_RUN_RELEASE
     platform = "cpu" if p.hardware.gpu == "cpu" else "cuda"
-    return on_table(release, deployment.runtime.name, platform, deployment.prewarm)
+    fork = bool(deployment.runtime.markers)  # a fork line: no table of its source
+    return on_table(release, fork, platform, deployment.prewarm)
 
 
 def _check_quantization(loaded: LoadedProfile, model: ModelSource) -> None:

@@ -42,7 +42,8 @@ from launcher.owned import paths as owned_paths
 from launcher.owned import read as owned_read
 from launcher.owned import write as owned_write
 from launcher.runtime.prewarm import runtime_function
-from launcher.vllm.internals import holder_path
+from launcher.vllm.internals import by_name, holder_path
+from launcher.vllm.releases import fits
 
 INDEX = "vllm_compile_cache.py"
 BACKEND = holder_path("compile.backend_call")
@@ -230,7 +231,11 @@ def install() -> list[str]:
     loader (``beside``); what was wrapped. Nothing when vLLM lacks either (another version)."""
     wrapped = []
     backend = runtime_function(BACKEND)
-    if backend is not None and not getattr(backend.__call__, "_blaunch", False):
+    if (
+        backend is not None
+        and not getattr(backend.__call__, "_blaunch", False)
+        and fits(by_name("compile.backend_call"), backend.__call__)  # else: the check said it
+    ):
         original_call = backend.__call__
 
         def __call__(self: Any, graph: Any, example_inputs: Any) -> Any:
@@ -249,7 +254,11 @@ def install() -> list[str]:
         backend.__call__ = __call__
         wrapped.append("VllmBackend.__call__")
     adaptor = runtime_function(ADAPTOR)
-    if adaptor is not None and not getattr(adaptor.load, "_blaunch", False):
+    if (
+        adaptor is not None
+        and not getattr(adaptor.load, "_blaunch", False)
+        and fits(by_name("compile.adaptor_load"), adaptor.load)
+    ):
         original_load = adaptor.load
 
         def load(self: Any, handle: Any, *args: Any, **kwargs: Any) -> Any:

@@ -2,7 +2,7 @@
 
 The installed release's source is read as ``scan`` reads a wheel (the same rule, so the
 worker, the image build and the table agree). For a deployment, each declared internal it
-needs (``needed_by`` among what it runs, ``lines`` including its vLLM line) that the release
+needs (``needed_by`` among what it runs; a ``fork_only`` one on a fork line only) that the release
 lacks is either a named refusal (a ``refuse`` entry; under ``prewarm.strict_jit`` also a
 ``skip`` entry the release table does not record as absent there, whose late compiles would
 be fatal anyway) or a named downgrade, logged and recorded.
@@ -44,7 +44,7 @@ def needs(platform: str, providers: Iterable[str]) -> frozenset[str]:
 
 
 def decide(
-    readings: dict[str, Reading], release: str, needed: frozenset[str], line: str
+    readings: dict[str, Reading], release: str, needed: frozenset[str], fork: bool
 ) -> InternalsCheck:
     """The declared internals ``needed`` that ``readings`` lack, each with what it costs."""
     known = load().get(release, {})
@@ -60,7 +60,7 @@ def decide(
         )
         for e in DECLARED
         if e.needed_by in needed
-        and (not e.lines or line in e.lines)
+        and (fork or not e.fork_only)
         and (why := outcome(e, readings)) is not None
     ]
     return InternalsCheck(release=release, missing=missing)
@@ -102,17 +102,17 @@ def refusal_message(check: InternalsCheck, stops: list[MissingInternal], strict:
     return "; ".join(parts) + f". Fix: {fix}"
 
 
-def on_table(release: str, line: str, platform: str, providers: Iterable[str]) -> list[str]:
+def on_table(release: str, fork: bool, platform: str, providers: Iterable[str]) -> list[str]:
     """The downgrades the release table says a deployment gets on upstream ``release``
     (``0.26``), for the plan to print: nothing for a fork line (no table of its source) or
     a release the table lacks (the worker's check says it at boot)."""
     from launcher.vllm.releases import line_release
 
     rows = {line_release(v): (v, row) for v, row in load().items()}
-    if line != "upstream" or release not in rows:
+    if fork or release not in rows:
         return []
     version, row = rows[release]
-    found = decide(row, version, needs(platform, providers), line)
+    found = decide(row, version, needs(platform, providers), fork)
     by_part: dict[str, list[str]] = {}
     for m in found.missing:
         by_part.setdefault(m.needed_by, []).append(m.name)
@@ -124,12 +124,12 @@ def on_table(release: str, line: str, platform: str, providers: Iterable[str]) -
 
 
 def before_weights(
-    platform: str, providers: Iterable[str], line: str, strict: bool, root: Path | None = None
+    platform: str, providers: Iterable[str], fork: bool, strict: bool, root: Path | None = None
 ) -> InternalsCheck:
     """The worker's first step: the check for this deployment on the installed vLLM; raises
     ``InternalsRefused`` (named) where it cannot boot as planned."""
     root = root or installed_root()
-    check = decide(read_all(root), version_of(root), needs(platform, providers), line)
+    check = decide(read_all(root), version_of(root), needs(platform, providers), fork)
     stops = refusals(check, strict)
     if stops:
         raise InternalsRefused(refusal_message(check, stops, strict))
@@ -139,6 +139,7 @@ def before_weights(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m launcher.vllm.check", description=__doc__)
     parser.add_argument("--source", type=Path, help="directory holding vllm/ (default: installed)")
+    parser.add_argument("--fork", action="store_true", help="also list the fork lines' internals")
     args = parser.parse_args(argv)
     try:
         root = args.source or installed_root()
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"b12x-launch: {exc}", file=sys.stderr)
         return 1
     readings, release = read_all(root), version_of(root)
-    check = decide(readings, release, needs("cuda", ("b12x", "vllm", "triton", "keys")), "upstream")
+    check = decide(readings, release, needs("cuda", ("b12x", "vllm", "triton", "keys")), args.fork)
     for line in downgrade_lines(check):
         print(f"b12x-launch: {line}")
     missing = gaps(readings)

@@ -76,8 +76,9 @@ class Internal:
     exact: bool = False
     """The parameters must be exactly ``params``: a wrapper with a fixed signature."""
     patch: Patch | None = None
-    lines: tuple[str, ...] = ()
-    """The vLLM lines (``profile.vllm_runtime``) a deployment needs it on; empty: every line."""
+    fork_only: bool = False
+    """Needed only on a fork line (a ``profile.vllm_runtime`` line with marker files): the
+    fork's backends and warmups, which upstream releases do not promise."""
     group: str | None = None
     """Alternatives: one present entry of the group is enough."""
 
@@ -86,8 +87,6 @@ class Internal:
         return self.module if self.path is None else f"{self.module}:{self.path}"
 
 
-FORK = ("gilded-gnosis", "b12x-fork")
-"""The fork lines (``profile.vllm_runtime.VLLM_LINES``): their backends and warmups."""
 LATE = "compile after sizing, and the next plan reserves more for them"
 
 GPU_WORKER = "vllm.v1.worker.gpu_worker"
@@ -106,9 +105,11 @@ def _m(name: str, module: str, needed_by: str, without: Without, **kw: Any) -> I
     return Internal(name, module, None, "module", needed_by, without, **kw)
 
 
-def _f(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> Internal:
+def _f(
+    name: str, where: str, needed_by: str, without: Without, kind: Kind | None = None, **kw: Any
+) -> Internal:
     module, _, path = where.partition(":")
-    kind: Kind = kw.pop("kind", "method" if "." in path else "function")
+    kind = kind or ("method" if "." in path else "function")
     return Internal(name, module, path, kind, needed_by, without, **kw)
 
 
@@ -393,6 +394,118 @@ DECLARED: tuple[Internal, ...] = (
         kind="class",
     ),
     _f(
+        "scratch.minimal_cache",
+        f"{RUNNER}:GPUModelRunner._init_minimal_kv_cache_for_profiling",
+        "vllm",
+        fallback(
+            "the runner is treated as the older layout: its scratch cache is released "
+            "by the stage's own unbinding"
+        ),
+    ),
+    _f(
+        "scratch.kv_zero_meta",
+        f"{RUNNER}:GPUModelRunner._init_kv_zero_meta",
+        "vllm",
+        skip("a scratch cache that needs zeroing is served without vLLM's zeroing metadata"),
+    ),
+    _a(
+        "scratch.dispatcher",
+        f"{RUNNER}:GPUModelRunner.cudagraph_dispatcher",
+        "vllm",
+        skip(
+            "the graph dispatchers are not held eager: the stage captures no graph, so it "
+            "serves without the scratch cache"
+        ),
+    ),
+    _a(
+        "scratch.keys_initialized",
+        "vllm.v1.cudagraph_dispatcher:CudagraphDispatcher.keys_initialized",
+        "vllm",
+        skip("the graph dispatchers are not held eager"),
+    ),
+    _a("scratch.input_batch", f"{RUNNER}:GPUModelRunner.input_batch", "vllm", _NO_SCRATCH),
+    _f(
+        "scratch.remove_request",
+        "vllm.v1.worker.gpu_input_batch:InputBatch.remove_request",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self", "req_id"),
+    ),
+    _f(
+        "scratch.condense",
+        "vllm.v1.worker.gpu_input_batch:InputBatch.condense",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self",),
+    ),
+    _a("scratch.requests", f"{RUNNER}:GPUModelRunner.requests", "vllm", _NO_SCRATCH),
+    _a("scratch.kv_caches", f"{RUNNER}:GPUModelRunner.kv_caches", "vllm", _NO_SCRATCH),
+    _a("scratch.attn_groups", f"{RUNNER}:GPUModelRunner.attn_groups", "vllm", _NO_SCRATCH),
+    _a(
+        "scratch.blocks_override",
+        f"{CONFIG}:CacheConfig.num_gpu_blocks_override",
+        "vllm",
+        _NO_SCRATCH,
+    ),
+    _a(
+        "scratch.needs_zeroing",
+        f"{KV}:KVCacheConfig.needs_kv_cache_zeroing",
+        "vllm",
+        fallback("no zeroing metadata made for the scratch cache"),
+    ),
+    _f(
+        "serving.execute_model",
+        f"{GPU_WORKER}:Worker.execute_model",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self", "scheduler_output"),
+    ),
+    _f(
+        "serving.sample_tokens",
+        f"{GPU_WORKER}:Worker.sample_tokens",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self", "grammar_output"),
+    ),
+    _f(
+        "serving.take_drafts",
+        f"{GPU_WORKER}:Worker.take_draft_token_ids",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self",),
+    ),
+    _f(
+        "serving.scheduler_cls",
+        f"{CONFIG}:SchedulerConfig.get_scheduler_cls",
+        "vllm",
+        _NO_SCRATCH,
+        params=("self",),
+    ),
+    _a(
+        "helpers.async_spec",
+        f"{RUNNER}:GPUModelRunner.use_async_spec_decode",
+        "vllm",
+        skip("the compiled helper of async speculative decoding compiles on first use"),
+    ),
+    _a(
+        "helpers.max_num_reqs",
+        f"{RUNNER}:GPUModelRunner.max_num_reqs",
+        "vllm",
+        skip("the compiled helper of async speculative decoding compiles on first use"),
+    ),
+    _a(
+        "dcp.rank",
+        f"{RUNNER}:GPUModelRunner.dcp_rank",
+        "triton",
+        fallback("vllm.distributed:get_dcp_group().rank_in_group"),
+    ),
+    _f(
+        "dcp.group",
+        "vllm.distributed:get_dcp_group",
+        "triton",
+        refuse("the DCP rank picks the kernels' specializations"),
+    ),
+    _f(
         "serving.scheduler",
         "vllm.v1.core.sched.scheduler:Scheduler",
         "vllm",
@@ -465,14 +578,14 @@ DECLARED: tuple[Internal, ...] = (
         "vllm",
         skip("the fork's sparse-MLA Triton warmup runs after sizing: its kernels " + LATE),
         params=("worker",),
-        lines=FORK,
+        fork_only=True,
     ),
     _f(
         "warmup.b12x_prepare",
         "vllm.v1.worker.b12x_startup:begin_b12x_preparation",
         "vllm",
         fallback("vllm.model_executor.warmup.b12x_prepare"),
-        lines=("b12x-fork",),
+        fork_only=True,
         group="b12x_prepare",
     ),
     _f(
@@ -480,7 +593,7 @@ DECLARED: tuple[Internal, ...] = (
         f"{WARMUP}.b12x_prepare:begin_b12x_preparation",
         "vllm",
         skip("the b12x-package line's weights preparation runs after sizing: its kernels " + LATE),
-        lines=("b12x-fork",),
+        fork_only=True,
         group="b12x_prepare",
     ),
     _f(
@@ -558,21 +671,21 @@ DECLARED: tuple[Internal, ...] = (
         f"{MLA}.b12x_mla_sparse",
         "triton",
         skip("the fork's sparse-MLA kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
     _f(
         "triton.indexer_chunks",
         f"{MLA}.indexer:build_prefill_chunk_metadata",
         "triton",
         skip("the indexer's prefill chunk metadata kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
     _f(
         "triton.filter_dcp_index",
         f"{MLA}.sparse_utils:triton_filter_and_convert_dcp_index",
         "triton",
         skip("the DCP index filter kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
     # -- kernels the worker's threads compile ahead (sampler_ahead, moe_buckets)
     _f(
@@ -606,7 +719,7 @@ DECLARED: tuple[Internal, ...] = (
         "vllm.model_executor.layers.quantization.exl3",
         "vllm",
         skip("the EXL3 MoE runtimes are not prewarmed: their kernels " + LATE),
-        lines=FORK,
+        fork_only=True,
     ),
 )
 """Every declared internal, by area; ``by_name`` finds one."""

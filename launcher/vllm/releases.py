@@ -43,6 +43,27 @@ def unmet(entry: Internal, reading: Reading) -> str | None:
     return None
 
 
+def live_params(fn: object) -> list[str]:
+    """The parameter names of a live function, as ``source.params`` reads them from source."""
+    import inspect
+
+    names = []
+    for p in inspect.signature(inspect.unwrap(fn)).parameters.values():  # type: ignore[arg-type]
+        star = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "")
+        names.append(star + p.name)
+    return names
+
+
+def fits(entry: Internal, fn: object) -> bool:
+    """Whether a live function has the signature ``entry`` declares: a patch wraps only
+    what it was written for (a new parameter on ``VllmBackend.__call__`` would break every
+    compile through the wrapper)."""
+    try:
+        return unmet(entry, live_params(fn)) is None
+    except (TypeError, ValueError):  # no signature to read: not what the wrapper expects
+        return False
+
+
 def read_all(root: Path) -> dict[str, Reading]:
     release = Release(root)
     return {entry.name: read(release, entry) for entry in DECLARED}

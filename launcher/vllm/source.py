@@ -63,6 +63,7 @@ def params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
 class Module:
     name: str
     tree: ast.Module
+    is_package: bool = False
 
     @cached_property
     def names(self) -> dict[str, ast.stmt]:
@@ -79,17 +80,33 @@ class Module:
                     out[name] = stmt
         return out
 
+    @cached_property
+    def star_sources(self) -> list[str]:
+        """The vLLM modules ``from X import *`` brings in (their names are this module's)."""
+        return [
+            source
+            for stmt in _top_level(self.tree.body)
+            if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names)
+            for source in [self._absolute(stmt)]
+            if source.startswith("vllm")
+        ]
+
+    def _absolute(self, stmt: ast.ImportFrom) -> str:
+        if not stmt.level:
+            return stmt.module or ""
+        package = self.name.split(".")
+        if not self.is_package:
+            package = package[:-1]
+        package = package[: len(package) - (stmt.level - 1)]
+        return ".".join([*package, stmt.module] if stmt.module else package)
+
     def imported_from(self, name: str) -> str | None:
         """The vLLM module a top-level ``name`` is imported from (None: defined here, or not
         from vLLM)."""
         stmt = self.names.get(name)
         if not isinstance(stmt, ast.ImportFrom):
             return None
-        if stmt.level:
-            package = self.name.split(".")[: -stmt.level] if stmt.level else []
-            base = ".".join([*package, stmt.module] if stmt.module else package)
-        else:
-            base = stmt.module or ""
+        base = self._absolute(stmt)
         return base if base.startswith("vllm") else None
 
 
@@ -112,7 +129,8 @@ class Release:
                     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
                 except (SyntaxError, UnicodeDecodeError):
                     tree = None
-            self._modules[name] = Module(name, tree) if tree is not None else None
+            package = path is not None and path.name == "__init__.py"
+            self._modules[name] = Module(name, tree, package) if tree is not None else None
         return self._modules[name]
 
     def find_class(
@@ -124,8 +142,9 @@ class Release:
         stmt = found.names.get(name)
         if isinstance(stmt, ast.ClassDef):
             return found, stmt
-        source = found.imported_from(name)
-        return self.find_class(source, name, depth + 1) if source else None
+        sources = [found.imported_from(name)] if stmt is not None else found.star_sources
+        hits = (self.find_class(s, name, depth + 1) for s in sources if s)
+        return next((hit for hit in hits if hit is not None), None)
 
     def member(self, module: str, path: str) -> ast.AST | None:
         """``path`` (``name`` or ``Class.member``) in ``module``: the binding node, or None.
@@ -136,7 +155,10 @@ class Release:
             return None
         if not rest:
             stmt = found.names.get(first)
-            source = found.imported_from(first) if stmt is not None else None
+            if stmt is None:  # from .x import *: the name is x's
+                hits = (self.member(source, first) for source in found.star_sources)
+                return next((hit for hit in hits if hit is not None), None)
+            source = found.imported_from(first)
             if source and source != module:  # re-exported: the definition, where it is vLLM's
                 deeper = self.member(source, first)
                 return deeper if deeper is not None else stmt

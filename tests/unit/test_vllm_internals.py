@@ -87,13 +87,6 @@ def test_resolve_gives_the_object_or_a_typed_missing():
     assert isinstance(gone, internals.Missing) and "does not import" in gone.why
 
 
-def test_every_line_an_entry_names_is_a_registered_vllm_line():
-    from launcher.profile.vllm_runtime import VLLM_LINES
-
-    for e in DECLARED:
-        assert set(e.lines) <= set(VLLM_LINES), (e.name, e.lines)
-
-
 def test_the_plan_prints_the_downgrades_of_the_release_it_is_checked_against():
     """An upstream deployment (kimi-k2.yaml) planned against 0.26 (the dry run's release) is
     told what that release lacks of what its worker uses; against 0.33, what 0.33 lacks."""
@@ -111,3 +104,26 @@ def test_the_plan_prints_the_downgrades_of_the_release_it_is_checked_against():
         assert out.exit_code == 0, out.output
         text = " ".join(out.output.split())
         assert f"note: {part}: not all done on vLLM {release}.0: {names} missing" in text
+
+
+def test_a_patch_wraps_only_the_signature_it_was_written_for(monkeypatch):
+    """``compile_dir.install`` on a vLLM whose ``VllmBackend.__call__`` took one more
+    parameter: not wrapped (the check before the weights names the downgrade), where the
+    wrapper would have broken every compile."""
+    import sys
+    import types
+
+    from launcher.runtime import compile_dir
+
+    for extra in ((), ("runtime_shape",)):
+        module = types.ModuleType("vllm.compilation.backends")
+        args = ", ".join(("self", "graph", "example_inputs", *extra))
+        namespace: dict = {}
+        exec(f"def __call__({args}): return 'compiled'", namespace)
+        module.VllmBackend = type("VllmBackend", (), {"__call__": namespace["__call__"]})
+        for name in ("vllm", "vllm.compilation"):
+            monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+        monkeypatch.setitem(sys.modules, "vllm.compilation.backends", module)
+        monkeypatch.setitem(sys.modules, "vllm.compilation.compiler_interface", None)
+        wrapped = compile_dir.install()
+        assert wrapped == ([] if extra else ["VllmBackend.__call__"]), extra

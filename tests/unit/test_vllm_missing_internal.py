@@ -85,8 +85,8 @@ def _taken(entry: Internal) -> set[str]:
     }
 
 
-def test_the_stand_in_has_everything():
-    row = releases.read_all(stand_in(Path(pytest.importorskip("tempfile").mkdtemp()), set()))
+def test_the_stand_in_has_everything(tmp_path):
+    row = releases.read_all(stand_in(tmp_path, set()))
     assert [n for n, r in row.items() if r is False] == []
 
 
@@ -94,7 +94,7 @@ def test_the_stand_in_has_everything():
 def test_each_internal_taken_away_is_a_refusal_or_a_printed_downgrade(entry, tmp_path):
     taken = _taken(entry)
     root = stand_in(tmp_path, taken)
-    line = entry.lines[0] if entry.lines else "upstream"
+    fork = entry.fork_only
     group = [e for e in DECLARED if e.name in taken and (e is entry or e.group)]
     kinds = {e.without.kind for e in group}  # a group gone costs its strongest
     for strict in (False, True):
@@ -102,9 +102,9 @@ def test_each_internal_taken_away_is_a_refusal_or_a_printed_downgrade(entry, tmp
         if stops:
             named = "|".join(e.name.replace(".", r"\.") for e in group)
             with pytest.raises(check.InternalsRefused, match=named):
-                check.before_weights("cuda", EVERY_PROVIDER, line, strict, root)
+                check.before_weights("cuda", EVERY_PROVIDER, fork, strict, root)
             continue
-        found = check.before_weights("cuda", EVERY_PROVIDER, line, strict, root)
+        found = check.before_weights("cuda", EVERY_PROVIDER, fork, strict, root)
         said = [s for s in check.downgrade_lines(found) if f" {entry.name} missing" in s]
         assert said, (entry.name, check.downgrade_lines(found))
         assert entry.without.says in said[0]
@@ -114,19 +114,19 @@ def test_a_gap_the_release_table_knows_is_a_downgrade_even_under_strict_jit(tmp_
     """vLLM 0.32 has no block-table warmup (the table says so): nothing compiles late for
     it, so strict JIT does not refuse; the same gap on a release no one scanned does."""
     known = stand_in(tmp_path / "a", {"warmup.block_table"}, version="0.32.0")
-    found = check.before_weights("cuda", EVERY_PROVIDER, "upstream", True, known)
+    found = check.before_weights("cuda", EVERY_PROVIDER, False, True, known)
     assert [(m.name, m.expected) for m in found.missing] == [("warmup.block_table", True)]
     assert "as the release table says" in check.downgrade_lines(found)[0]
     unknown = stand_in(tmp_path / "b", {"warmup.block_table"}, version="0.34.0")
     with pytest.raises(check.InternalsRefused, match=r"warmup\.block_table"):
-        check.before_weights("cuda", EVERY_PROVIDER, "upstream", True, unknown)
+        check.before_weights("cuda", EVERY_PROVIDER, False, True, unknown)
 
 
 def test_a_deployment_that_does_not_run_it_is_not_held_to_it(tmp_path):
     """A provider's internal is not needed where the profile runs no such provider, and a
     fork line's where the deployment is upstream."""
     root = stand_in(tmp_path, {"warmup.b12x", "triton.b12x_backend"})
-    found = check.before_weights("cuda", (), "upstream", True, root)
+    found = check.before_weights("cuda", (), False, True, root)
     assert found.missing == []
 
 
@@ -180,3 +180,19 @@ def test_the_worker_says_a_downgrade_and_loads(planned_run, tmp_path, monkeypatc
     assert _Loads.loaded
     assert [m.name for m in worker._internals.missing] == ["runner.get_model"]
     assert "not done on vLLM 0.99.0: runner.get_model missing" in caplog.text
+
+
+def test_the_image_builds_check_fails_on_a_missing_internal_and_passes_a_whole_one(
+    tmp_path, capsys
+):
+    """``RUN python -m launcher.vllm.check`` in the Dockerfile: exit 1 naming what the
+    release lacks with nothing declared instead; exit 0 with the downgrades said."""
+    whole = stand_in(tmp_path / "whole", {"warmup.block_table"})
+    assert check.main(["--source", str(whole)]) == 0
+    out = capsys.readouterr().out
+    assert "warmup.block_table missing" in out and "every declared internal" in out
+    broken = stand_in(tmp_path / "broken", {"kv.num_blocks"})
+    assert check.main(["--source", str(broken)]) == 1
+    assert "kv.num_blocks (vllm.v1.kv_cache_interface:KVCacheConfig.num_blocks)" in (
+        capsys.readouterr().err
+    )

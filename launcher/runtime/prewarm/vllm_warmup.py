@@ -51,7 +51,7 @@ from launcher.runtime.prewarm import (
     runtime_function,
     thread_samples,
 )
-from launcher.vllm.internals import group_paths, module_of, module_path
+from launcher.vllm.internals import Missing, group_paths, module_of, module_path, resolve
 
 Thunk = Callable[[], Any]
 
@@ -73,12 +73,11 @@ def dcp_params(runner: Any) -> tuple[int, int, int]:
     """(DCP size, interleave, DCP rank) as the runtime holds them."""
     parallel = runner.vllm_config.parallel_config
     size = int(parallel.decode_context_parallel_size)
-    interleave = int(getattr(parallel, "cp_kv_cache_interleave_size", 1) or 1)
-    rank = getattr(runner, "dcp_rank", None)
-    if rank is None and size > 1:
-        from vllm.distributed import get_dcp_group
-
-        rank = get_dcp_group().rank_in_group
+    interleave = resolve("config.interleave", on=parallel)  # declared fallbacks: 1, the group
+    interleave = 1 if isinstance(interleave, Missing) else int(interleave or 1)
+    rank = resolve("dcp.rank", on=runner)
+    if (isinstance(rank, Missing) or rank is None) and size > 1:
+        rank = resolve("dcp.group")().rank_in_group
     return size, interleave, int(rank or 0)
 
 

@@ -25,7 +25,10 @@ def internals_first(platform: str, rank: int) -> InternalsCheck | None:
     deployment = run.deployment
     try:
         found = check.before_weights(
-            platform, deployment.prewarm, deployment.runtime.name, run.profile.prewarm.strict_jit
+            platform,
+            deployment.prewarm,
+            bool(deployment.runtime.markers),  # a fork line: its own backends and warmups
+            run.profile.prewarm.strict_jit,
         )
     except check.InternalsRefused as exc:
         raise RuntimeError(
