@@ -171,6 +171,12 @@ class Lab:
             f"serving.port={port}",
             f"runtime.cache_root={self.cache_root(spec)}",
             *(plain if spec.plain else []),
+            # the card the device lent, where it is not the profiles' H200 (run-tier.sh)
+            *(
+                [f"hardware.gpu={os.environ['GPU_TIER_GPU']}"]
+                if os.environ.get("GPU_TIER_GPU")
+                else []
+            ),
             *spec.sets,
         ]
         return [a for s in pairs for a in ("--set", s)]

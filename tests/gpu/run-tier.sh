@@ -31,6 +31,10 @@ for piece in .kit/vllm-site.tar.xz.*; do
 done
 [ -d .kit/wheels ] && tests/gpu/stage-kit.sh wheels >/dev/null
 . tests/gpu/kit-env.sh || exit 1
+# The tier's profiles name the H200; an H100 lent instead is named to every boot.
+if [ -z "${GPU_TIER_GPU:-}" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then
+  export GPU_TIER_GPU=h100
+fi
 export BLAUNCH_TEST_REQUIRE=gpu  # asked for: a tier that cannot run here fails, not skips
 
 python3 - <<'PY' 2>&1 | tee "$GPU_TIER_DIR/versions.txt"

@@ -110,6 +110,7 @@ class PlannedMixin:
             free_after_profile=after["free"] if after else None,
             peak_activation=self._activation_reserve(run),
             cudagraph=self._cudagraph_reserve(run),
+            transients=run.component(rank, Name.TRANSIENTS),
             calibrated=self._calibrated(run),
         )
         try:
