@@ -431,7 +431,7 @@ def report(run_dir: str, log_file: str | None, plot_file: str | None) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("run_dir", type=click.Path())
+@click.argument("run_dir", type=_Path())
 @click.option(
     "--watch/--once",
     default=None,

@@ -96,7 +96,7 @@ class RankPlan(Frozen):
     """Every component in plan order, the KV cache (what is left) last."""
     kv_blocks_fit: SignedBytes = 0
     """The KV blocks this rank alone would fit (the plan gives every rank the smallest)."""
-    predicted_lowest_free: SignedBytes = 0
+    predicted_lowest_free: Requested = 0
     """The lowest free memory the plan predicts after sizing: the card's total less every
     component at its peak (the safety margin and the JIT headroom's prewarm part excepted: the
     one is never used, the other peaked before sizing) and the KV cache's blocks. The GPU tier

@@ -44,6 +44,8 @@ def inside(root: Path, rel: str | PurePosixPath, *, missing_ok: bool = True) -> 
             if not missing_ok:
                 raise Refused(f"{here}: does not exist") from None
             return Path(root).joinpath(*parts)  # below a missing directory, nothing exists
+        except OSError as exc:  # the root itself is no directory (/dev/null), a name too long
+            raise Refused(f"{here}: {exc.strerror or exc}") from None
         if stat.S_ISLNK(mode):
             raise Refused(f"{here}: a symbolic link below {root}; nothing there is followed")
         if i < len(parts) - 1 and not stat.S_ISDIR(mode):

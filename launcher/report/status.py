@@ -37,8 +37,12 @@ class NotARunDir(ValueError):
 
 def phase_files(run_dir: Path) -> list[Path]:
     """The run directory's phase files: the launcher's first, then the ranks in order."""
-    if not run_dir.is_dir():
-        what = "does not exist" if not run_dir.exists() else "is not a directory"
+    try:
+        is_dir, exists = run_dir.is_dir(), run_dir.exists()
+    except OSError as exc:  # a name too long, say
+        raise NotARunDir(f"{run_dir} cannot be read: {exc.strerror or exc}") from None
+    if not is_dir:
+        what = "does not exist" if not exists else "is not a directory"
         raise NotARunDir(f"{run_dir} {what}; pass the run directory a launch printed ('run ...')")
     try:
         names = [p.name for p in run_dir.iterdir()]

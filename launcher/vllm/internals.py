@@ -156,6 +156,12 @@ DECLARED: tuple[Internal, ...] = (
         params=("self",),
         exact=True,
     ),
+    _f(
+        "monitor.is_active",
+        "vllm.utils.jit_monitor:is_active",
+        "cuda",
+        skip("vLLM's own JIT monitor is not known to be on: the record reads it as not measured"),
+    ),
     _a(
         "worker.peak_activation_memory",
         f"{GPU_WORKER}:Worker.peak_activation_memory",

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from launcher.artifact.manifest import VERSION
+from tests.unit.hostile_space import COMMANDS  # click's command tree
 
 SECRET = "PLANTEDxSECRETx5e1f"
 """Every planted secret carries this; found in an output or a written file, it leaked."""
@@ -55,10 +56,6 @@ class Case:
         return "launch"
 
 
-COMMANDS = (
-    "validate", "schema", "prewarm", "report", "sweep", "qualify", "emit", "bake", "launch",
-    "status",
-)  # fmt: skip
 FINGERPRINT = "{fp}"
 """Stands for the plan fingerprint of profiles/glm52.yaml (the calibration store's folder)."""
 S = "{secret}"

@@ -70,9 +70,14 @@ class Generated:
         return "launch"
 
 
-COMMANDS = (
-    "validate", "schema", "prewarm", "report", "sweep", "qualify", "emit", "bake", "launch"
-)  # fmt: skip
+def _commands() -> tuple[str, ...]:
+    from launcher.cli import cli
+
+    return tuple(cli.commands)
+
+
+COMMANDS = _commands()
+"""Every subcommand, read from click's command tree: a new one is in the corpus by itself."""
 S = SECRET
 SHAPES: list[tuple[str, str]] = [
     ("GITHUB_PAT", f"ghp_{S}"),

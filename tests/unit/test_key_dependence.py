@@ -25,12 +25,12 @@ SHIPPED = {
     "glm52-dcp1.yaml": "b865d5c8aa14",
     "glm52-dcp2.yaml": "625f8210ee67",
     "glm52.yaml": "42e5db23e3dc",
-    "kimi-k2.yaml": "aed97a72c6bd",
+    "kimi-k2.yaml": "ef16b1155de2",
     "tiny-cpu.yaml": "a9ce37d1ef97",
 }
 """Each shipped profile's fingerprint, computed before the keys' dependence moved onto the
-schema's fields (main at 3141fa7); the GLM-5.2 profiles' since they refuse prompt logprobs
-(``serving.prompt_logprobs: refuse``, which changes their vLLM command)."""
+schema's fields (main at 3141fa7); the GLM-5.2 and Kimi-K2 profiles' since they refuse prompt
+logprobs (``serving.prompt_logprobs: refuse``, which changes their vLLM command)."""
 
 
 def test_every_shipped_profile_is_pinned():

@@ -204,4 +204,3 @@ def test_a_canary_is_never_learned_by_the_next_boot():
     canary = census.entry("triton", "b12x_canary_warmup_7.b12x_canary_warmup_7", "", 0, "{}")
     real = census.entry("triton", "vllm.k", "", 0, "{}")
     assert census.merge([canary, real]) == [real]
-

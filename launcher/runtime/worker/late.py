@@ -30,8 +30,8 @@ from launcher.runtime import jit_watch
 
 logger = logging.getLogger("vllm.b12x_launch")
 
-MONITOR = "vllm.utils.jit_monitor:is_active"
-"""vLLM's own JIT monitor's switch (0.26-0.33): on after vLLM's warmup, serving only."""
+MONITOR = "monitor.is_active"
+"""vLLM's own JIT monitor's switch (``launcher.vllm.internals``): on after its warmup."""
 
 
 class LateCounters:
@@ -115,11 +115,11 @@ class LateCounters:
         self._save_now()
 
     def _monitor(self) -> None:
-        from launcher.runtime.prewarm import runtime_function
+        from launcher.vllm.internals import Missing, resolve
 
-        is_active = runtime_function(MONITOR)
-        if is_active is None:
-            self._set("vllm_monitor", False, f"this vLLM has no {MONITOR}")
+        is_active = resolve(MONITOR)
+        if isinstance(is_active, Missing):
+            self._set("vllm_monitor", False, str(is_active))
         elif is_active():
             self._set("vllm_monitor", True, windows=["serving"])
         else:
