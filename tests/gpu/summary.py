@@ -322,7 +322,7 @@ def faults(log_text: str) -> dict[str, str | None]:
     return out
 
 
-def _boots(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _ready_rows(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per boot (rank 0), in run order."""
     return [r for r in data if r.get("rank", 0) == 0 and r.get("ready_seconds") is not None]
 
@@ -337,7 +337,7 @@ def bars(
     Warm samples are checked for vLLM's load fault when ``logs`` is given.
     """
     seen = faults(logs) if logs is not None else {}
-    boots = _boots(data)
+    boots = _ready_rows(data)
     names = {r["boot"] for r in boots}
     base = {n: _stem(n, names) for n in names}
     found: list[Bar] = []

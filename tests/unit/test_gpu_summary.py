@@ -149,3 +149,10 @@ def test_the_committed_summary_is_the_summary_of_the_raw_files_today():
         assert printed.rstrip("\n") == summary.report(runs, logs).rstrip("\n"), (
             f"regenerate docs/gpu-runs/SUMMARY.txt: {command}"
         )
+
+
+def test_a_run_that_booted_nothing_has_no_summary_to_print():
+    """The tier's end-of-run hook asks ``booted()`` first: with no boot it must say no (a
+    helper once shadowed the boots' list, and every run's summary hook then crashed)."""
+    assert isinstance(summary._boots, list)
+    assert summary.booted() is bool(summary._boots)
