@@ -179,3 +179,30 @@ def test_the_indexers_query_slice_offsets_range_over_the_whole_batch_by_rule():
         lo, hi, _ = K.SITE_RULES[("_build_prefill_chunk_metadata_kernel", name)](r)
         assert (lo, hi) == (0, 2048)
         assert K.int_classes(lo, hi) == (K.ONE, K.MULTIPLE_OF_16, K.OTHER)
+
+
+def test_a_live_max_logprobs_above_20_ranges_topk_block_size_to_1024():
+    """``--max-logprobs 100`` (or -1) lets a request ask for more: V2's logprob kernel is then
+    launched with blocks up to 128 (up to 1024), which the enumeration must reach."""
+    from types import SimpleNamespace
+
+    def ctx(max_logprobs):
+        model = SimpleNamespace(max_logprobs=max_logprobs, get_vocab_size=lambda: 4000)
+        live = SimpleNamespace(
+            scheduler_config=SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=2048),
+            speculative_config=None,
+            model_config=model,
+        )
+        profile = SimpleNamespace(
+            serving=SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=2048, max_logprobs=20),
+            mtp_tokens=0,
+        )
+        facts = SimpleNamespace(experts_per_token=1, vocab=4000)
+        return SimpleNamespace(
+            worker=SimpleNamespace(vllm_config=live), profile=profile, facts=facts
+        )
+
+    blocks = K.CONSTEXPR_RULES[("_topk_log_softmax_kernel", "TOPK_BLOCK_SIZE")]
+    assert max(blocks(K.ranges_of(ctx(20)))[0]) == 32
+    assert max(blocks(K.ranges_of(ctx(100)))[0]) == 128
+    assert max(blocks(K.ranges_of(ctx(-1)))[0]) == 1024

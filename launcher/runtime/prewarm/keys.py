@@ -805,10 +805,18 @@ def ranges_of(ctx: PrewarmContext) -> Ranges:
     seqs = int(getattr(config, "max_num_seqs", 0) or p.serving.max_num_seqs)
     tokens = int(getattr(config, "max_num_batched_tokens", 0) or p.serving.max_num_batched_tokens)
     spec = p.mtp_tokens
+    logprobs = p.serving.max_logprobs
     if live is not None:  # a forced --speculative-config in vllm.extra_args wins over the profile
         drafts = getattr(live, "speculative_config", None)
         spec = int(getattr(drafts, "num_speculative_tokens", 0) or 0) if drafts else 0
-    return Ranges.of(seqs, tokens, spec, ctx.facts.experts_per_token or 1)
+        model = getattr(live, "model_config", None)
+        if model is not None:  # --max-logprobs as vLLM took it (-1: the vocabulary)
+            from launcher.runtime.prewarm.serving_batches import _max_logprobs
+
+            logprobs = _max_logprobs(model)
+    elif logprobs < 0:
+        logprobs = ctx.facts.vocab
+    return Ranges.of(seqs, tokens, spec, ctx.facts.experts_per_token or 1, logprobs)
 
 
 class KeysProvider:
