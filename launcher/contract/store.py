@@ -11,7 +11,6 @@ card holds; a symbolic link is never a worker's. Records are written atomically.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,8 +22,8 @@ from launcher.contract.base import ContractError, read_json
 from launcher.contract.names import MEASURABLE
 from launcher.contract.qualified import QualifiedRecord
 from launcher.contract.record import Environment, RankRecord, read_record, record_name, write_record
+from launcher.contract.store_layout import CALIBRATION, folder, rank_file  # noqa: F401
 
-CALIBRATION = "calibration"
 STACK = ("torch", "vllm", "b12x", "triton", "nvidia-cutlass-dsl", "flashinfer-python", "exllamav3")
 """Packages whose kernels and allocator shape the measured figures. One a record lacks (an
 older record, or a package not installed) is not compared, so adding one keeps the records."""
@@ -34,15 +33,6 @@ Warn = Callable[[str], None]
 
 def _warn(message: str) -> None:
     print(f"b12x-launch: warning: {message}", file=sys.stderr)
-
-
-def folder(cache_root: str | Path, fingerprint: str) -> Path:
-    """The store's folder for one plan."""
-    return Path(os.path.expanduser(cache_root)) / CALIBRATION / fingerprint
-
-
-def rank_file(rank: int) -> str:
-    return f"rank{rank}.json"
 
 
 def stack_versions() -> dict[str, str | None]:
