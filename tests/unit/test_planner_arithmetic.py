@@ -1,0 +1,73 @@
+"""The planner's arithmetic where the plan's other tests did not reach it: each test here
+kills mutants the mutation run left alive (``benchmarks/mutation.py``; the survivors and why
+each is killed or cannot be are in ``benchmarks/mutation-survivors.md``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from launcher.contract.names import Source
+from launcher.plan.planner import Qualified, _per_rank, plan
+from launcher.profile import load_profile
+from launcher.units import GiB
+from tests.conftest import MINIMAL, gathered
+
+
+def planned(write, overrides=(), **input_changes):
+    loaded = load_profile(write("p.yaml", MINIMAL), list(overrides))
+    inputs = replace(gathered(loaded), **input_changes)
+    return plan(loaded.profile, inputs)
+
+
+def test_the_card_total_says_where_it_came_from(write):
+    """The catalog's RTX PRO 6000 is sold as 96 GB and CUDA sees 95.01 GiB of it: 0.99 GiB
+    kept by the driver and firmware; a profile's or the driver's figure says so instead."""
+    catalog = planned(write)
+    assert catalog.total_source == Source.CATALOG
+    assert catalog.total_detail == (
+        "what CUDA reports as the NVIDIA RTX PRO 6000 Blackwell's total; sold as 96GB, "
+        "of which the driver and firmware keep 0.99 GiB"
+    )
+    pinned = planned(write, ["hardware.memory=80GiB"])
+    assert pinned.total_source == Source.PROFILE and pinned.total_detail == "hardware.memory"
+    assert {r.total_bytes for r in pinned.ranks} == {80 * GiB}
+    seen = planned(write, gpu_memory=94 * GiB, gpu_memory_source=Source.MEASURED)
+    assert seen.total_detail == "the card's total as the driver reports it now"
+    assert {r.total_bytes for r in seen.ranks} == {94 * GiB}
+
+
+def test_a_qualified_size_pins_every_rank_and_says_how_far_from_the_reserves(write):
+    base = planned(write)
+    left = base.kv.blocks_per_rank
+    page = base.kv.layout.page_bytes
+    for blocks, note in ((left - 100, "100 fewer"), (left + 7, "7 more"), (left, None)):
+        p = planned(write, qualified=Qualified(blocks, "2026-12-01"))
+        assert p.fits and p.kv.pinned == "qualified" and p.kv.blocks_per_rank == blocks
+        assert p.kv_source == p.kv.pin_source == Source.QUALIFIED
+        assert p.kv.pin_detail == "qualified 2026-12-01"
+        assert {(r.kv_blocks, r.kv_bytes) for r in p.ranks} == {(blocks, blocks * page)}
+        said = [n for n in p.notes if "pinned at the qualified" in n]
+        if note is None:
+            assert said == []
+        else:
+            assert said and f"{blocks:,} blocks, {note} than the reserves above" in said[0]
+
+
+def test_a_qualified_record_larger_than_the_card_pins_nothing(write):
+    base = planned(write)
+    total, page = base.ranks[0].total_bytes, base.kv.layout.page_bytes
+    over = planned(write, qualified=Qualified(total // page + 1, "2026-12-01"))
+    assert over.kv.pinned is None and over.kv.blocks_per_rank == base.kv.blocks_per_rank
+    assert over.kv.pin_detail == "" and over.kv_source == base.kv_source
+    assert any(n.startswith("ignored the qualified record of 2026-12-01") for n in over.notes)
+    at_card = planned(write, qualified=Qualified(total // page, "2026-12-01"))
+    assert at_card.kv.pinned == "qualified"  # a KV cache that fills the card is not over it
+
+
+def test_a_refusal_names_the_ranks_it_applies_to(write):
+    p = planned(write, ["hardware.memory=4GiB"])
+    assert not p.fits
+    assert len(p.reasons) == 1 and p.reasons[0].startswith("ranks 0-3: fixed costs ")
+    assert _per_rank(["a", "", "a", "b"]) == ["ranks 0,2: a", "rank 3: b"]
+    assert _per_rank(["", "c", "c", "c"]) == ["ranks 1-3: c"]
+    assert _per_rank(["", ""]) == []
