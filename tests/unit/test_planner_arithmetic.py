@@ -9,7 +9,7 @@ from dataclasses import replace
 from launcher.contract.names import Source
 from launcher.plan.planner import Qualified, _per_rank, plan
 from launcher.profile import load_profile
-from launcher.units import GiB
+from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, gathered
 
 
@@ -71,3 +71,26 @@ def test_a_refusal_names_the_ranks_it_applies_to(write):
     assert _per_rank(["a", "", "a", "b"]) == ["ranks 0,2: a", "rank 3: b"]
     assert _per_rank(["", "c", "c", "c"]) == ["ranks 1-3: c"]
     assert _per_rank(["", ""]) == []
+
+
+def test_nothing_is_suggested_when_no_setting_fits(write):
+    p = planned(write, ["hardware.memory=4GiB"])
+    assert not p.fits and p.suggestions == ()
+
+
+def test_the_suggested_max_num_seqs_is_the_largest_that_fits(write):
+    """The bisection's answer, checked by planning it and one more sequence."""
+    fits_at = planned(write, ["serving.max_num_seqs=1", "serving.max_num_batched_tokens=2048"])
+    r, layout = fits_at.ranks[0], fits_at.kv.layout
+    spare = r.kv_bytes - layout.page_bytes * layout.blocks_for_tokens(131072)
+    weights = f"model.weights_per_rank={r.component('weights').bytes + spare - 1 * MiB}"
+    p = planned(write, [weights, "serving.max_num_seqs=64", "serving.max_num_batched_tokens=8192"])
+    assert not p.fits
+    seqs = int(p.suggestions[0].removeprefix("serving.max_num_seqs="))
+    assert p.suggestions[1:] == ("serving.max_num_batched_tokens=2048",)  # min(8192, 2048)
+
+    def fits(n: int) -> bool:
+        sets = [weights, f"serving.max_num_seqs={n}", "serving.max_num_batched_tokens=2048"]
+        return planned(write, sets).fits
+
+    assert 1 <= seqs < 64 and fits(seqs) and not fits(seqs + 1)
