@@ -60,8 +60,9 @@ def test_a_qualified_record_larger_than_the_card_pins_nothing(write):
     assert over.kv.pinned is None and over.kv.blocks_per_rank == base.kv.blocks_per_rank
     assert over.kv.pin_detail == "" and over.kv_source == base.kv_source
     assert any(n.startswith("ignored the qualified record of 2026-12-01") for n in over.notes)
-    at_card = planned(write, qualified=Qualified(total // page, "2026-12-01"))
-    assert at_card.kv.pinned == "qualified"  # a KV cache that fills the card is not over it
+    blocks = total // page  # a card of exactly that many pages: the KV cache fills it, no more
+    exact = planned(write, [f"hardware.memory={blocks * page}"], qualified=Qualified(blocks, "x"))
+    assert exact.ranks[0].total_bytes == blocks * page and exact.kv.pinned == "qualified"
 
 
 def test_a_refusal_names_the_ranks_it_applies_to(write):
@@ -94,3 +95,17 @@ def test_the_suggested_max_num_seqs_is_the_largest_that_fits(write):
         return planned(write, sets).fits
 
     assert 1 <= seqs < 64 and fits(seqs) and not fits(seqs + 1)
+
+
+MTP_DCP = "MTP with DCP is tested with the MLA sparse backends only"
+
+
+def test_mtp_with_dcp_on_a_dense_backend_is_noted_and_nothing_else_is(write):
+    dense = ["vllm.attention_backend=FLASHMLA", "serving.kv_cache_dtype=auto"]
+    assert MTP_DCP in planned(write, dense).notes
+    assert MTP_DCP not in planned(write).notes  # the sparse backend
+    assert MTP_DCP not in planned(write, [*dense, "parallel.decode_context=1"]).notes
+    assert (
+        MTP_DCP
+        not in planned(write, [*dense, "speculative.method=none", "speculative.tokens=0"]).notes
+    )
