@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from launcher.contract.names import Source
+from launcher.plan import estimates
+from launcher.plan.catalog import architecture_config
+from launcher.plan.model import ModelFacts, from_config
 from launcher.plan.planner import Qualified, _per_rank, plan
+from launcher.plan.weights import Recipe, decoder_layer_bytes
 from launcher.profile import load_profile
 from launcher.units import GiB, MiB
 from tests.conftest import MINIMAL, gathered
@@ -109,3 +113,40 @@ def test_mtp_with_dcp_on_a_dense_backend_is_noted_and_nothing_else_is(write):
         MTP_DCP
         not in planned(write, [*dense, "speculative.method=none", "speculative.tokens=0"]).notes
     )
+
+
+def _facts(key: str) -> ModelFacts:
+    return from_config(architecture_config(key), key, "catalog")
+
+
+def test_a_rank_holds_at_least_one_kv_head():
+    """With fewer KV heads than TP ranks vLLM replicates them: each rank holds one, as if
+    there were one per rank (tiny-llama: 1 KV head, TP 2)."""
+    one = _facts("tiny-llama")
+    assert one.kv_heads == 1 and not one.is_mla
+    per_rank = one.model_copy(update={"kv_heads": 2})
+    recipe = Recipe(None, None)
+    assert decoder_layer_bytes(one, 0, 2, False, recipe, False) == decoder_layer_bytes(
+        per_rank, 0, 2, False, recipe, False
+    )
+    assert decoder_layer_bytes(one, 0, 1, False, recipe, False) < decoder_layer_bytes(
+        per_rank, 0, 1, False, recipe, False
+    )
+
+
+def test_the_mla_context_stand_in_covers_four_pages_per_sequence(write):
+    """Short contexts and many sequences: 4 pages of 64 tokens for each of 64 sequences is
+    16,384 tokens, more than 8 x max_model_len (8,192); GLM-5.2 on TP4 up-projects 16 heads
+    of 192 + 256 dims in BF16. A model without MLA has no such stand-in."""
+    loaded = load_profile(
+        write("p.yaml", MINIMAL), ["serving.max_model_len=1024", "serving.max_num_seqs=64"]
+    )
+    f = _facts("glm-5.2")
+    assert estimates.mla_prefill_context(loaded.profile, f, 64) == 16384 * 16 * (192 + 256) * 2
+    assert estimates.mla_prefill_context(loaded.profile, _facts("tiny-llama"), 64) == 0
+
+
+def test_the_cuda_contexts_source_note_closes_its_last_part(write):
+    detail = planned(write).ranks[0].component("cuda_context").detail
+    assert detail.startswith("context+cuBLAS 740 MiB + NCCL TP 840 MiB + NCCL DCP 384 MiB (H200")
+    assert detail.count("(H200-measured figures") == 1
