@@ -150,3 +150,10 @@ def test_the_cuda_contexts_source_note_closes_its_last_part(write):
     detail = planned(write).ranks[0].component("cuda_context").detail
     assert detail.startswith("context+cuBLAS 740 MiB + NCCL TP 840 MiB + NCCL DCP 384 MiB (H200")
     assert detail.count("(H200-measured figures") == 1
+
+
+def test_the_sparse_mla_scratch_formula_gives_b12x_151s_figures():
+    """GLM-5.2 on TP4/DCP4: the figures b12x 1.5.1's own planner gives (``test_b12x_sizing``
+    compares them with b12x where it is installed; here they hold without it)."""
+    assert estimates.sparse_mla_scratch(3072, 64, 512, 32, decode=False) == 202_114_048
+    assert estimates.sparse_mla_scratch(32, 64, 512, 32, decode=True) == 67_382_272
