@@ -157,3 +157,23 @@ def test_the_sparse_mla_scratch_formula_gives_b12x_151s_figures():
     compares them with b12x where it is installed; here they hold without it)."""
     assert estimates.sparse_mla_scratch(3072, 64, 512, 32, decode=False) == 202_114_048
     assert estimates.sparse_mla_scratch(32, 64, 512, 32, decode=True) == 67_382_272
+
+
+def test_the_indexer_workspace_is_its_logits_its_top_k_and_its_pages(write):
+    """GLM-5.2 at T=8,192 with 131,072 tokens of context over DCP 4 (32,768 a rank): fp32
+    logits over a 32,768-token tile (1 GiB), top-2,048 indices and scores at 8 bytes (128 MiB)
+    and 512 pages of 64 KiB (32 MiB). A shared part: the largest of them counts, so the plan's
+    total alone does not show it."""
+    parts = {c.name: c.bytes for c in planned(write).ranks[0].component("workspaces").parts}
+    assert parts["dsa_indexer"] == 1 * GiB + 128 * MiB + 32 * MiB
+
+
+def test_a_drafter_without_an_indexer_leaves_only_its_mla_stand_in(write):
+    loaded = load_profile(write("p.yaml", MINIMAL))
+    f = _facts("glm-5.2")
+    assert f.mtp_layers and f.mtp_has_indexer
+    mla = estimates.mla_prefill_context(loaded.profile, f, 64)
+    no_index = f.model_copy(update={"mtp_has_indexer": False})
+    assert estimates.drafter_stand_ins(loaded.profile, no_index, 64, True) == mla
+    index = estimates.indexer_logits(loaded.profile, f)
+    assert estimates.drafter_stand_ins(loaded.profile, f, 64, True) == mla + index > mla
