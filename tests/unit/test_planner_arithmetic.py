@@ -14,7 +14,7 @@ from launcher.plan.planner import Qualified, _per_rank, plan
 from launcher.plan.weights import Recipe, decoder_layer_bytes
 from launcher.profile import load_profile
 from launcher.units import GiB, MiB
-from tests.conftest import MINIMAL, gathered
+from tests.conftest import MINIMAL, PROFILES, gathered
 
 
 def planned(write, overrides=(), **input_changes):
@@ -177,3 +177,13 @@ def test_a_drafter_without_an_indexer_leaves_only_its_mla_stand_in(write):
     assert estimates.drafter_stand_ins(loaded.profile, no_index, 64, True) == mla
     index = estimates.indexer_logits(loaded.profile, f)
     assert estimates.drafter_stand_ins(loaded.profile, f, 64, True) == mla + index > mla
+
+
+def test_the_cpu_backend_reserves_no_device_memory_of_its_own():
+    """No device context, no device JIT, no first-forward allocations on the CPU backend:
+    with ``jit_headroom: measure`` its headroom is 0 (the shipped CPU profile pins 16 MiB)."""
+    loaded = load_profile(PROFILES / "tiny-cpu.yaml", ["memory.jit_headroom=measure"])
+    p = plan(loaded.profile, gathered(loaded))
+    comps = {c.name: c for c in p.ranks[0].components}
+    assert comps["cuda_context"].bytes == 0 and comps["jit_headroom"].bytes == 0
+    assert comps["jit_headroom"].detail == "no device JIT on the CPU backend"
