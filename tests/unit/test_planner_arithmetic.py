@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from launcher.contract.names import Source
+from launcher.deployment import resolve
 from launcher.plan import estimates
 from launcher.plan.catalog import architecture_config
 from launcher.plan.model import ModelFacts, from_config
@@ -187,3 +188,23 @@ def test_the_cpu_backend_reserves_no_device_memory_of_its_own():
     comps = {c.name: c for c in p.ranks[0].components}
     assert comps["cuda_context"].bytes == 0 and comps["jit_headroom"].bytes == 0
     assert comps["jit_headroom"].detail == "no device JIT on the CPU backend"
+
+
+def test_the_fork_lines_estimate_counts_attention_where_it_outweighs_the_mlp(write):
+    """The estimate fork runtimes keep (``legacy_activation_peak``) takes the larger of a
+    layer's attention and MLP intermediates. The catalog's large models all have the larger
+    MLP; a small dense model on TP4 (tiny-llama: 1 of 2 heads and its 1 KV head per rank)
+    and an MLA model with a one-expert, near-empty MoE have the larger attention."""
+    loaded = load_profile(write("p.yaml", MINIMAL))
+    d = resolve(loaded.profile)
+    t, rows = loaded.profile.serving.max_num_batched_tokens, d.draft_rows
+    tiny = _facts("tiny-llama")
+    attn = t * (1 + 2 * 1) * 64 * 2 * 2  # q, k and v heads x head_dim, BF16, twice
+    expected = 4 * t * tiny.hidden * 2 + attn + 2 * rows * tiny.vocab * 4
+    assert attn > t * 3 * (tiny.intermediate // 4) * 2
+    assert estimates.legacy_activation_peak(d, tiny)[0] == expected
+    glm = _facts("glm-5.2").model_copy(update={"experts_per_token": 1, "moe_intermediate": 4})
+    attn = t * 16 * ((192 + 64) + (192 + 256) + 256) * 2  # q, up-projected k/v, output
+    assert attn > t * 1 * (3 * 1 + glm.hidden) * 2
+    expected = 4 * t * glm.hidden * 2 + attn + 2 * rows * glm.vocab * 4
+    assert estimates.legacy_activation_peak(d, glm)[0] == expected
