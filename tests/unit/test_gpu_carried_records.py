@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.gpu.boot import BootResult, BootSpec, _read_back, carried_mismatches
 
-RUN = ROOT / "tests" / "unit" / "records" / "h200-artifact-boots-2026-12-05.json"
+RUN = ROOT / "tests" / "unit" / "gpu_runs" / "h200-artifact-boots-2026-12-05.json"
 DATA = json.loads(RUN.read_text())
 
 
