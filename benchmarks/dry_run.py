@@ -1,6 +1,6 @@
 """Wall time and peak memory of ``b12x-launch PROFILE --dry-run`` (a benchmark, not a test).
 
-    python benchmarks/dry_run.py [--runs 30] [--profile profiles/glm52.yaml] [--against DIR]
+    python benchmarks/dry_run.py [--runs 20] [--profile profiles/glm52.yaml] [--against DIR]
                                  [--source] [-- extra args]
 
 Each run is a fresh process, as a user would start it; the peak RSS is the largest
@@ -52,6 +52,7 @@ def _line(name: str, samples: list[tuple[float, float]]) -> str:
     return (
         f"{name}: median {statistics.median(walls) * 1000:.0f} ms  "
         f"p90 {walls[int(0.9 * (len(walls) - 1))] * 1000:.0f} ms  min {walls[0] * 1000:.0f} ms  "
+        f"max {walls[-1] * 1000:.0f} ms  "
         f"cpu median {statistics.median(cpus) * 1000:.0f} ms"
     )
 
@@ -64,7 +65,7 @@ def _drop_bytecode(tree: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--profile", default="profiles/glm52.yaml")
     parser.add_argument("--against", help="another source tree, timed in the same loop")
     parser.add_argument(

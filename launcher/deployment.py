@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from launcher.contract.runfile import DeploymentRecord
 from launcher.profile.rules import (
     auto_capture_sizes,
     capture_sizes,
@@ -25,6 +24,7 @@ from launcher.profile.vllm_runtime import VllmLine, b12x_sparse_mla_backends, st
 
 if TYPE_CHECKING:
     from launcher.contract.facts import ModelFacts
+    from launcher.contract.runfile import DeploymentRecord
 
 PREWARM_ALWAYS = ("census", "keys")
 """Prewarm providers that run whenever prewarm does, listed or not, last: the census replays
@@ -62,6 +62,8 @@ class Deployment:
 
     def record(self) -> DeploymentRecord:
         """For the run file: every derived value, so the worker derives none again."""
+        from launcher.contract.runfile import DeploymentRecord  # the run file's; not the dry run's
+
         return DeploymentRecord(
             runtime=self.runtime.name,
             backend_family=self.backend_family,

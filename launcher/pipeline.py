@@ -181,7 +181,7 @@ def _measured(
     driver: str | None,
     shared: SharedInputs | None = None,
 ):
-    if not calibrate:
+    if not calibrate or not _stored(loaded, fingerprint):
         return {}
     from launcher.plan.calibration import load_measured
 
@@ -196,12 +196,20 @@ def _qualified(
     driver: str | None,
     shared: SharedInputs | None = None,
 ):
-    if not use:
+    if not use or not _stored(loaded, fingerprint):
         return None
     from launcher.plan.qualified import load_qualified
 
     versions = _versions(loaded, fingerprint, shared)
     return load_qualified(loaded.profile, fingerprint, driver=driver, versions=versions)
+
+
+def _stored(loaded: LoadedProfile, fingerprint: str) -> bool:
+    """Whether the calibration store has a folder for this plan: without one there is no
+    record to read, and the record models are not loaded (a third of a dry run's imports)."""
+    from launcher.contract.store_layout import folder
+
+    return folder(loaded.profile.runtime.cache_root, fingerprint).is_dir()
 
 
 def _versions(loaded: LoadedProfile, fingerprint: str, shared: SharedInputs | None):

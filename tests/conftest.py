@@ -126,6 +126,32 @@ def _tier_of(nodeid: str) -> str:
 
 
 _MISSING = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
+SERVING_STACK = frozenset(
+    (
+        "torch",
+        "triton",
+        "vllm",
+        "b12x",
+        "tokenizers",
+        "transformers",
+        "cupy",
+        "pynvml",
+        "flashinfer",
+    )
+)
+"""The serving side's packages (the GPU kit's, and the integration tier's that tests/run
+installs): the only ones whose absence may turn a module of a tier not asked for into a skip."""
+
+
+def _missing_package(longrepr: str) -> str | None:
+    """The serving package a failed import lacks; None for any other failure (a module of our
+    own, a test extra, a typo, a name a module does not define, a module an installed serving
+    package does not have): that is a broken test file."""
+    missing = _MISSING.search(longrepr)
+    name = missing.group(1) if missing else ""
+    # A package that is absent is named whole; ``vllm.v1.x`` names a module an installed
+    # vLLM does not have (moved upstream): that is a break, not an absence.
+    return name if name in SERVING_STACK else None
 
 
 def pytest_addoption(parser):
@@ -139,19 +165,20 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
-    """A test file of a tier not asked for whose imports need a package this machine lacks
-    (``tests/gpu``'s generated models need ``tokenizers``, which vLLM brings) is skipped, with
-    the package named, instead of failing the collection of every other tier; in a tier asked
-    for it stays an error."""
+    """A test file of a tier not asked for whose imports need a serving package this machine
+    lacks (``tests/gpu``'s generated models need ``tokenizers``, which vLLM brings) is skipped,
+    with the package named, instead of failing the collection of every other tier. Any other
+    import failure stays an error in every run (a broken ``tests/gpu`` module must not pass
+    for a missing GPU), and so does every one in a tier asked for."""
     outcome = yield
     report = outcome.get_result()
     if not report.failed or not isinstance(collector, pytest.Module):
         return
     tier = _tier_of(os.path.relpath(collector.path, ROOT))
-    missing = _MISSING.search(str(report.longrepr))
+    missing = _missing_package(str(report.longrepr))
     if tier in TIERS and not required(tier) and missing:
         report.outcome = "skipped"
-        why = f"the {tier} tier needs {missing.group(1)}, not installed here (tier not asked for)"
+        why = f"the {tier} tier needs {missing}, not installed here (tier not asked for)"
         report.longrepr = (str(collector.path), None, f"Skipped: {why}")
 
 

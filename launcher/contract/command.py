@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from launcher.contract.plan import CommandRecord
 from launcher.secrets import redact_argv, redact_env, secret_env
+
+if TYPE_CHECKING:
+    from launcher.contract.plan import CommandRecord
 
 
 def command_record(argv: Sequence[str], env: Mapping[str, str]) -> CommandRecord:
     """The command with every secret masked (``launcher.secrets``)."""
+    # Imported here: the table's command line needs no plan model (``benchmarks/dry_run.py``).
+    from launcher.contract.plan import CommandRecord
+
     return CommandRecord(argv=redact_argv(list(argv)), env=redact_env(dict(env)))
 
 

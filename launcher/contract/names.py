@@ -8,6 +8,17 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The launcher's own variables (the run file's, ``launcher.contract.runfile``, here so the
+# dry run's argv needs no run-file model). Never B12X_, CUTE_ or CUTLASS_: b12x puts those
+# into its compile-cache key, and one extra variable would recompile every kernel.
+ENV_PREFIX = "BLAUNCH_"
+PLAN_ENV = ENV_PREFIX + "PLAN"
+RUN_DIR_ENV = ENV_PREFIX + "RUN_DIR"
+FINGERPRINT_ENV = ENV_PREFIX + "FINGERPRINT"
+REQUIRE_PLAN_ENV = ENV_PREFIX + "REQUIRE_PLAN"
+"""Set to 1 with a plan: a planned worker that cannot read its plan then refuses to start
+instead of sizing the KV cache as plain vLLM does (a command run by hand without the plan)."""
+
 
 class ComponentName(StrEnum):
     """One slice of a GPU's memory in the plan, bottom to top."""

@@ -20,6 +20,13 @@ from launcher.contract import runfile_v2
 from launcher.contract.artifact import ArtifactRecord
 from launcher.contract.base import ContractError, Frozen, read_json, validate
 from launcher.contract.facts import ModelFacts
+from launcher.contract.names import (  # noqa: F401  (re-exported: the run file's variables)
+    ENV_PREFIX,
+    FINGERPRINT_ENV,
+    PLAN_ENV,
+    REQUIRE_PLAN_ENV,
+    RUN_DIR_ENV,
+)
 from launcher.contract.plan import PlanRecord
 
 RUN_FILE_VERSION = 3
@@ -27,16 +34,6 @@ RUN_FILE_VERSION = 3
 the KV cache's source an enum; 2: the deployment and the model facts added)."""
 PLAN_FILE = "plan.json"
 COMMAND_FILE = "command.txt"
-
-# The launcher's own variables. Never B12X_, CUTE_ or CUTLASS_: b12x puts those into
-# its compile-cache key, and one extra variable would recompile every kernel.
-ENV_PREFIX = "BLAUNCH_"
-PLAN_ENV = ENV_PREFIX + "PLAN"
-RUN_DIR_ENV = ENV_PREFIX + "RUN_DIR"
-FINGERPRINT_ENV = ENV_PREFIX + "FINGERPRINT"
-REQUIRE_PLAN_ENV = ENV_PREFIX + "REQUIRE_PLAN"
-"""Set to 1 with a plan: a planned worker that cannot read its plan then refuses to start
-instead of sizing the KV cache as plain vLLM does (a command run by hand without the plan)."""
 
 
 class DeploymentRecord(Frozen):

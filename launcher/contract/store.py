@@ -24,12 +24,12 @@ from launcher.contract.base import ContractError, read_json
 from launcher.contract.names import MEASURABLE
 from launcher.contract.qualified import QualifiedRecord
 from launcher.contract.record import Environment, RankRecord, read_record, record_name, write_record
+from launcher.contract.store_layout import CALIBRATION, folder, rank_file
 from launcher.owned import Refused
 from launcher.owned import paths as owned_paths
 from launcher.owned import remove as owned_remove
 from launcher.owned import write as owned_write
 
-CALIBRATION = "calibration"
 STACK = ("torch", "vllm", "b12x", "triton", "nvidia-cutlass-dsl", "flashinfer-python", "exllamav3")
 """Packages whose kernels and allocator shape the measured figures. One a record lacks (an
 older record, or a package not installed) is not compared, so adding one keeps the records."""
@@ -39,15 +39,6 @@ Warn = Callable[[str], None]
 
 def _warn(message: str) -> None:
     print(f"b12x-launch: warning: {message}", file=sys.stderr)
-
-
-def folder(cache_root: str | Path, fingerprint: str) -> Path:
-    """The store's folder for one plan."""
-    return Path(os.path.expanduser(cache_root)) / CALIBRATION / fingerprint
-
-
-def rank_file(rank: int) -> str:
-    return f"rank{rank}.json"
 
 
 def stack_versions() -> dict[str, str | None]:

@@ -8,8 +8,13 @@ import re
 import sys
 from dataclasses import dataclass
 
+from launcher.contract.names import (
+    FINGERPRINT_ENV,
+    PLAN_ENV,
+    REQUIRE_PLAN_ENV,
+    RUN_DIR_ENV,
+)
 from launcher.contract.names import ComponentName as Name
-from launcher.contract.runfile import FINGERPRINT_ENV, PLAN_ENV, REQUIRE_PLAN_ENV, RUN_DIR_ENV
 from launcher.deployment import Deployment
 from launcher.launch.toolchain import pinned_env
 from launcher.plan.planner import MemoryPlan

@@ -14,7 +14,6 @@ from launcher.contract.command import command_line, command_record
 from launcher.contract.names import ComponentName, Source
 from launcher.plan.advice import fix_hint
 from launcher.plan.planner import Component, MemoryPlan
-from launcher.plan.record import plan_record
 from launcher.secrets import redact_env
 from launcher.units import GiB, in_unit, table_unit
 
@@ -26,6 +25,8 @@ __all__ = ["fix_hint", "kv_source", "render_table", "to_json"]
 
 def to_json(plan: MemoryPlan, command: VllmCommand | None, fingerprint: str = "") -> str:
     """``--json``: the plan record, with the vLLM command (secrets masked)."""
+    from launcher.plan.record import plan_record  # the record's models: --json's, not the table's
+
     vllm = command_record(command.argv, command.env) if command is not None else None
     record = plan_record(plan, fingerprint, vllm)
     return json.dumps(record.to_json(), indent=2) + "\n"

@@ -17,10 +17,13 @@ import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from launcher.contract.record import InternalsCheck, MissingInternal
 from launcher.vllm.internals import DECLARED
 from launcher.vllm.releases import Reading, gaps, load, outcome, read_all, version_of
+
+if TYPE_CHECKING:  # the record's types load in a worker, not in a dry run's plan notes
+    from launcher.contract.record import InternalsCheck, MissingInternal
 
 
 class InternalsRefused(RuntimeError):
@@ -47,6 +50,8 @@ def decide(
     readings: dict[str, Reading], release: str, needed: frozenset[str], fork: bool
 ) -> InternalsCheck:
     """The declared internals ``needed`` that ``readings`` lack, each with what it costs."""
+    from launcher.contract.record import InternalsCheck, MissingInternal
+
     known = load().get(release, {})
     missing = [
         MissingInternal(

@@ -342,6 +342,30 @@ def _read_back(result: BootResult) -> None:
         result.records[rank] = json.loads(path.read_text())
 
 
+def carried_mismatches(plan: dict[str, Any], records: dict[int, dict[str, Any]]) -> list[str]:
+    """Where ``plan`` does not call each figure of ``records`` measured, to the byte: one line
+    per rank. ``records`` are keyed by integer rank, as ``_read_back`` and a session's boots
+    keep them; a rank without a record, a record without figures and a plan without ranks are
+    mismatches too, so nothing passes for want of data."""
+    if not plan.get("ranks"):
+        return ["the plan has no ranks"]
+    out = []
+    for rank, planned in enumerate(plan["ranks"]):
+        record = records.get(rank)
+        if record is None:
+            out.append(f"rank {rank}: no record (the records hold ranks {sorted(records)})")
+            continue
+        theirs = record.get("measured") or {}
+        if not theirs:
+            out.append(f"rank {rank}: its record holds no measured figure")
+            continue
+        comps = planned["components"]
+        ours = {k: comps[k]["bytes"] for k in theirs if comps[k]["source"] == "measured"}
+        if ours != theirs:
+            out.append(f"rank {rank}: the plan's measured {ours}, the record's {theirs}")
+    return out
+
+
 def summary_facts(r: BootResult) -> dict[str, Any]:
     """What result.json keeps of a boot (and the summary table reads)."""
     return {

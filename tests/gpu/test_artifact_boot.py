@@ -46,7 +46,15 @@ import pytest
 
 from launcher.artifact.bake import skipped
 from tests.gpu import summary
-from tests.gpu.boot import PROFILES, BootResult, BootSpec, Lab, _read_back, boot
+from tests.gpu.boot import (
+    PROFILES,
+    BootResult,
+    BootSpec,
+    Lab,
+    _read_back,
+    boot,
+    carried_mismatches,
+)
 from tests.gpu.test_real_vllm import Calibrated, LearnsNothing, _why
 
 pytestmark = pytest.mark.gpu
@@ -298,11 +306,7 @@ class FreshNode(LearnsNothing, Calibrated):
         byte: the records came with the artifact, not from this node's own boots."""
         baked = earlier_boot(lab, SPECS[self.name][self.baked_after])
         assert baked is not None, f"boot {self.baked_after!r} first, on this machine"
-        for rank, plan in enumerate(booted.plan["ranks"]):
-            theirs = baked.records[str(rank)]["measured"]
-            comps = plan["components"]
-            ours = {k: comps[k]["bytes"] for k in theirs if comps[k]["source"] == "measured"}
-            assert ours == theirs, (rank, ours, theirs)
+        assert carried_mismatches(booted.plan, baked.records) == []
 
 
 class FreshNodeOfBoot1(FreshNode):

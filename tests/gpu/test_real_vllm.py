@@ -364,12 +364,12 @@ class TestGlmPlain:
 
 
 class TestGlmPlainWarm(TestGlmPlain):
-    """Plain vLLM's warm boot (after TestGlmPlain): issue 29's bar for a warm planned boot."""
+    """Plain vLLM's warm boot (after TestGlmPlain): issue 29's bar for a warm planned boot.
+    Warm caches do not quiet vLLM's monitor: it logged 20 events on each of this boot's two
+    recorded runs (H200, the key-enumeration calls of 2026-12-01 and 2026-12-02), and 26 and
+    22 on the artifact tier's plain warm boots (2026-12-05): the cold boot's check holds too."""
 
     spec = GLM_PLAIN_WARM
-
-    def test_vllms_monitor_sees_kernels_compile_during_inference(self, booted):
-        """Warm caches hold what the cold boot compiled late: nothing is asserted here."""
 
 
 class TestGlmDcp2Refused:

@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 
-from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError
+from launcher.artifact import FILES_DIR, ArtifactError
 from launcher.artifact import archive as archive_mod
 from launcher.artifact import restore as restore_mod
 from launcher.artifact.bake import bake
@@ -21,7 +21,7 @@ from launcher.artifact.restore import (
     restore,
     restored_in,
 )
-from tests.unit.artifact_caches import FP, VERSIONS, fill, keys, tree
+from tests.unit.artifact_caches import FP, OTHER_FP, VERSIONS, fill, keys, tree
 
 FORMS = ["art", "art.tar", "art.tar.gz"]
 
@@ -310,9 +310,13 @@ def test_the_fingerprint_key_is_checked_before_any_file_is_read(tmp_path, monkey
     fill(tmp_path / "c")
     bake(tmp_path / "c", tmp_path / "a.tar", profile="p", keys=keys())
     monkeypatch.setattr(archive_mod, "copy_verified", lambda *a: pytest.fail("read a file"))
-    with pytest.raises(ArtifactError, match="fingerprint"):
-        restore(tmp_path / "a.tar", node(tmp_path), keys(fingerprint="ffffffffffff"))
-    assert FP != "ffffffffffff" and MANIFEST_NAME == "manifest.json"
+    root = node(tmp_path, {"triton/mine/k.cubin": b"the node's own"})
+    before = tree(root)
+    with pytest.raises(ArtifactError, match="fingerprint") as refused:
+        restore(tmp_path / "a.tar", root, keys(fingerprint=OTHER_FP))
+    assert FP in str(refused.value) and OTHER_FP in str(refused.value)  # both plans named
+    after = {k: v for k, v in tree(root).items() if k != ".blaunch-restore.lock"}
+    assert after == before  # no file placed, no marker written (the empty lock stays)
 
 
 def test_a_restore_that_cannot_write_its_marker_takes_back_what_it_placed(

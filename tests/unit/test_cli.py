@@ -1,6 +1,7 @@
 """The command line: exit codes, output, and an import-light dry run."""
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -216,6 +217,36 @@ def test_dry_run_imports_no_heavy_module():
     )
     assert "HEAVY []" in out.stderr
     assert json.loads(out.stdout)["fits"] is True
+
+
+def test_dry_run_with_an_empty_store_loads_no_record_model(tmp_path):
+    """The table of a plan nothing calibrated yet needs none of the record, run-file or plan
+    models (their schemas are a tenth of a dry run: ``benchmarks/dry_run.py``); ``--json``
+    still builds the plan record."""
+    models = (
+        "launcher.contract.record",
+        "launcher.contract.qualified",
+        "launcher.contract.store",
+        "launcher.contract.runfile",
+        "launcher.contract.plan",
+    )
+    env = {**os.environ, "HOME": str(tmp_path), "COLUMNS": "120"}  # cache_root ~/.cache/...
+    loaded = {}
+    for flag in ("--dry-run", "--json"):
+        code = (
+            f"import sys, runpy; sys.argv = ['b12x-launch', {GLM!r}, {flag!r}]\n"
+            "try:\n    runpy.run_module('launcher', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            f"print('MODELS', sorted(m for m in {models!r} if m in sys.modules), file=sys.stderr)\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env
+        )
+        assert out.returncode == 0, out.stderr
+        loaded[flag] = out.stderr.split("MODELS ")[-1].strip()
+    assert loaded["--dry-run"] == "[]"
+    assert "launcher.contract.plan" in loaded["--json"]
+    assert not (tmp_path / ".cache").exists()  # a dry run writes nothing into the store
 
 
 def test_secrets_never_printed(tmp_path):

@@ -36,10 +36,23 @@ def test_prompt_wraps_inside_the_vocabulary():
     assert ids == [10, 11, 4, 5, 6, 7, 8, 9, 10, 11]
 
 
-def test_shapes_are_prefills_no_capture_size_or_profile_run_covers():
-    sizes = json.loads(json.dumps(stress.SHAPES))
+@pytest.mark.parametrize("profile", sorted(p.name for p in PROFILES.glob("*.yaml")))
+def test_the_shapes_wave_has_prefills_past_the_capture_sizes_within_the_profile_run(profile):
+    """Read from each tier profile's resolved deployment, not from constants: every shape is
+    under the token count of vLLM's profile run (``max_num_batched_tokens``, which sized the
+    activations), and some lie past the largest CUDA-graph capture size (no captured graph
+    pads them), so the wave runs token counts no warmup ran."""
+    from launcher import pipeline
+    from launcher.deployment import resolve
+
+    loaded = pipeline.load(str(PROFILES / profile), (), force=True)
+    deployment, run = resolve(loaded.profile), loaded.profile.serving.max_num_batched_tokens
+    sizes = stress.SHAPES
     assert len(set(sizes)) == len(sizes)
-    assert max(sizes) < 2048 and any(n > 8 for n in sizes)  # between capture and profile
+    assert run is not None and max(sizes) < run, (sizes, run)
+    assert deployment.capture_sizes, "a tier profile without CUDA graphs"
+    past = [n for n in sizes if n > max(deployment.capture_sizes)]
+    assert past and not set(past) & set(deployment.decode_rows), (past, deployment.decode_rows)
 
 
 def test_the_sampler_keeps_the_lowest_free_per_device(monkeypatch):

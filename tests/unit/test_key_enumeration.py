@@ -312,7 +312,7 @@ def _keys_ctx(enumerated=()) -> SimpleNamespace:
     """A context whose last boot's record held ``enumerated`` (as the store reads it)."""
     from launcher.contract.record import KernelEnumeration
 
-    serving = SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=2048)
+    serving = SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=2048, max_logprobs=20)
     profile = SimpleNamespace(serving=serving, mtp_tokens=2)
     facts = SimpleNamespace(experts_per_token=1)
     typed = tuple(KernelEnumeration.model_validate(e) for e in enumerated)

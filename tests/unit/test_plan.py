@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from launcher.plan.catalog import gpu
 from launcher.plan.planner import Measured, plan
 from launcher.profile import load_profile
 from launcher.units import GiB, MiB
@@ -18,10 +19,15 @@ def planned(write, overrides=(), **input_changes):
     return plan(loaded.profile, inputs)
 
 
-def test_components_and_kv_add_up_to_the_card(write):
+def test_components_and_kv_fill_the_catalogs_card_in_whole_blocks(write):
     p = planned(write)
+    card = gpu("rtx-pro-6000").memory  # the catalog's figure, not one the plan carries
+    page = p.kv.layout.page_bytes
     for r in p.ranks:
-        assert sum(c.bytes for c in r.components) + r.kv_bytes == r.total_bytes
+        assert r.total_bytes == card
+        assert sum(c.bytes for c in r.components) + r.kv_bytes == card
+        assert r.kv_blocks * page <= r.kv_bytes < (r.kv_blocks + 1) * page  # rounded down
+        assert r.kv_blocks == p.kv.blocks_per_rank > 0
         assert all(c.source in SOURCES for c in r.components)
         assert [c.name for c in r.components] == [
             "cuda_context",

@@ -97,18 +97,33 @@ def test_the_unit_tier_passes_without_the_serving_packages(tmp_path):
     assert asked.returncode == 1 and "the integration tier was asked for" in asked.stdout
 
 
-def test_a_tier_not_asked_for_whose_module_cannot_import_is_skipped_not_an_error(tmp_path):
+def test_only_a_missing_serving_package_turns_a_module_not_asked_for_into_a_skip(tmp_path):
     """``tests/gpu`` imports ``tokenizers`` when it is collected: in a unit-only venv that
-    failed the whole run's collection. A module of a tier not asked for whose import misses a
-    package is skipped, naming it; in a tier asked for it stays an error."""
-    probe = ROOT / "tests" / "integration" / "_probe_missing_package.py"
-    probe.write_text("import not_a_package_anyone_has  # noqa: F401\n\n\ndef test_x():\n    pass\n")
+    failed the whole run's collection, so a module of a tier not asked for whose import misses
+    a serving package is skipped, naming it. Any other import failure is a broken test file
+    and errors, in the full run and in a unit-only one alike: a module of ours that is gone,
+    a package outside the serving stack, a module an installed package does not have."""
+    gpu = ROOT / "tests" / "gpu"
+    probes = {
+        "_probe_serving.py": "import tokenizers  # noqa: F401\n",
+        "_probe_ours.py": "from tests.gpu import not_a_module_of_ours  # noqa: F401\n",
+        "_probe_other.py": "import not_a_package_anyone_has  # noqa: F401\n",
+        "_probe_no_submodule.py": "import json.not_a_json_module  # noqa: F401\n",
+    }
     try:
-        rel = str(probe.relative_to(ROOT))
-        skipped = _without_serving_packages(tmp_path, [rel, "-rs"], "unit")
-        assert skipped.returncode in (0, 5), skipped.stdout[-2000:]  # 5: nothing else ran
-        assert "needs not_a_package_anyone_has" in skipped.stdout
-        failed = _without_serving_packages(tmp_path, [rel], "unit,integration")
-        assert failed.returncode != 0 and "not_a_package_anyone_has" in failed.stdout
+        for name, text in probes.items():
+            (gpu / name).write_text(text + "\n\ndef test_x():\n    pass\n")
+        args = [f"tests/gpu/{n}" for n in probes] + ["-rs", "--continue-on-collection-errors"]
+        for require in ("unit", "unit,integration"):  # TEST_TIER=unit, and the full CPU run
+            done = _without_serving_packages(tmp_path, args, require)
+            assert done.returncode != 0, done.stdout[-2000:]
+            assert "the gpu tier needs tokenizers" in done.stdout
+            errors = {n for n in probes if f"ERROR collecting tests/gpu/{n}" in done.stdout}
+            assert errors == set(probes) - {"_probe_serving.py"}, done.stdout[-3000:]
+        asked = _without_serving_packages(tmp_path, args[:1], "unit,gpu")
+        assert asked.returncode != 0 and "ERROR collecting tests/gpu/_probe_serving.py" in (
+            asked.stdout
+        )
     finally:
-        probe.unlink()
+        for name in probes:
+            (gpu / name).unlink(missing_ok=True)

@@ -7,6 +7,7 @@ import yaml
 
 from launcher.errors import ProfileError
 from launcher.profile import yamlsource
+from tests.conftest import need
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = "model: {path: m}\nserving: {max_model_len: 64}\n"
@@ -48,9 +49,14 @@ def _read(path: Path):
         return [(i.message, i.key, i.file, i.line) for i in exc.issues]
 
 
-@pytest.mark.skipif(yamlsource.FAST_SAFE_LOADER is yaml.SafeLoader, reason="no libyaml")
+def _need_libyaml() -> None:
+    """PyYAML's wheels carry libyaml: a unit run on one without it cannot check the fast path."""
+    need("unit", yamlsource.FAST_SAFE_LOADER is not yaml.SafeLoader, "PyYAML without libyaml")
+
+
 @pytest.mark.parametrize(("name", "text"), list(_cases()), ids=[n for n, _ in _cases()])
 def test_libyaml_reads_as_the_pure_python_loader(name, text, tmp_path, monkeypatch):
+    _need_libyaml()
     path = tmp_path / "p.yaml"
     path.write_text(text, encoding="utf-8")
     fast = _read(path)
@@ -64,8 +70,8 @@ def test_catalog_files_read_the_same_through_libyaml():
         assert yamlsource.load_plain(path.read_text()) == yaml.safe_load(path.read_text())
 
 
-@pytest.mark.skipif(yamlsource.FAST_SAFE_LOADER is yaml.SafeLoader, reason="no libyaml")
 def test_shipped_profiles_take_the_libyaml_path(monkeypatch):
+    _need_libyaml()
     used = []
     read = yamlsource._read
     monkeypatch.setattr(
