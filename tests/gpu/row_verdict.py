@@ -35,6 +35,13 @@ def late(r: BootResult) -> list[str]:
     from launcher.runtime.cache_oracle import BASELINE
 
     out = []
+    if r.records and all(rec.get("counters") for rec in r.records.values()):
+        # a worker that records its counters: each must have watched every window after the
+        # stage (tests/gpu/counters.py), and saw nothing late
+        from tests.gpu import counters
+
+        typed = counters.typed(r.records)
+        out += counters.unarmed(typed) + counters.late(typed)
     for rank in _ranks(r):
         record = r.records.get(rank)
         if record is None:
@@ -46,6 +53,8 @@ def late(r: BootResult) -> list[str]:
     unarmed = [rank for rank in _ranks(r) if not (r.run_dir / BASELINE.format(rank=rank)).is_file()]
     if unarmed:
         out.append(f"rank(s) {unarmed}: no cache baseline, so the cache oracle was not armed")
+    elif r.late_files is None:
+        out.append("the cache oracle was not read after the workload: not measured")
     elif r.late_files:
         out.append(f"{len(r.late_files)} file(s) compiled after ready: {r.late_files[:3]}")
     argv = (r.plan.get("vllm") or {}).get("argv") or []

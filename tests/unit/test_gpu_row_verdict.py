@@ -32,6 +32,7 @@ def _boot(tmp_path: Path, ranks: int = 2, log: str = "") -> BootResult:
     r.plan = {"profile_data": {"memory": {"safety_margin": MARGIN}}, "vllm": {"argv": list(ARGV)}}
     r.records = {rank: {"late_compiles": [], "free_after_warmup": 2 * GIB} for rank in range(ranks)}
     r.outcome = Outcome(sent=3, ok=3, low_free={d: GIB for d in r.devices})
+    r.late_files = []  # the oracle read after the workload: nothing new
     return r
 
 

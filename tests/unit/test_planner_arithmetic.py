@@ -161,12 +161,12 @@ def test_the_sparse_mla_scratch_formula_gives_b12x_151s_figures():
 
 
 def test_the_indexer_workspace_is_its_logits_its_top_k_and_its_pages(write):
-    """GLM-5.2 at T=8,192 with 131,072 tokens of context over DCP 4 (32,768 a rank): fp32
-    logits over a 32,768-token tile (1 GiB), top-2,048 indices and scores at 8 bytes (128 MiB)
-    and 512 pages of 64 KiB (32 MiB). A shared part: the largest of them counts, so the plan's
-    total alone does not show it."""
+    """GLM-5.2 at T=3,072 (the minimal profile's chunk) with 131,072 tokens of context over
+    DCP 4 (32,768 a rank): fp32 logits over a 32,768-token tile (3,072 x 32,768 x 4: 384 MiB),
+    top-2,048 indices and scores at 8 bytes (48 MiB) and 512 pages of 64 KiB (32 MiB). A shared
+    part: the largest of them counts, so the plan's total alone does not show it."""
     parts = {c.name: c.bytes for c in planned(write).ranks[0].component("workspaces").parts}
-    assert parts["dsa_indexer"] == 1 * GiB + 128 * MiB + 32 * MiB
+    assert parts["dsa_indexer"] == 384 * MiB + 48 * MiB + 32 * MiB
 
 
 def test_a_drafter_without_an_indexer_leaves_only_its_mla_stand_in(write):

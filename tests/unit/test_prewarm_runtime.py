@@ -311,7 +311,9 @@ def test_the_moe_blocks_run_at_every_bucket_and_config_change_on_either_runner(
     monkeypatch.setattr(
         forward_context, "set_forward_context", lambda *a, **k: contextlib.nullcontext()
     )
-    tiles = lambda w1, w2, top_k, dtype, m: {"BLOCK_SIZE_M": 16 if m <= 96 else 64}  # noqa: E731
+    tiles = lambda w1, w2, top_k, dtype, m, block_shape=None: {  # noqa: E731
+        "BLOCK_SIZE_M": 16 if m <= 96 else 64
+    }
     monkeypatch.setattr(fused_moe, "try_get_optimal_moe_config", tiles)
     ctx = ctx_for("gilded-gnosis", 1, 1)
     ctx.model_runner.model = model
