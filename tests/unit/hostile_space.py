@@ -622,11 +622,14 @@ def _journal_cases() -> Iterator[Generated]:
         "through-a-link": ("triton/victim.txt", {"cache/triton": Link("{s}")}),
     }
     cache = ("--set", "runtime.cache_root={d}/cache")
+    # A launch or qualify of the CPU profile would start vLLM where it is installed (the full
+    # venv): those take GLM-5.2, refused on this machine's cards; --print-command runs the
+    # launch's whole preparation, the journal's roll-back among it, and stops before the exec.
     modes = {
-        "launch": ("{tiny}", *cache),
+        "launch": ("{glm}", *cache),
         "print-command": ("{tiny}", "--print-command", "--run-dir", "{d}/run", *cache),
         "dry-run": ("{tiny}", "--dry-run", *cache),
-        "qualify": ("qualify", "{tiny}", *cache),
+        "qualify": ("qualify", "{glm}", *cache),
         "bake": ("bake", "{tiny}", "{d}/art", *cache),
     }
     for kind, (rel, files) in journals.items():
