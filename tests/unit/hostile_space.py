@@ -22,7 +22,7 @@ import json
 import random
 import tarfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import click
 
@@ -730,6 +730,12 @@ def generate(cli: click.Group, seed: int) -> list[Generated]:
         *_journal_cases(),
         *_replace_cases(),
         *_option_secret_cases(),
+    ]
+    # every case that plants no secret of its own carries one of a shape the seed picks, in
+    # the process environment: no path, record or flag may bring it into an output
+    cases = [
+        c if c.env or c.family.startswith("secret/") else replace(c, env=dict([rng.choice(SHAPES)]))
+        for c in cases
     ]
     rng.shuffle(cases)
     return cases
