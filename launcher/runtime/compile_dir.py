@@ -25,6 +25,7 @@ baked node's cache root, which a fresh node's may not be.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -238,6 +239,9 @@ def install() -> list[str]:
     ):
         original_call = backend.__call__
 
+        # wraps: the original stays reachable (inspect.unwrap), so a check of vLLM's
+        # signatures after the patch still reads vLLM's, not this wrapper's
+        @functools.wraps(original_call)
         def __call__(self: Any, graph: Any, example_inputs: Any) -> Any:
             config = getattr(self, "compilation_config", None)
             first = config is not None and not _naming
@@ -261,6 +265,7 @@ def install() -> list[str]:
     ):
         original_load = adaptor.load
 
+        @functools.wraps(original_load)
         def load(self: Any, handle: Any, *args: Any, **kwargs: Any) -> Any:
             return original_load(self, beside(self.cache_dir, handle), *args, **kwargs)
 
