@@ -222,17 +222,22 @@ def _pod_template(t: Target, name: str, *, leader: bool) -> dict:
     }
 
 
+def metadata(name: str, t: Target) -> dict:
+    """A resource's metadata: its name, the app label and the plan it serves."""
+    return {
+        "name": name,
+        "labels": {"app.kubernetes.io/name": name},
+        "annotations": {"b12x-launch/plan": t.fingerprint},
+    }
+
+
 def manifest(t: Target) -> dict:
     """The LeaderWorkerSet as a dict (what ``render`` writes)."""
     name = dns_name(t.profile.name)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": name,
-            "labels": {"app.kubernetes.io/name": name},
-            "annotations": {"b12x-launch/plan": t.fingerprint},
-        },
+        "metadata": metadata(name, t),
         "spec": {
             "replicas": 1,
             "startupPolicy": "LeaderCreated",

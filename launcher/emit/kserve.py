@@ -56,11 +56,7 @@ def manifest(t: Target) -> dict:
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": name,
-            "labels": {"app.kubernetes.io/name": name},
-            "annotations": {"b12x-launch/plan": t.fingerprint},
-        },
+        "metadata": k8s.metadata(name, t),
         "spec": spec,
     }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,6 +19,26 @@ from launcher.owned.paths import inside
 
 M = TypeVar("M", bound=BaseModel)
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_regular(path: Path, why: str = "") -> BinaryIO:
+    """The regular file at ``path`` opened for reading, no link followed and no FIFO waited on.
+
+    Raises:
+        OSError: it cannot be opened (missing, no permission).
+        Refused: a link, a FIFO, a device or a directory (``why`` ends the message).
+    """
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise Refused(f"{path}: a symbolic link{why}") from None
+        raise exc
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise Refused(f"{path}: not a regular file{why}")
+    return fh
 
 
 def read_bytes(path: Path, limit: int, what: str, *, root: Path | None = None) -> bytes:
@@ -32,15 +52,7 @@ def read_bytes(path: Path, limit: int, what: str, *, root: Path | None = None) -
     """
     if root is not None:
         path = inside(root, Path(path).relative_to(root).as_posix())
-    try:
-        fd = os.open(path, _FLAGS)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise Refused(f"{path}: a symbolic link, not a {what}") from None
-        raise exc
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise Refused(f"{path}: not a regular file, not a {what}")
+    with open_regular(path, f", not a {what}") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(f"{path}: more than a {what} has ({limit:,} bytes)")

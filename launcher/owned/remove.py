@@ -13,6 +13,7 @@ from pathlib import Path
 from launcher import bounded
 from launcher.owned import Refused
 from launcher.owned.paths import inside, parts_of
+from launcher.owned.read import open_regular
 
 CHUNK = 1 << 20
 
@@ -25,16 +26,7 @@ def sha256_of(path: Path, limit: int | None = None) -> tuple[str, int]:
         TooLarge: more than ``limit`` bytes.
         OSError: it cannot be read.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        if os.path.islink(path):
-            raise Refused(f"{path}: a symbolic link") from None
-        raise exc
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise Refused(f"{path}: not a regular file")
+    with open_regular(path) as fh:
         h, n = hashlib.sha256(), 0
         while chunk := fh.read(CHUNK):
             n += len(chunk)

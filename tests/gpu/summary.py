@@ -89,8 +89,8 @@ def rows() -> list[dict[str, Any]]:
                     "free_after_warmup": rec.get("free_after_warmup"),
                     "activation": rec.get("activation"),
                     # None, shown "-": not measured (plain vLLM, or a counter that was off)
-                    "late_compiles": _late_count(rec, "triton_hooks"),
-                    "late_by_window": _late_windows(rec),
+                    "late_compiles": _late_count(late := _late_windows(rec), "triton_hooks"),
+                    "late_by_window": late,
                     "late_files": len(b.late_files)
                     if rank == 0 and b.late_files is not None
                     else None,
@@ -104,18 +104,9 @@ def rows() -> list[dict[str, Any]]:
     return out
 
 
-def _late_count(rec: dict, counter: str) -> int | None:
-    """Late compiles (after sizing) the counter saw, or None where it did not run."""
-    if not rec or not rec.get("counters"):
-        return None
-    from launcher.contract.record import RankRecord
-
-    typed = RankRecord.model_validate(rec)
-    seen = [typed.late_by(counter, w) for w in ("warmup", "serving")]  # type: ignore[arg-type]
-    return None if any(s is None for s in seen) else sum(len(s) for s in seen)
-
-
 def _late_windows(rec: dict) -> dict[str, dict[str, int | None]]:
+    """Late compiles per counter and window after sizing; None where that counter did not
+    watch that window; {} for a record without counters (it measured nothing)."""
     if not rec or not rec.get("counters"):
         return {}
     from launcher.contract.record import RankRecord
@@ -128,6 +119,12 @@ def _late_windows(rec: dict) -> dict[str, dict[str, int | None]]:
         }
         for c in ("triton_hooks", "cache_oracle", "b12x_report")
     }
+
+
+def _late_count(windows: dict[str, dict[str, int | None]], counter: str) -> int | None:
+    """The counter's late compiles over both windows, or None where it did not run."""
+    seen = list(windows.get(counter, {None: None}).values())
+    return None if any(n is None for n in seen) else sum(seen)  # type: ignore[arg-type]
 
 
 def _n(value: int | None) -> str:

@@ -22,17 +22,12 @@ import json
 from dataclasses import dataclass, field
 
 from launcher.artifact.manifest import VERSION
-from tests.unit.hostile_space import COMMANDS  # click's command tree
-
-SECRET = "PLANTEDxSECRETx5e1f"
-"""Every planted secret carries this; found in an output or a written file, it leaked."""
-FIFO = object()
-"""A file entry that is a named pipe (nothing ever writes to it)."""
-
-
-@dataclass(frozen=True)
-class Link:
-    target: str
+from tests.unit.hostile_space import (
+    COMMANDS,
+    FIFO,
+    SECRET,
+    Link,
+)
 
 
 @dataclass(frozen=True)

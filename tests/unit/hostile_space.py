@@ -33,7 +33,9 @@ from launcher.emit.manifest import MANIFEST, MANIFEST_MAX
 from launcher.profile.yamlsource import PROFILE_MAX
 
 SECRET = "PLANTEDxSECRETx5e1f"
+"""Every planted secret carries this; found in an output or a written file, it leaked."""
 FIFO = object()
+"""A file entry that is a named pipe (nothing ever writes to it)."""
 
 
 @dataclass(frozen=True)

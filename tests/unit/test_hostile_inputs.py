@@ -115,9 +115,9 @@ def _plant(root: Path, files: dict[str, object], values: dict[str, str]) -> None
         path.parent.mkdir(parents=True, exist_ok=True)
         if rel.endswith("/"):
             path.mkdir(parents=True, exist_ok=True)
-        elif content is FIFO or content is hostile.FIFO:
+        elif content is FIFO:
             os.mkfifo(path)
-        elif isinstance(content, Link | hostile.Link):
+        elif isinstance(content, Link):
             path.symlink_to(_fill(content.target, values))
         elif isinstance(content, Sparse):
             with path.open("wb") as fh:
