@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from launcher.owned import Refused
 
@@ -84,3 +85,29 @@ def is_link(path: Path) -> bool:
         return stat.S_ISLNK(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+READ_FLAGS = (
+    os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+"""Open for reading: no link followed, no FIFO waited on."""
+
+
+def open_regular(path: Path, why: str = "") -> BinaryIO:
+    """The regular file at ``path`` opened for reading, no link followed and no FIFO waited on.
+
+    Raises:
+        OSError: it cannot be opened (missing, no permission).
+        Refused: a link, a FIFO, a device or a directory (``why`` ends the message).
+    """
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise Refused(f"{path}: a symbolic link{why}") from None
+        raise exc
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise Refused(f"{path}: not a regular file{why}")
+    return fh

@@ -6,39 +6,15 @@ Read from a regular file reached without a link (below ``root`` when given), at 
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from launcher.bounded import TooLarge, parse_json
-from launcher.owned import Refused
-from launcher.owned.paths import inside
+from launcher.owned.paths import inside, open_regular
 
 M = TypeVar("M", bound=BaseModel)
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def open_regular(path: Path, why: str = "") -> BinaryIO:
-    """The regular file at ``path`` opened for reading, no link followed and no FIFO waited on.
-
-    Raises:
-        OSError: it cannot be opened (missing, no permission).
-        Refused: a link, a FIFO, a device or a directory (``why`` ends the message).
-    """
-    try:
-        fd = os.open(path, _FLAGS)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise Refused(f"{path}: a symbolic link{why}") from None
-        raise exc
-    fh = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-        fh.close()
-        raise Refused(f"{path}: not a regular file{why}")
-    return fh
 
 
 def read_bytes(path: Path, limit: int, what: str, *, root: Path | None = None) -> bytes:

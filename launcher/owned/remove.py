@@ -12,8 +12,7 @@ from pathlib import Path
 
 from launcher import bounded
 from launcher.owned import Refused
-from launcher.owned.paths import inside, parts_of
-from launcher.owned.read import open_regular
+from launcher.owned.paths import inside, open_regular, parts_of
 
 CHUNK = 1 << 20
 
