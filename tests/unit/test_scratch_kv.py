@@ -173,6 +173,25 @@ def test_requests_a_failed_step_left_are_removed_and_reported():
     assert sk.leftovers(runner) == []
 
 
+def test_the_last_waves_requests_are_removed_under_inference_mode_as_vllm_removes_them():
+    """vLLM's batch makes the ``allowed_token_ids`` mask under inference mode; writing it
+    outside stopped the H100's boot (2026-12-06)."""
+    torch = pytest.importorskip("torch")
+    runner = Runner()
+    with torch.inference_mode():
+        mask = torch.ones(4, 8, dtype=torch.bool)  # as vLLM's add_request makes it
+
+    def remove_request(req_id):
+        mask[0].fill_(False)
+        runner.log.append(("remove_request", req_id))
+
+    with sk.scratch_kv(runner, 8, make_config, owned) as scratch:
+        runner.requests = {"last-wave-0": 1}
+        runner.input_batch.remove_request = remove_request
+    assert scratch.forced == ["request last-wave-0"]
+    assert not mask[0].any()
+
+
 def test_what_vllms_release_forgets_on_the_runner_is_put_back_and_named():
     runner = Runner(cleanup_forgets="attn_groups")
     with sk.scratch_kv(runner, 8, make_config, owned) as scratch:

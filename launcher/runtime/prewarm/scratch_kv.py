@@ -98,17 +98,34 @@ def _dispatchers(runner: Any) -> list[Any]:
     return out
 
 
+def _inference_mode() -> contextlib.AbstractContextManager[Any]:
+    """torch's inference mode, as vLLM's ``execute_model`` runs (nothing without torch)."""
+    try:
+        import torch
+    except ImportError:  # the unit tier's stand-ins
+        return contextlib.nullcontext()
+    return torch.inference_mode()
+
+
 def _drop_requests(runner: Any) -> list[str]:
-    """Remove requests a failed step left in the runner's batch; what was removed."""
+    """Remove the requests still in the runner's batch; what was removed.
+
+    The last wave's finished requests are among them: the scheduler tells the runner of a
+    finished request in its next step's output, and the stage takes no step after its last.
+    vLLM removes requests inside ``execute_model``, under inference mode; its batch's buffers
+    made there (the ``allowed_token_ids`` mask) refuse an in-place write outside it (the
+    H100 stopped the boot so, 2026-12-06, when the last wave served ``allowed_token_ids``).
+    """
     requests = getattr(runner, "requests", None) or {}
     batch = getattr(runner, "input_batch", None)
     left = list(requests)
-    for req_id in left:
-        if batch is not None and hasattr(batch, "remove_request"):
-            batch.remove_request(req_id)
-        requests.pop(req_id, None)
-    if left and batch is not None and hasattr(batch, "condense"):
-        batch.condense()
+    with _inference_mode():
+        for req_id in left:
+            if batch is not None and hasattr(batch, "remove_request"):
+                batch.remove_request(req_id)
+            requests.pop(req_id, None)
+        if left and batch is not None and hasattr(batch, "condense"):
+            batch.condense()
     if hasattr(runner, "_draft_token_ids"):
         runner._draft_token_ids = None
     # A removed request leaves its row of block ids behind; vLLM's own dummy batches (its
