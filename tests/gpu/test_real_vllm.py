@@ -172,6 +172,18 @@ class Served:
             assert rec["prewarm_measurement"] is not None, rank
             assert rec["prewarm"], rank
 
+    def test_no_entry_point_of_the_stage_failed(self, booted):
+        """A failed entry point leaves what it would have served to compile after sizing (the
+        H100's GLM stage failed a wave and the boot went on, 2026-12-06)."""
+        failed = [
+            f"rank {rank}: {p['provider']}: {e['name']}: {e['detail']}"
+            for rank, rec in booted.records.items()
+            for p in rec["prewarm"]
+            for e in p.get("entry_points", ())
+            if e.get("status") == "failed"
+        ]
+        assert failed == [], _why(booted)
+
     def test_every_late_compile_counter_was_armed_from_the_stages_end(self, booted):
         """A count from a counter that was off is not a 0: each record says which ran, and
         over which windows (vLLM's monitor from serving on)."""

@@ -123,6 +123,14 @@ release fails on them until each is in ``DRAW`` or ``NOT_SENT`` with a reason re
 
 SPEC_REFUSES = ("min_p", "logit_bias")
 """What vLLM 0.26-0.33 refuse with speculative decoding (``SamplingParams``)."""
+SPEC_FAULTS = {
+    "logprob_token_ids": "vLLM 0.26 under MTP fails it in vLLM itself (H100, 2026-12-06): a "
+    "batch of such rows beside logprobs=N rows stops the engine's step (a shape mismatch in "
+    "its sampler), and a request of them was answered HTTP 500 (an IndexError building the "
+    "completion's logprobs)",
+}
+"""Fields vLLM accepts with speculative decoding and then fails on: not drawn there, each with
+what was seen (the stage serves them last, in waves of their own)."""
 NO_STREAM = ("prompt_logprobs", "echo")
 """What vLLM's completions protocol refuses with ``stream: true``."""
 EXCLUSIVE = (("response_format", "structured_outputs"),)
@@ -149,7 +157,8 @@ def generate(shape: Shape, seed: int, count: int, sent: list[str]) -> list[Reque
     model takes, the second prompt logprobs over two full prefill chunks."""
     rng = random.Random(seed)
     prefixes = [_ids(rng, shape, rng.choice((64, 512, 1500))) for _ in range(3)]
-    allowed = [f for f in sent if f in DRAW and not (shape.spec_tokens and f in SPEC_REFUSES)]
+    spec_out = (*SPEC_REFUSES, *SPEC_FAULTS) if shape.spec_tokens else ()
+    allowed = [f for f in sent if f in DRAW and f not in spec_out]
     out: list[Request] = []
     longest = shape.max_model_len - shape.out_tokens
     out.append(Request(_body(_ids(rng, shape, longest), shape, {}), f"longest {longest}"))
@@ -197,6 +206,12 @@ def _obey(extra: dict[str, Any]) -> None:
         extra.pop("ignore_eos", None)
         extra.pop("min_tokens", None)
         extra.pop("allowed_token_ids", None)
+    if "logprob_token_ids" in extra:  # the protocol: "logprobs must be set" beside them
+        extra.setdefault("logprobs", len(extra["logprob_token_ids"]))
+    if "response_format" in extra or "structured_outputs" in extra:
+        # n > 1 under a grammar: vLLM 0.26 under MTP rejected the children's first token and
+        # answered HTTP 500 (H100, 2026-12-06)
+        extra.pop("n", None)
     if "allowed_token_ids" in extra and "bad_words" in extra:
         extra.pop("bad_words")  # every allowed id may be banned: vLLM then has no token left
 

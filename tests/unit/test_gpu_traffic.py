@@ -55,3 +55,22 @@ def test_the_installed_vllms_request_fields_are_each_placed_or_known_to_be_unrev
     fields = traffic.protocol_fields()
     assert traffic.unplaced(fields) == sorted(set(traffic.NEWER) & set(fields))
     assert not set(traffic.DRAW) & set(traffic.NOT_SENT)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_request_obeys_the_protocols_rules_between_fields(seed):
+    """What vLLM's completions protocol refuses together is never sent (a 400 is the
+    generator's fault, not the deployment's)."""
+    no_spec = traffic.Shape(20480, 8, 2048, 4000, spec_tokens=0)
+    for r in traffic.generate(no_spec, seed, 60, sorted(traffic.DRAW)):
+        body = r.body
+        if body.get("logprob_token_ids"):
+            assert body.get("logprobs") is not None, r.label
+        if "response_format" in body or "structured_outputs" in body:
+            assert "n" not in body, r.label
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_what_vllm_fails_under_speculation_is_not_drawn_there(seed):
+    for r in traffic.generate(SHAPE, seed, 60, sorted(traffic.DRAW)):
+        assert not set(traffic.SPEC_FAULTS) & set(r.body), r.label

@@ -236,3 +236,59 @@ def test_a_wave_names_its_slowest_steps_and_none_when_every_step_is_quick():
         ", slowest: step 1 3.2s, step 3 1.0s, step 4 0.7s"
     )
     assert sb._slow_steps([0.1, 0.2]) == ""
+
+
+def test_logprob_token_ids_rows_run_in_waves_of_their_own_after_the_structured_rows():
+    """vLLM 0.26 under MTP failed a batch of them beside logprobs=N rows (H100, 2026-12-06):
+    apart, and last, so a failure there leaves no other feature unserved."""
+    waves = sb.feature_waves(TIER)
+    with_ids = [i for i, w in enumerate(waves) if "logprob_token_ids" in w.name]
+    structured = [i for i, w in enumerate(waves) if "structured" in w.name]
+    assert with_ids and min(with_ids) > max(structured)
+    for i in with_ids:
+        assert all(a.feature.startswith("logprob_token_ids") for a in waves[i].arrivals)
+    assert not any("logprob_token_ids" in w.name for w in waves[: min(with_ids)])
+
+
+class _FailingLoop:
+    """Stands in for vLLM's scheduler loop: the wave named ``bad`` fails its step."""
+
+    def __init__(self, worker, config):
+        self.steps, self.tokens, self.served, self.abandoned = 0, 0, [], 0
+
+    def run(self, wave, n, vocab, max_steps):
+        if wave.name == "bad":
+            raise RuntimeError("shape mismatch")
+        self.served.append(wave.name)
+        return [0.1]
+
+    def abandon(self):
+        self.abandoned += 1
+
+
+def _serve_with(monkeypatch, loop_cls, names):
+    loops = []
+    monkeypatch.setattr(sb, "_Loop", lambda w, c: loops.append(loop_cls(w, c)) or loops[-1])
+    monkeypatch.setattr(sb, "shape_of", lambda w: TIER)
+    logged: list[str] = []
+    plan = [sb.Wave(n, (sb.Arrival(0, 3, 2),)) for n in names]
+    return loops, logged, lambda: sb.serve(object(), object(), plan, logged.append)
+
+
+def test_a_failed_wave_is_abandoned_and_the_waves_after_it_still_run(monkeypatch):
+    loops, logged, serve = _serve_with(monkeypatch, _FailingLoop, ["a", "bad", "c"])
+    with pytest.raises(RuntimeError, match=r"1 of 3 waves failed: wave 1 \(bad\)"):
+        serve()
+    assert loops[0].served == ["a", "c"] and loops[0].abandoned == 1
+    assert any("wave 1 FAILED" in line for line in logged)
+
+
+def test_a_wave_vllm_cannot_take_back_stops_the_stage_with_its_own_error(monkeypatch):
+    class Stuck(_FailingLoop):
+        def abandon(self):
+            raise RuntimeError("State error")
+
+    loops, _, serve = _serve_with(monkeypatch, Stuck, ["a", "bad", "c"])
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        serve()
+    assert loops[0].served == ["a"]

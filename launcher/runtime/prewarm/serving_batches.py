@@ -169,13 +169,11 @@ def feature_waves(s: Shape) -> list[Wave]:
             name += f", then {rows - 1} beside one {other} row"
         out.append(Wave(name, singles + batch + mixed, sampler_kernel=True))
     side = [f for f in feats if f.sampler_flags is None and not f.structured]
-    for start in range(0, len(side), seqs):  # every feature, max_num_seqs rows a wave
-        group = side[start : start + seqs]
-        mixed = tuple(
-            Arrival(0, 24 + i, 2 + 2 * width, feature=group[i % len(group)].name)
-            for i in range(seqs)
-        )
-        out.append(Wave(f"{', '.join(f.name for f in group)} side by side in {seqs} rows", mixed))
+    # Rows naming logprob_token_ids go in waves of their own, after the structured rows:
+    # vLLM 0.26 under MTP failed a batch of them beside logprobs=N rows (a shape mismatch in
+    # its sampler, H100 2026-12-06), and a wave that fails must leave no feature unserved.
+    ids = [f for f in side if "logprob_token_ids" in f.body]
+    out += _side_waves([f for f in side if f not in ids], seqs, width)
     structured = [f.name for f in feats if f.structured]
     if structured:
         only = tuple(
@@ -186,6 +184,19 @@ def feature_waves(s: Shape) -> list[Wave]:
         if seqs >= 2:
             beside = (Arrival(0, 30, 2 + width, feature=structured[0]), Arrival(0, 31, 2 + width))
             out.append(Wave("a structured row beside an unstructured one", beside))
+    return out + _side_waves(ids, seqs, width)
+
+
+def _side_waves(side: list[Any], seqs: int, width: int) -> list[Wave]:
+    """Every feature of ``side`` beside the others, max_num_seqs rows a wave."""
+    out = []
+    for start in range(0, len(side), seqs):
+        group = side[start : start + seqs]
+        mixed = tuple(
+            Arrival(0, 24 + i, 2 + 2 * width, feature=group[i % len(group)].name)
+            for i in range(seqs)
+        )
+        out.append(Wave(f"{', '.join(f.name for f in group)} side by side in {seqs} rows", mixed))
     return out
 
 
@@ -484,6 +495,17 @@ class _Loop:
             if drafts is not None:
                 self.scheduler.update_draft_token_ids(drafts)
 
+    def abandon(self) -> None:
+        """After a failed step: end every request, as ``EngineCore`` aborts them, and take one
+        step of no tokens, which hands their ends to the runner (it drops them)."""
+        from vllm.v1.request import RequestStatus
+
+        self.queue.clear()
+        self.scheduler.finish_requests(None, RequestStatus.FINISHED_ABORTED)
+        self.structured.clear()
+        so = self.scheduler.schedule()
+        self.worker.execute_model(so)
+
     def run(self, wave: Wave, n: int, vocab: int, max_steps: int) -> list[float]:
         """Serve wave ``n``; every rank builds the same ids (no salted hash), so
         tensor-parallel ranks schedule the same steps. Returns each step's seconds."""
@@ -516,11 +538,26 @@ def serve(
     each (the early key enumeration); a one-line account."""
     loop = _Loop(worker, kv_cache_config)
     vocab = shape_of(worker).vocab
+    failed: list[str] = []
     for n, wave in enumerate(plan):
         t0, steps = time.perf_counter(), loop.steps
         thread_samples.mark(f"wave {n}")
         phases.part("waves", n, len(plan))
-        steps_took = loop.run(wave, n, vocab, max_steps=4096)
+        try:
+            steps_took = loop.run(wave, n, vocab, max_steps=4096)
+        except Exception as exc:
+            # The waves after it still run (their kernels would otherwise compile after
+            # sizing); where vLLM cannot take its requests back, the stage stops here.
+            try:
+                loop.abandon()
+            except Exception:
+                raise exc from None
+            failed.append(f"wave {n} ({wave.name}): {type(exc).__name__}: {exc}")
+            log(
+                f"scratch KV: wave {n} FAILED and was abandoned, the waves after it go on: "
+                f"{failed[-1]}"
+            )
+            continue
         took = time.perf_counter() - t0  # per wave: where boot 1's minutes go (issue 39's 1.2x)
         log(
             f"scratch KV: served wave {n} in {took:.1f}s, {loop.steps - steps} steps"
@@ -528,6 +565,8 @@ def serve(
         )
         if after_wave is not None:
             after_wave()
+    if failed:  # the entry point's status: failed, naming each wave, after every wave ran
+        raise RuntimeError(f"{len(failed)} of {len(plan)} waves failed: " + "; ".join(failed))
     return f"{len(plan)} waves, {loop.steps} scheduler steps, {loop.tokens:,} tokens"
 
 
