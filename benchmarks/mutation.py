@@ -78,6 +78,7 @@ GROUPS = {
             "tests/unit/test_key_enumeration.py",
             "tests/unit/test_key_dependence.py",
             "tests/unit/test_sampler_keys.py",
+            "tests/unit/test_key_rules.py",
         ),
         functions=(
             "Ranges.of",
@@ -90,6 +91,22 @@ GROUPS = {
             "int_classes",
             "class_of",
             "reach",
+        ),
+    ),
+    "owned": Group(
+        files=(
+            "launcher/owned/paths.py",
+            "launcher/owned/write.py",
+            "launcher/owned/remove.py",
+            "launcher/owned/read.py",
+        ),
+        tests=(
+            "tests/unit/test_owned.py",
+            "tests/unit/test_owned_trust.py",
+            "tests/unit/test_artifact_restore.py",
+            "tests/unit/test_artifact_bake.py",
+            "tests/unit/test_calibration_store_trust.py",
+            "tests/unit/test_emit_writes.py",
         ),
     ),
 }

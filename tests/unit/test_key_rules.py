@@ -1,0 +1,70 @@
+"""The key enumeration's class rules on their own (``launcher.runtime.prewarm.keys``): Triton's
+int classes of a range, a pointer's alignment class, and the ranges the per-step counts reach.
+
+Pure: no Triton, torch or vLLM, so they run in every tier. Each pins a rule that the mutation
+run (``benchmarks/mutation.py --group keys``) found no other test checking."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.runtime.prewarm import keys as K
+
+RANGES = K.Ranges(max_num_seqs=8, max_tokens=2048, spec_tokens=2)
+
+
+def _classes_by_hand(lo: int, hi: int) -> tuple[str, ...]:
+    """Every int in lo..hi classed one by one, as Triton classes a launch's plain int."""
+    seen = {
+        K.ONE if v == 1 else K.MULTIPLE_OF_16 if v % 16 == 0 else K.OTHER for v in range(lo, hi + 1)
+    }
+    return tuple(c for c in K.INT_CLASSES if c in seen)
+
+
+def test_the_int_classes_of_a_range_are_those_of_its_members():
+    for lo in range(0, 50):
+        for hi in range(lo, 70):
+            assert K.int_classes(lo, hi) == _classes_by_hand(lo, hi), (lo, hi)
+
+
+def test_a_range_with_no_member_has_no_class():
+    assert K.int_classes(5, 4) == ()
+
+
+def test_a_pointers_class_is_aligned_for_triton_d_and_unaligned_otherwise():
+    p = K.Param("x")
+    assert K.class_of(("*bf16", "D"), p) == ("pointer", K.ALIGNED)
+    assert K.class_of(("*bf16", ""), p) == ("pointer", K.UNALIGNED)
+
+
+@pytest.mark.parametrize(
+    ("max_logprobs", "blocks"),
+    [(3, (1, 2, 4)), (4, (1, 2, 4, 8)), (7, (1, 2, 4, 8)), (8, (1, 2, 4, 8, 16))],
+)
+def test_the_logprob_block_covers_the_sampled_token_and_every_logprob_count(max_logprobs, blocks):
+    """1 + 0..max_logprobs: at max_logprobs 4 the full count (5) needs the block of 8."""
+    rule = K.CONSTEXPR_RULES[("_topk_log_softmax_kernel", "TOPK_BLOCK_SIZE")]
+    r = K.Ranges(max_num_seqs=8, max_tokens=2048, max_logprobs=max_logprobs)
+    assert rule(r)[0] == blocks
+
+
+def test_the_logprob_kernels_topk_reaches_one_up_to_the_sampled_token_and_every_logprob():
+    """topk is 1..1 + max_logprobs: at 14 logprobs it reaches 15, never a multiple of 16."""
+    kernel = "vllm.v1.worker.gpu.sample.logprob._topk_log_softmax_kernel"
+    for max_logprobs, classes in ((14, (K.ONE, K.OTHER)), (15, (K.ONE, K.MULTIPLE_OF_16, K.OTHER))):
+        r = K.Ranges(max_num_seqs=8, max_tokens=2048, max_logprobs=max_logprobs)
+        got = K.reach(K.Param("topk"), "int", {K.ONE}, r, kernel=kernel)
+        assert got.classes == classes and got.derived, max_logprobs
+
+
+def test_the_sampled_width_reaches_one_when_every_draft_is_cut():
+    got = K.reach(K.Param("num_sampled_tokens_per_req"), "int", {K.OTHER}, RANGES)
+    assert got.classes == (K.ONE, K.OTHER)  # 1..3
+
+
+def test_a_routed_token_count_reaches_every_class_of_tokens_times_top_k_but_one():
+    """tokens x top-k starts at top-k (> 1): never the 1 class, both others."""
+    r = K.Ranges(max_num_seqs=8, max_tokens=2048, top_k=8)
+    for name in ("num_valid_tokens", "EM"):
+        got = K.reach(K.Param(name), "int", {K.OTHER}, r)
+        assert got.classes == (K.MULTIPLE_OF_16, K.OTHER), name
