@@ -190,15 +190,18 @@ def test_json_is_written_two_space_indented_in_the_callers_key_order_with_a_fina
 
 
 class _Watching(io.BytesIO):
-    """A source that records the mode of the copy's file each time it is read from."""
+    """A source that records the mode of the copy's file each time it is read from, and how
+    many bytes were taken from it."""
 
     def __init__(self, data: bytes, dest):
         super().__init__(data)
-        self.dest, self.modes = dest, set()
+        self.dest, self.modes, self.taken = dest, set(), 0
 
     def read(self, size=-1):
         self.modes.add(self.dest.stat().st_mode & 0o7777)
-        return super().read(size)
+        data = super().read(size)
+        self.taken += len(data)
+        return data
 
 
 def test_a_copy_is_private_while_it_is_written_then_0644_or_the_mode_asked(tmp_path):
@@ -209,3 +212,42 @@ def test_a_copy_is_private_while_it_is_written_then_0644_or_the_mode_asked(tmp_p
         write.copy_limited(src, dest, 100, *(() if mode is None else (mode,)))
         assert src.modes == {0o600}, mode
         assert dest.stat().st_mode & 0o7777 == want, mode
+
+
+def test_only_real_scratch_directories_of_the_prefix_are_swept_and_counted(tmp_path):
+    root, outside = _layout(tmp_path)
+    (root / ".stage-1").mkdir()
+    (root / ".stage-2" / "half").mkdir(parents=True)
+    (root / ".stage-link").symlink_to(outside)
+    (root / ".stage-file").write_bytes(b"f")
+    assert write.remove_stale_scratch(root, ".stage-") == 2
+    assert sorted(p.name for p in root.glob(".stage-*")) == [".stage-file", ".stage-link"]
+    assert (outside / "secret").read_bytes() == b"s"
+    assert write.remove_stale_scratch(root, ".stage-") == 0
+
+
+def test_a_hash_with_a_limit_takes_a_file_of_exactly_that_size_and_refuses_one_more(tmp_path):
+    (tmp_path / "f").write_bytes(b"x" * 10)
+    assert remove.sha256_of(tmp_path / "f", 10) == (hashlib.sha256(b"x" * 10).hexdigest(), 10)
+    with pytest.raises(TooLarge):
+        remove.sha256_of(tmp_path / "f", 9)
+
+
+def test_discard_says_whether_it_removed_a_file_or_a_link_and_leaves_a_directory(tmp_path):
+    root, outside = _layout(tmp_path)
+    assert remove.discard(root, "file") and not (root / "file").exists()
+    assert remove.discard(root, "link") and not os.path.lexists(root / "link")
+    assert (outside / "secret").read_bytes() == b"s"
+    assert not remove.discard(root, "a") and (root / "a" / "b").is_dir()
+    assert not remove.discard(root, "missing")
+    with pytest.raises(Refused):
+        remove.discard(root, "a/b")
+
+
+def test_the_reader_reads_no_more_than_one_byte_past_its_limit(tmp_path, monkeypatch):
+    """A file growing without end (a device, a log being written) costs limit + 1 bytes."""
+    big = _Watching(bytes(1000), tmp_path)
+    monkeypatch.setattr(read, "open_regular", lambda path, why="": big)
+    with pytest.raises(TooLarge):
+        read.read_bytes(tmp_path / "any", 100, "t")
+    assert big.taken == 101
