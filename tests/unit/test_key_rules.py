@@ -37,6 +37,18 @@ def test_a_pointers_class_is_aligned_for_triton_d_and_unaligned_otherwise():
     assert K.class_of(("*bf16", ""), p) == ("pointer", K.UNALIGNED)
 
 
+def test_an_ints_class_is_one_for_a_1_a_multiple_of_16_for_triton_d_and_other_otherwise():
+    """Triton passes a plain 1 as a constexpr, a declared int type's 1 with its type."""
+    p = K.Param("n")
+    assert K.class_of(("constexpr", 1), p) == ("int", K.ONE)
+    assert K.class_of(("constexpr", 32), p) is None  # a constexpr the launch fixed
+    assert K.class_of(("constexpr", None), p) is None
+    assert K.class_of(("constexpr", 1), K.Param("n", do_not_specialize=True)) is None
+    assert K.class_of(("i32", 1), p) == ("int", K.ONE)
+    assert K.class_of(("i32", "D"), p) == ("int", K.MULTIPLE_OF_16)
+    assert K.class_of(("i64", ""), p) == ("int", K.OTHER)
+
+
 @pytest.mark.parametrize(
     ("max_logprobs", "blocks"),
     [(3, (1, 2, 4)), (4, (1, 2, 4, 8)), (7, (1, 2, 4, 8)), (8, (1, 2, 4, 8, 16))],
@@ -68,3 +80,16 @@ def test_a_routed_token_count_reaches_every_class_of_tokens_times_top_k_but_one(
     for name in ("num_valid_tokens", "EM"):
         got = K.reach(K.Param(name), "int", {K.OTHER}, r)
         assert got.classes == (K.MULTIPLE_OF_16, K.OTHER), name
+
+
+def test_with_one_expert_a_token_a_routed_count_is_a_token_count_and_reaches_one():
+    r = K.Ranges(max_num_seqs=8, max_tokens=2048, top_k=1)
+    got = K.reach(K.Param("num_valid_tokens"), "int", {K.OTHER}, r)
+    assert got.classes == (K.ONE, K.MULTIPLE_OF_16, K.OTHER)
+
+
+def test_an_unnamed_int_seen_in_two_classes_varies_over_every_token_count():
+    got = K.reach(K.Param("x_size"), "int", {K.MULTIPLE_OF_16, K.OTHER}, RANGES)
+    assert got.classes == (K.ONE, K.MULTIPLE_OF_16, K.OTHER) and not got.derived
+    fixed = K.reach(K.Param("x_size"), "int", {K.OTHER}, RANGES)
+    assert fixed.classes == (K.OTHER,) and "fixed" in fixed.basis
