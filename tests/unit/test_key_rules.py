@@ -69,9 +69,17 @@ def test_the_logprob_kernels_topk_reaches_one_up_to_the_sampled_token_and_every_
         assert got.classes == classes and got.derived, max_logprobs
 
 
-def test_the_sampled_width_reaches_one_when_every_draft_is_cut():
-    got = K.reach(K.Param("num_sampled_tokens_per_req"), "int", {K.OTHER}, RANGES)
-    assert got.classes == (K.ONE, K.OTHER)  # 1..3
+@pytest.mark.parametrize(
+    ("spec_tokens", "classes"),
+    [(2, (K.ONE, K.OTHER)), (14, (K.ONE, K.OTHER)), (15, (K.ONE, K.MULTIPLE_OF_16, K.OTHER))],
+)
+def test_the_sampled_width_reaches_one_when_every_draft_is_cut_up_to_one_plus_the_drafts(
+    spec_tokens, classes
+):
+    """1..1 + spec_tokens: at 14 drafts the width reaches 15, never 16."""
+    r = K.Ranges(max_num_seqs=8, max_tokens=2048, spec_tokens=spec_tokens)
+    got = K.reach(K.Param("num_sampled_tokens_per_req"), "int", {K.OTHER}, r)
+    assert got.classes == classes
 
 
 def test_a_routed_token_count_reaches_every_class_of_tokens_times_top_k_but_one():
