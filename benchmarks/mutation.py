@@ -16,13 +16,14 @@ Every mutant of the group's modules is enumerated in source order and numbered; 
 draws N of them with ``random.Random(seed)``, so a seed and a sample size name the same
 mutants on every machine (``--only`` reruns some by number; ``--list`` prints them unrun).
 The seed, the kill rate and every survivor are printed; ``benchmarks/mutation-survivors.md``
-gives each survivor in the planner's arithmetic a test or the reason none can kill it.
+gives each survivor a test or the reason none can kill it.
 
 Groups: ``planner`` (the planner's arithmetic: launcher/plan/planner.py, kv.py, weights.py,
-estimates.py, ranks.py, against the plan's unit tests) and ``keys`` (the key enumeration's
-range rules in launcher/runtime/prewarm/keys.py, against its unit tests; they need torch and
-Triton, so run it with the full test venv). The owned-files boundary is not in this tree yet:
-its group is added with it.
+estimates.py, ranks.py, against the plan's unit tests), ``keys`` (the key enumeration's range
+rules in launcher/runtime/prewarm/keys.py, against its unit tests; they need torch and Triton,
+so run it with the full test venv) and ``owned`` (the owned-files boundary, launcher/owned/,
+against its own tests and its callers' trust tests; the hostile-input corpus is left out: its
+2,000-odd cases, each a forked CLI process, have no smaller seeded subset to run per mutant).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ GROUPS = {
             "tests/unit/test_key_enumeration.py",
             "tests/unit/test_key_dependence.py",
             "tests/unit/test_sampler_keys.py",
+            "tests/unit/test_key_rules.py",
         ),
         functions=(
             "Ranges.of",
@@ -90,6 +92,22 @@ GROUPS = {
             "int_classes",
             "class_of",
             "reach",
+        ),
+    ),
+    "owned": Group(
+        files=(
+            "launcher/owned/paths.py",
+            "launcher/owned/write.py",
+            "launcher/owned/remove.py",
+            "launcher/owned/read.py",
+        ),
+        tests=(
+            "tests/unit/test_owned.py",
+            "tests/unit/test_owned_trust.py",
+            "tests/unit/test_artifact_restore.py",
+            "tests/unit/test_artifact_bake.py",
+            "tests/unit/test_calibration_store_trust.py",
+            "tests/unit/test_emit_writes.py",
         ),
     ),
 }
@@ -347,7 +365,7 @@ def main() -> None:
     survivors = [r for r in results if r["outcome"] in ("passed", "no tests")]
     killed = len(results) - len(survivors)
     rate = killed / len(results) if results else 0.0
-    print(f"seed {args.seed}: killed {killed} of {len(results)} ({rate:.1%})")
+    print(f"group {args.group}, seed {args.seed}: killed {killed} of {len(results)} ({rate:.1%})")
     for kind in ("failed", "timeout"):
         if count := sum(r["outcome"] == kind for r in results):
             print(f"  {kind}: {count}")

@@ -149,3 +149,105 @@ def test_a_marked_tree_is_removed_and_an_unmarked_one_or_a_link_is_not(tmp_path)
         remove.remove_marked_tree(tmp_path, "ln", ".m")
     remove.remove_marked_tree(tmp_path, "mine", ".m")
     assert not (tmp_path / "mine").exists() and (tmp_path / "theirs").exists()
+
+
+def test_a_path_below_a_file_is_refused_naming_the_file_in_its_way(tmp_path):
+    root, _ = _layout(tmp_path)
+    with pytest.raises(Refused, match=r"/file: not a directory, yet file/x lies below it"):
+        paths.inside(root, "file/x")
+
+
+def test_a_replace_over_a_link_or_a_directory_is_refused_and_both_are_kept(tmp_path):
+    root, outside = _layout(tmp_path)
+    (root / "planted").symlink_to(outside / "secret")
+    (root / "new").write_bytes(b"n")
+    for dest in (root / "planted", root / "a"):
+        with pytest.raises(Refused, match="not a plain file"):
+            write.replace_file(root / "new", dest)
+    assert (root / "planted").is_symlink() and (outside / "secret").read_bytes() == b"s"
+    assert (root / "a" / "b").is_dir() and (root / "new").read_bytes() == b"n"
+    write.replace_file(root / "new", root / "file")
+    assert (root / "file").read_bytes() == b"n" and not (root / "new").exists()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_a_written_file_is_readable_as_the_umask_allows_and_never_executable(tmp_path, umask, mode):
+    """mkstemp makes 0600; the writer widens it to 0666 less the umask, as open() would."""
+    old = os.umask(umask)
+    try:
+        path = write.write_text(tmp_path / "plan.json", "{}")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o7777 == mode
+
+
+def test_json_is_written_two_space_indented_in_the_callers_key_order_with_a_final_newline(
+    tmp_path,
+):
+    """Records, run files and manifests are read and diffed by people."""
+    path = write.write_json(tmp_path / "r.json", {"z": 1, "a": [1, 2]})
+    assert path.read_text() == '{\n  "z": 1,\n  "a": [\n    1,\n    2\n  ]\n}\n'
+
+
+class _Watching(io.BytesIO):
+    """A source that records the mode of the copy's file each time it is read from, and how
+    many bytes were taken from it."""
+
+    def __init__(self, data: bytes, dest):
+        super().__init__(data)
+        self.dest, self.modes, self.taken = dest, set(), 0
+
+    def read(self, size=-1):
+        self.modes.add(self.dest.stat().st_mode & 0o7777)
+        data = super().read(size)
+        self.taken += len(data)
+        return data
+
+
+def test_a_copy_is_private_while_it_is_written_then_0644_or_the_mode_asked(tmp_path):
+    """Another user never reads a half-copied file; a whole one gets its mode at the end."""
+    for mode, want in ((None, 0o644), (0o600, 0o600), (0o755, 0o755)):
+        dest = tmp_path / f"out-{want:o}"
+        src = _Watching(b"x" * 100, dest)
+        write.copy_limited(src, dest, 100, *(() if mode is None else (mode,)))
+        assert src.modes == {0o600}, mode
+        assert dest.stat().st_mode & 0o7777 == want, mode
+
+
+def test_only_real_scratch_directories_of_the_prefix_are_swept_and_counted(tmp_path):
+    root, outside = _layout(tmp_path)
+    (root / ".stage-1").mkdir()
+    (root / ".stage-2" / "half").mkdir(parents=True)
+    (root / ".stage-link").symlink_to(outside)
+    (root / ".stage-file").write_bytes(b"f")
+    assert write.remove_stale_scratch(root, ".stage-") == 2
+    assert sorted(p.name for p in root.glob(".stage-*")) == [".stage-file", ".stage-link"]
+    assert (outside / "secret").read_bytes() == b"s"
+    assert write.remove_stale_scratch(root, ".stage-") == 0
+
+
+def test_a_hash_with_a_limit_takes_a_file_of_exactly_that_size_and_refuses_one_more(tmp_path):
+    (tmp_path / "f").write_bytes(b"x" * 10)
+    assert remove.sha256_of(tmp_path / "f", 10) == (hashlib.sha256(b"x" * 10).hexdigest(), 10)
+    with pytest.raises(TooLarge):
+        remove.sha256_of(tmp_path / "f", 9)
+
+
+def test_discard_says_whether_it_removed_a_file_or_a_link_and_leaves_a_directory(tmp_path):
+    root, outside = _layout(tmp_path)
+    assert remove.discard(root, "file") and not (root / "file").exists()
+    assert remove.discard(root, "link") and not os.path.lexists(root / "link")
+    assert (outside / "secret").read_bytes() == b"s"
+    assert not remove.discard(root, "a") and (root / "a" / "b").is_dir()
+    assert not remove.discard(root, "missing")
+    with pytest.raises(Refused):
+        remove.discard(root, "a/b")
+
+
+def test_the_reader_reads_no_more_than_one_byte_past_its_limit(tmp_path, monkeypatch):
+    """A file growing without end (a device, a log being written) costs limit + 1 bytes."""
+    big = _Watching(bytes(1000), tmp_path)
+    monkeypatch.setattr(read, "open_regular", lambda path, why="": big)
+    with pytest.raises(TooLarge):
+        read.read_bytes(tmp_path / "any", 100, "t")
+    assert big.taken == 101
