@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from launcher import buildid, entrypoint
-from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.contract.caches import CACHE_DIRS
 from launcher.owned import write as owned_write  # where the writable probe is made
 from launcher.profile import can_serve
 from launcher.profile.can_serve import Registry
