@@ -121,14 +121,14 @@ def read_model(
     try:
         data = bounded.parse_json(raw)
     except ValueError:
-        raise ContractError(path, f"malformed: not JSON (a {what})") from None
+        raise ContractError(path, f"malformed: not JSON (the {what})") from None
     if not isinstance(data, dict):
         raise ContractError(path, f"not a b12x-launch {what} (not a JSON object)")
     if version is not None and data.get("schema", version.default) != version.default:
         theirs = data.get("schema")
         raise ContractError(
             path,
-            f"a {what} of another layout ({theirs!r}; this b12x-launch reads "
+            f"another layout of {what} ({theirs!r}; this b12x-launch reads "
             f"{version.default!r}){': ' + fix if fix else ''}",
         )
     raise located(path, what, invalid)

@@ -38,7 +38,9 @@ ROOM_OF_TOP_MODULE = {
     "secrets": "base",
     "terminal": "base",  # what reaches a terminal: control sequences made visible
     "switches": "base",  # on/off switches read from the environment
-    "buildid": "base",  # the image build id every compile cache and artifact is keyed by
+    # the image build id every compile cache and artifact is keyed by; its file's type is
+    # the contract's (``contract.build``), loaded when the file is read
+    "buildid": "contract",
     "bounded": "base",  # reading input files: regular files of a bounded size
     "owned": "base",  # the owned-files boundary: every write, replace, delete; bounded reads
     "installed": "base",  # where an installed package lies, found without importing it

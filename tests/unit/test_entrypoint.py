@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from launcher import buildid, entrypoint
+from launcher.contract import vllm_registry
 from launcher.contract.caches import CACHE_DIRS
 from launcher.owned import write as owned_write  # where the writable probe is made
 from launcher.profile import can_serve
@@ -500,7 +501,7 @@ def test_the_registry_recorded_at_image_build_is_read_without_importing(tmp_path
     assert can_serve.read_registry(env=env) == Registry(None, None, f"vLLM 9.9 at {tmp_path}/vllm")
     versions = buildid.build_info({})["versions"]
     written = {
-        "schema": can_serve.REGISTRY_SCHEMA,
+        "schema": vllm_registry.SCHEMA,
         "versions": versions,
         "attention_backends": ["B12X_MLA_SPARSE", "FLASH_ATTN"],
         "quantizations": ["exl3", "fp8"],

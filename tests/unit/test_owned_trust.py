@@ -431,7 +431,7 @@ def test_the_stores_verdicts_file_is_read_bounded_and_written_through_no_link(tm
     (folder / verdicts.FILE).write_text(json.dumps({"keys": ["k" * 64] * 40000}))
     assert verdicts._keys(folder) == []  # past its bound
     root, elsewhere = _linked_store(tmp_path / "linked")
-    verdicts.remember(root / "calibration" / FP, "key")
+    verdicts.remember(root / "calibration" / FP, "0" * 64)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["qualified.json"]
 
 
