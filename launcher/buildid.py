@@ -5,7 +5,9 @@ One directory of caches per build (``/cache/<build id>`` in the container, see
 (``launcher/artifact``). The id is the readable vLLM and b12x versions plus a hash of every
 keyed distribution's version, Python, the machine and an epoch the image build may bump.
 
-Standard library only: the container's entry point imports this on every start.
+Standard library only at import: the container's entry point imports this on every start.
+The build file's type (``launcher.contract.build``, pydantic) is loaded when one is read or
+written.
 """
 
 from __future__ import annotations
@@ -75,12 +77,13 @@ def build_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 def write_build_info(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> str:
     """Compute the build info and write it to ``path`` (run once, at image build time)."""
-    info = build_info(env)
-    from launcher.owned.write import write_text  # at image build time only
+    from launcher.contract.build import BuildInfo  # at image build time only
+    from launcher.owned.write import write_text
 
-    write_text(path, json.dumps(info, indent=2, sort_keys=True) + "\n")
-    print(f"build id {info['build_id']}: {json.dumps(info['versions'], sort_keys=True)}")
-    return info["build_id"]
+    info = BuildInfo.model_validate(build_info(env))
+    write_text(path, json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n")
+    print(f"build id {info.build_id}: {json.dumps(info.versions, sort_keys=True)}")
+    return info.build_id
 
 
 def _stderr(line: str) -> None:
@@ -100,14 +103,8 @@ def resolve_build(
         return _checked(override, BUILD_ID_ENV), {"build_id": override, "source": BUILD_ID_ENV}
     info_file = Path(env.get(BUILD_INFO_ENV) or DEFAULT_BUILD_INFO)
     if info_file.is_file():
-        try:
-            info = json.loads(info_file.read_text())
-            build_id = info["build_id"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise BuildIdError(
-                f"cannot read the build id from {info_file} ({exc}); rebuild the image or set "
-                f"{BUILD_ID_ENV}"
-            ) from None
+        info = _read_build_file(info_file)
+        build_id = info["build_id"]
         now = build_info({EPOCH_ENV: str(info.get("epoch") or "")})
         moved = _moved(info, now)
         if moved:  # an image built FROM this one that changed a package keeps its build.json
@@ -119,6 +116,22 @@ def resolve_build(
         return _checked(str(build_id), str(info_file)), info
     info = build_info(env)
     return info["build_id"], info
+
+
+def _read_build_file(path: Path) -> dict[str, Any]:
+    """The image's build file, typed (``launcher.contract.build``), as its JSON.
+
+    Raises:
+        BuildIdError: it is unreadable, damaged or of another layout (one line naming it).
+    """
+    from launcher.contract.base import ContractError, read_model
+    from launcher.contract.build import BUILD_INFO_MAX, FIX, BuildInfo
+
+    try:
+        info = read_model(path, BuildInfo, "build file", limit=BUILD_INFO_MAX, fix=FIX)
+    except ContractError as exc:
+        raise BuildIdError(f"cannot read the build id from {path} ({exc.reason}); {FIX}") from None
+    return info.to_json()
 
 
 def _moved(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

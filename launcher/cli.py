@@ -384,6 +384,9 @@ def prewarm(profile: str, overrides: tuple[str, ...], list_only: bool, device: i
         for line in pipeline.restored_artifacts(planned):
             click.echo(line)
     else:
+        from launcher.launch.start import ensure_cache_dirs
+
+        ensure_cache_dirs(planned.command.env)
         run_prewarm(planned, device, click.echo)
 
 

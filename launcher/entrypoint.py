@@ -135,7 +135,7 @@ def resolve_build(env: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
 
 def cache_subdirs() -> list[str]:
     """One directory per JIT cache, as the launcher points each cache variable."""
-    from launcher.launch.vllm_args import CACHE_DIRS
+    from launcher.contract.caches import CACHE_DIRS
 
     return sorted(set(CACHE_DIRS.values()))
 

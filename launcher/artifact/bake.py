@@ -3,7 +3,7 @@
 What goes in is what this deployment's boot left under its own ``runtime.cache_root`` (in the
 container ``/cache/<build id>``, which holds this image build's objects only):
 
-- the JIT caches the launcher points vLLM's workers at (``launch.vllm_args.CACHE_DIRS``):
+- the JIT caches the launcher points vLLM's workers at (``contract.caches.CACHE_DIRS``):
   Triton, Inductor, vLLM's root (its ``torch.compile``/AOT cache and DeepGEMM's, which vLLM
   keeps under it), CuTe DSL, b12x, FlashInfer, and the XDG cache the rest falls back to;
 - the calibration store's directory for this plan's fingerprint only
@@ -49,8 +49,8 @@ from launcher.artifact.manifest import (
 )
 from launcher.contract import census
 from launcher.contract.base import ContractError
+from launcher.contract.caches import CACHE_DIRS
 from launcher.contract.record import read_record
-from launcher.launch.vllm_args import CACHE_DIRS
 from launcher.owned import Refused
 from launcher.owned import paths as owned_paths
 from launcher.owned import remove as owned_remove

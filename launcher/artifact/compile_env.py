@@ -3,7 +3,7 @@ node, against the values the baked boot hashed.
 
 vLLM (0.26) hashes the value of every variable of its own into that key
 (``vllm.envs.compile_factors``) and writes them beside each compile, under ``env``
-(``factor_files`` reads them). The launch pins the one that followed the
+(``launcher.vllm.compile_cache.factor_files`` reads them). The launch pins the one that followed the
 cache root (``vllm_args.COMPILE_KEY_ENV``); ``VLLM_CONFIG_ROOT`` still follows the user's home,
 so a node started under another home than the baking node's compiles vLLM's graphs again
 (minutes), found only at ready by ``runtime.compile_key``. Said here before any weight loads,
@@ -15,16 +15,10 @@ reads the user's opt-out of usage statistics there.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from launcher.owned import read as owned_read
-
-TORCH_COMPILE = Path("vllm") / "torch_compile_cache"
-FACTORS = "cache_key_factors.json"
-FACTORS_MAX = 16 << 20
-"""A factor file larger than this is not vLLM's (it lists a config's factors)."""
-"""vLLM's file of the factors of its key, beside each compiled part."""
+from launcher.vllm.compile_cache import factor_files
 
 
 def config_root(env: Mapping[str, str]) -> str:
@@ -85,15 +79,3 @@ def differing(cache_root: Path, env: Mapping[str, str]) -> list[str]:
                 f"(profile key env) to load them"
             )
     return lines
-
-
-def factor_files(cache_root: Path) -> Iterator[tuple[Path, dict]]:
-    """vLLM's factor files under ``cache_root`` (one per compiled part), read; one that cannot
-    be read or is no JSON object is passed over."""
-    for path in sorted((cache_root / TORCH_COMPILE).glob(f"*/rank_*/*/{FACTORS}")):
-        try:
-            factors = owned_read.read_json(path, FACTORS_MAX, "vLLM factor file")
-        except (OSError, ValueError):
-            continue
-        if isinstance(factors, dict):
-            yield path, factors

@@ -14,24 +14,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from launcher.contract.artifact import ArtifactKeys, CacheSummary
-from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.contract.caches import CachePath
+from launcher.contract.store_layout import CALIBRATION
 
 FORMAT = "b12x-launch/cache-artifact"
 VERSION = 2
 """The artifact's layout. A reader refuses another version, naming it: bake again with this
 b12x-launch (an artifact is cheap to bake and dear to misread). 2: a tar stores the bytes of
 several paths once, the later paths as hard-link members (``launcher.artifact.archive``)."""
-
-CALIBRATION = "calibration"
-TOPS = (*sorted(set(CACHE_DIRS.values())), CALIBRATION)
-"""The first component of every path: one of the JIT cache directories the launcher points
-vLLM's workers at (``launcher.launch.vllm_args.CACHE_DIRS``) or the calibration store."""
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _FINGERPRINT = re.compile(r"^[0-9a-f]{12}$")
@@ -82,30 +77,13 @@ def differences(artifact: ArtifactKeys, here: ArtifactKeys) -> list[str]:
 class FileEntry(_Strict):
     """One file of the artifact."""
 
-    path: str
+    path: CachePath
     """Its path under ``runtime.cache_root`` (POSIX, relative; the first component one of
-    ``TOPS``)."""
+    ``launcher.contract.caches.TOPS``)."""
     size: int = Field(ge=0)
     sha256: str
     executable: bool = False
     """Whether it was executable (restored 0755, else 0644)."""
-
-    @field_validator("path")
-    @classmethod
-    def _relative_inside(cls, value: str) -> str:
-        p = PurePosixPath(value)
-        if (
-            not value
-            or p.is_absolute()
-            or str(p) != value
-            or any(part in ("", ".", "..") for part in p.parts)
-            or "\\" in value
-            or "\x00" in value
-        ):
-            raise ValueError(f"not a relative path inside the cache root: {value!r}")
-        if p.parts[0] not in TOPS or len(p.parts) < 2:
-            raise ValueError(f"{value!r} is under none of the caches ({', '.join(TOPS)})")
-        return value
 
     @field_validator("sha256")
     @classmethod

@@ -31,16 +31,20 @@ from pathlib import Path
 from launcher.artifact import ArtifactError
 from launcher.artifact.archive import Mismatch, extract, open_artifact
 from launcher.artifact.manifest import ArtifactKeys, Manifest, differences
-from launcher.contract.artifact import ArtifactRecord, RestoreJournal
-from launcher.contract.base import Frozen
+from launcher.contract.artifact import (
+    JOURNAL,
+    MARKERS,
+    ArtifactRecord,
+    Marker,
+    RestoreJournal,
+    marker_path,
+)
 from launcher.owned import Refused
 from launcher.owned import paths as owned_paths
 from launcher.owned import read as owned_read
 from launcher.owned import remove as owned_remove
 from launcher.owned import write as owned_write
 
-MARKERS = ".blaunch-artifacts"
-JOURNAL = ".blaunch-restore.journal"
 LOCK = ".blaunch-restore.lock"
 STAGING = ".blaunch-restore-"
 JOURNAL_MAX = 64 << 20
@@ -215,21 +219,6 @@ def _locked(cache_root: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def marker_path(cache_root: Path, artifact_id: str) -> Path:
-    """Where the restore of ``artifact_id`` into ``cache_root`` leaves its marker (written
-    when the restore ends)."""
-    return cache_root / MARKERS / f"{artifact_id}.json"
-
-
-class Marker(Frozen):
-    """What a restore leaves in ``<cache_root>/.blaunch-artifacts/<id>.json``."""
-
-    profile: str = "?"
-    """The profile's name the artifact was baked for."""
-    record: ArtifactRecord
-    """What the restore did."""
 
 
 def _marker_data(record: ArtifactRecord, m: Manifest) -> dict[str, object]:

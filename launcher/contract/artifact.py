@@ -7,11 +7,13 @@ The artifact room (``launcher.artifact``) bakes, checks and restores artifacts; 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, computed_field, field_validator, model_validator
 
 from launcher.contract.base import Frozen
+from launcher.contract.caches import CachePath
 
 _FINGERPRINT = re.compile(r"^[0-9a-f]{12}$")
 
@@ -115,12 +117,34 @@ class ArtifactRecord(Frozen):
         return self.state in ("restored", "present") and self.covers
 
 
+MARKERS = ".blaunch-artifacts"
+"""Under the cache root: one marker per artifact restored there (``<artifact id>.json``)."""
+JOURNAL = ".blaunch-restore.journal"
+"""Under the cache root: the journal of a restore in progress."""
+
+
+def marker_path(cache_root: Path, artifact_id: str) -> Path:
+    """Where the restore of ``artifact_id`` into ``cache_root`` leaves its marker (written
+    when the restore ends)."""
+    return cache_root / MARKERS / f"{artifact_id}.json"
+
+
+class Marker(Frozen):
+    """What a restore leaves in ``<cache_root>/.blaunch-artifacts/<id>.json``."""
+
+    profile: str = "?"
+    """The profile's name the artifact was baked for."""
+    record: ArtifactRecord
+    """What the restore did."""
+
+
 class JournalEntry(Frozen):
     """A file a restore is about to place: its path under the cache root and its sha256."""
 
-    path: str = Field(min_length=1, max_length=4096)
-    """Below the cache root, as the artifact's manifest lists it (the reader resolves it
-    without a link and refuses one outside)."""
+    path: CachePath
+    """Below the cache root, as the artifact's manifest lists it: a journal naming a path
+    outside the caches (absolute, with ``..``) is not one. The reader still resolves each
+    path without a link and refuses one outside, since the journal lies on a shared volume."""
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """The bytes placed there: recovery removes the file only if it still has them."""
 

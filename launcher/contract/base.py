@@ -93,6 +93,47 @@ def validate(kind: type[Model], data: Any, path: str | Path, what: str) -> Model
         raise located(path, what, exc) from None
 
 
+def read_model(
+    path: str | Path, kind: type[Model], what: str, *, limit: int = JSON_MAX, fix: str = ""
+) -> Model:
+    """The file at ``path`` as ``kind``, validated from its bytes (``model_validate_json``),
+    read as ``read_json`` reads (bounded, a regular file, no link).
+
+    ``kind``'s ``schema_id`` (its ``schema`` key), where it has one, names the layout: a file
+    with another is refused as another version, ``fix`` saying what to do.
+
+    Raises:
+        ContractError: one line naming the file: unreadable, not JSON, of another version,
+            or malformed (naming the keys).
+    """
+    try:
+        raw = owned_read.read_bytes(Path(path), limit, what)
+    except (OSError, ValueError) as exc:
+        why = f"unreadable: {exc}"
+        raise ContractError(path, why, f"unreadable {what} {path}: {exc}") from None
+    try:
+        return kind.model_validate_json(raw)
+    except ValidationError as exc:
+        invalid = exc
+    except RecursionError:
+        raise ContractError(path, f"not a {what} (nested too deeply)") from None
+    version = kind.model_fields.get("schema_id")
+    try:
+        data = bounded.parse_json(raw)
+    except ValueError:
+        raise ContractError(path, f"malformed: not JSON (the {what})") from None
+    if not isinstance(data, dict):
+        raise ContractError(path, f"not a b12x-launch {what} (not a JSON object)")
+    if version is not None and data.get("schema", version.default) != version.default:
+        theirs = data.get("schema")
+        raise ContractError(
+            path,
+            f"another layout of {what} ({theirs!r}; this b12x-launch reads "
+            f"{version.default!r}){': ' + fix if fix else ''}",
+        )
+    raise located(path, what, invalid)
+
+
 @functools.cache
 def field_docstrings(module: str) -> dict[str, dict[str, str]]:
     """Each class's field docstrings in ``module``, by class and field name: the string

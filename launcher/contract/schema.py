@@ -1,6 +1,7 @@
-"""The JSON Schemas of the run file and the rank record, generated from the types.
+"""The JSON Schemas of the contract's files, generated from the types.
 
-``b12x-launch schema --run-file`` and ``--record`` print them; ``docs/schemas/`` holds them
+``b12x-launch schema --run-file``, ``--record`` and ``--qualified`` print three of them;
+``docs/schemas/`` holds every one (``DOCUMENTS``)
 (``tests/unit/test_contract_schema.py`` keeps the files equal to what the types generate).
 Each field's description is the docstring right under it (``base.field_docstrings``).
 """
@@ -13,16 +14,28 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from launcher.contract.artifact import RestoreJournal
 from launcher.contract.base import Contract, field_docstrings
+from launcher.contract.build import BuildInfo
+from launcher.contract.caches import CacheBaseline
+from launcher.contract.emit_manifest import EmitManifest
 from launcher.contract.qualified import QualifiedRecord
 from launcher.contract.record import RankRecord
 from launcher.contract.runfile import RunFile
+from launcher.contract.verdicts import Verdicts
+from launcher.contract.vllm_registry import VllmRegistryRecord
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DOCUMENTS: dict[str, tuple[type[BaseModel], str]] = {
     "run-file": (RunFile, "b12x-launch run file (plan.json)"),
     "record": (RankRecord, "b12x-launch rank record (measure-rank<N>.json, rank<N>.json)"),
     "qualified": (QualifiedRecord, "b12x-launch qualified record (qualified.json)"),
+    "restore-journal": (RestoreJournal, "b12x-launch restore journal (.blaunch-restore.journal)"),
+    "cache-baseline": (CacheBaseline, "b12x-launch cache baseline (cache-baseline-rank<N>.json)"),
+    "verdicts": (Verdicts, "b12x-launch vLLM verdicts (vllm-verdicts.json)"),
+    "build-info": (BuildInfo, "b12x-launch image build file (build.json)"),
+    "vllm-registry": (VllmRegistryRecord, "b12x-launch vLLM registry record (vllm-registry.json)"),
+    "emit-manifest": (EmitManifest, "b12x-launch emit manifest (b12x-launch-emit.manifest)"),
 }
 """The documents of the contract, by the name their schema file and option take."""
 

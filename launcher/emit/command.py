@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher.artifact import ArtifactError
+from launcher.contract.base import ContractError
 from launcher.emit import (
     Target,
     address_warnings,
@@ -101,13 +102,17 @@ def write_files(
     """Write ``files`` into ``out_dir`` touching only what emit made there (``manifest``).
 
     Raises:
-        EnvironmentProblem: a file emit would write is not its own (an operator's, or one
-            edited since), or emit's own files of another plan are there without ``replace``,
-            or the directory cannot be written. Nothing is written then.
+        EnvironmentProblem: its manifest there is damaged, of another layout or forged; a
+            file emit would write is not its own (an operator's, or one edited since), or
+            emit's own files of another plan are there without ``replace``, or the directory
+            cannot be written. Nothing is written then.
     """
     if out_dir.exists() and not out_dir.is_dir():
         raise EnvironmentProblem(f"{out_dir} is not a directory; emit into a directory")
-    old = manifest.read(out_dir)
+    try:
+        old = manifest.read(out_dir)
+    except ContractError as exc:
+        raise EnvironmentProblem(str(exc)) from None
     own, edited = manifest.own_files(out_dir, old)
     theirs = [
         name

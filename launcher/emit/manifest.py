@@ -2,8 +2,9 @@
 
 ``emit`` writes and deletes only files it made. After writing, it records each file's name
 and content hash, with the plan they carry, in ``MANIFEST`` beside them (a name without a
-``.yaml``/``.json`` suffix, so ``kubectl apply -f DIR`` passes it by). The next ``emit`` into
-the directory reads it first:
+``.yaml``/``.json`` suffix, so ``kubectl apply -f DIR`` passes it by; its type is
+``launcher.contract.emit_manifest``). The next ``emit`` into the directory reads it first (a
+damaged one refuses the emit, naming it):
 
 - a file the manifest lists, unchanged, is emit's own: rewritten for the same plan, and for
   another plan replaced or deleted with ``--replace`` (refused without it);
@@ -15,16 +16,14 @@ the directory reads it first:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+import os
 from pathlib import Path
 
 from launcher import bounded
-from launcher.owned import read as owned_read
+from launcher.contract.base import read_model
+from launcher.contract.emit_manifest import FIX, MANIFEST, MANIFEST_MAX, EmitManifest
 from launcher.owned import write as owned_write
 
-MANIFEST = "b12x-launch-emit.manifest"
-SCHEMA = "b12x-launch/emit-manifest/1"
-MANIFEST_MAX = 1 << 20
 FILE_MAX = 16 << 20
 """Larger than any file emit writes: a listed file grown past it is not emit's any more."""
 
@@ -34,46 +33,26 @@ def digest(text: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
-class Manifest:
-    fingerprint: str = ""
-    """The plan the listed files carry ("" when there is no manifest)."""
-    files: dict[str, str] = field(default_factory=dict)
-    """File name -> sha256 of the content emit wrote."""
+def read(out_dir: Path) -> EmitManifest:
+    """The directory's manifest; an empty one when there is none (then no file there counts
+    as emit's own).
 
-
-def read(out_dir: Path) -> Manifest:
-    """The directory's manifest; an empty one when there is none or it is not emit's (then no
-    file there counts as emit's own)."""
-    try:
-        raw = owned_read.read_bytes(out_dir / MANIFEST, MANIFEST_MAX, "emit manifest")
-        data = bounded.parse_json(raw)
-    except (OSError, ValueError):
-        return Manifest()
-    if not isinstance(data, dict):  # JSON, but not emit's record (a list, a number)
-        return Manifest()
-    files = data.get("files")
-    if data.get("schema") != SCHEMA or not isinstance(files, dict):
-        return Manifest()
-    names = {
-        str(k): str(v)
-        for k, v in files.items()
-        if isinstance(k, str) and isinstance(v, str) and _plain_name(k)
-    }
-    return Manifest(str(data.get("fingerprint", "")), names)
-
-
-def _plain_name(name: str) -> bool:
-    """A file directly in the directory (a manifest cannot point emit anywhere else)."""
-    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..")
+    Raises:
+        ContractError: it is damaged, of another layout, not a regular file, or lists a name
+            outside the directory (one line naming it: emit cannot tell its own files there).
+    """
+    path = out_dir / MANIFEST
+    if not os.path.lexists(path):
+        return EmitManifest()
+    return read_model(path, EmitManifest, "emit manifest", limit=MANIFEST_MAX, fix=FIX)
 
 
 def write(out_dir: Path, fingerprint: str, files: dict[str, str]) -> Path:
-    data = {"schema": SCHEMA, "fingerprint": fingerprint, "files": dict(sorted(files.items()))}
-    return owned_write.write_json(out_dir / MANIFEST, data, root=out_dir)
+    data = EmitManifest(fingerprint=fingerprint, files=dict(sorted(files.items())))
+    return owned_write.write_json(out_dir / MANIFEST, data.to_json(), root=out_dir)
 
 
-def own_files(out_dir: Path, manifest: Manifest) -> tuple[dict[str, str], list[str]]:
+def own_files(out_dir: Path, manifest: EmitManifest) -> tuple[dict[str, str], list[str]]:
     """The manifest's files still as emit wrote them (name -> hash), and those edited since
     (or replaced by something else)."""
     own: dict[str, str] = {}

@@ -16,6 +16,7 @@ from launcher import atomic, bounded
 from launcher.contract import runfile
 from launcher.contract.artifact import ArtifactRecord
 from launcher.contract.base import ContractError, read_json
+from launcher.contract.caches import CACHE_DIRS
 from launcher.contract.command import command_record, shell_line
 from launcher.contract.record import RECORD_SCHEMA, RECORD_SCHEMA_V1, record_name
 from launcher.contract.runfile import Cards, RunFile
@@ -34,7 +35,6 @@ from launcher.launch.preflight import (
     vllm_parser,
 )
 from launcher.launch.vllm_args import (
-    CACHE_DIRS,
     VllmCommand,
     build_command,
     entry_command,

@@ -8,7 +8,8 @@ so that what vLLM rejects is an error on its profile key. Each imports vLLM and 
 command's verdict remembered and the impl still imported: docs/changelog.md, 2026-12-04), and
 vLLM's own processes import them again. What the same install accepted once it accepts again,
 so the launch remembers a passed check in the plan's calibration folder
-(``calibration/<fingerprint>/vllm-verdicts.json``), which ``bake`` carries to a fresh node.
+(``calibration/<fingerprint>/vllm-verdicts.json``, ``launcher.contract.verdicts``), which
+``bake`` carries to a fresh node.
 
 A key is what was checked (the command, its port, host and planned memory figures left out, as
 any value of theirs parses alike, and ``--force``; or the plan's fingerprint, the installed
@@ -27,21 +28,17 @@ import hashlib
 import json
 import os
 import re
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from launcher import bounded
+from launcher.contract.base import ContractError, read_model
+from launcher.contract.verdicts import FILE, KEPT, VERDICTS_MAX, Verdicts
 from launcher.owned import Refused
-from launcher.owned import read as owned_read
 from launcher.owned import write as owned_write
 from launcher.profile.can_serve import installed_vllm_version, vllm_root
 
-FILE = "vllm-verdicts.json"
-KEPT = 16
-"""Keys kept per plan, newest last (a node's installs change rarely)."""
-VERDICTS_MAX = 64 << 10
-"""KEPT keys of 64 hex digits take 1.5 KiB: a larger file is not the launcher's."""
 PARSER_FILES = (
     "entrypoints/openai/cli_args.py",
     "entrypoints/launchers/cli_args.py",
@@ -124,13 +121,22 @@ def _key(what: list) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _keys(folder: Path) -> list[str]:
-    try:  # on the shared volume: bounded, a regular file, not a link (launcher.owned.read)
-        raw = owned_read.read_bytes(folder / FILE, VERDICTS_MAX, "verdicts file")
-        keys = bounded.parse_json(raw).get("keys", [])
-    except (OSError, ValueError, AttributeError):
+def _warn(line: str) -> None:
+    print(f"b12x-launch: warning: {line}", file=sys.stderr)
+
+
+def _keys(folder: Path, warn: Callable[[str], None] = _warn) -> list[str]:
+    """The accepted keys in ``folder``; none (said, naming the file) when its verdicts file is
+    damaged, of another layout or not a regular file: the checks then run again and rewrite
+    it. On the shared volume: bounded, a regular file, not a link (``contract.base``)."""
+    path = folder / FILE
+    if not os.path.lexists(path):
         return []
-    return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
+    try:
+        return read_model(path, Verdicts, "verdicts file", limit=VERDICTS_MAX).keys
+    except ContractError as exc:
+        warn(f"{exc}; the installed vLLM checks the plan again")
+        return []
 
 
 def unless_passed(folder: Path, k: str | None, check: Callable[[], None]) -> None:
@@ -146,7 +152,7 @@ def unless_passed(folder: Path, k: str | None, check: Callable[[], None]) -> Non
 def remember(folder: Path, k: str) -> None:
     """Adds ``k`` to the folder's accepted keys (written atomically; a folder that cannot be
     written leaves the next launch to check again)."""
-    keys = [*[x for x in _keys(folder) if x != k], k][-KEPT:]
+    keys = [*[x for x in _keys(folder, lambda line: None) if x != k], k][-KEPT:]
     cache_root = folder.parents[1]  # <cache_root>/calibration/<fingerprint>
     with contextlib.suppress(OSError, Refused):  # nothing written through a link below it
-        owned_write.write_json(folder / FILE, {"keys": keys}, root=cache_root)
+        owned_write.write_json(folder / FILE, Verdicts(keys=keys).to_json(), root=cache_root)

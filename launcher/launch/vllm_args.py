@@ -8,6 +8,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+from launcher.contract.caches import CACHE_DIRS
 from launcher.contract.names import (
     FINGERPRINT_ENV,
     PLAN_ENV,
@@ -30,16 +31,6 @@ SERVE_MODULE = "launcher.vllm_serve"
 # Slack on top of the context estimate when choosing --gpu-memory-utilization: vLLM
 # refuses to start unless free memory at start-up covers utilization x total.
 UTILIZATION_SLACK = 512 * 1024**2
-
-CACHE_DIRS = {
-    "TRITON_CACHE_DIR": "triton",
-    "VLLM_CACHE_ROOT": "vllm",
-    "B12X_COMPILE_CACHE_DIR": "b12x",
-    "CUTE_DSL_CACHE_DIR": "cute-dsl",
-    "TORCHINDUCTOR_CACHE_DIR": "inductor",
-    "FLASHINFER_WORKSPACE_BASE": "flashinfer",
-    "XDG_CACHE_HOME": "xdg",
-}
 
 COMPILE_KEY_ENV = {"VLLM_XLA_CACHE_PATH": "/tmp/vllm-xla-cache"}
 """Pinned so vLLM's ``torch.compile`` key does not follow the cache root. vLLM (0.26) hashes

@@ -25,12 +25,15 @@ import importlib
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from launcher import atomic
+from launcher.contract.base import ContractError, read_model
+from launcher.contract.vllm_registry import REGISTRY_MAX, VllmRegistryRecord
 from launcher.installed import package_root
 from launcher.profile.capabilities import (
     DRY_RUN_RELEASE,
@@ -341,7 +344,6 @@ def on_installed(
 
 REGISTRY_ENV = "BLAUNCH_VLLM_REGISTRY"
 DEFAULT_REGISTRY = "/opt/b12x-launch/vllm-registry.json"
-REGISTRY_SCHEMA = "b12x-launch/vllm-registry/1"
 
 
 @dataclass(frozen=True)
@@ -393,21 +395,21 @@ def _recorded(env: Mapping[str, str], where: str) -> Registry:
 
     path = Path(env.get(REGISTRY_ENV) or DEFAULT_REGISTRY)
     unknown = Registry(None, None, where)
+    if not path.is_file():
+        return unknown
     try:
-        data = json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
+        record = read_model(path, VllmRegistryRecord, "vLLM registry record", limit=REGISTRY_MAX)
+    except ContractError as exc:
+        print(f"b12x-launch: note: {exc}; vLLM's registries are imported instead", file=sys.stderr)
         return unknown
-    if not isinstance(data, dict) or data.get("schema") != REGISTRY_SCHEMA:
-        return unknown
-    if buildid._moved(data, buildid.build_info(env)):
+    if buildid._moved(record.to_json(), buildid.build_info(env)):
         return unknown  # recorded for other versions: this image moved a package
 
-    def names(key: str) -> frozenset[str] | None:
-        value = data.get(key)
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        return frozenset(value) if ok and value else None
+    def names(value: list[str]) -> frozenset[str] | None:
+        return frozenset(value) if value else None
 
-    return Registry(names("attention_backends"), names("quantizations"), f"{where} (recorded)")
+    backends, quantizations = record.attention_backends, record.quantizations
+    return Registry(names(backends), names(quantizations), f"{where} (recorded)")
 
 
 def record_registry(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> None:
@@ -419,16 +421,15 @@ def record_registry(path: str | os.PathLike, env: Mapping[str, str] | None = Non
     registry = read_registry(plugins=True)
     if registry is None:
         raise SystemExit("record_registry: no vLLM is installed")
-    record = {
-        "schema": REGISTRY_SCHEMA,
-        "versions": buildid.build_info(env)["versions"],
-        "attention_backends": sorted(registry.attention_backends or ()),
-        "quantizations": sorted(registry.quantizations or ()),
-    }
-    atomic.write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    record = VllmRegistryRecord(
+        versions=buildid.build_info(env)["versions"],
+        attention_backends=sorted(registry.attention_backends or ()),
+        quantizations=sorted(registry.quantizations or ()),
+    )
+    atomic.write_text(path, json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n")
     print(
-        f"vLLM registry: {len(record['attention_backends'])} attention backends, "
-        f"{len(record['quantizations'])} quantization methods"
+        f"vLLM registry: {len(record.attention_backends)} attention backends, "
+        f"{len(record.quantizations)} quantization methods"
     )
 
 

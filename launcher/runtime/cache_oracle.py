@@ -3,7 +3,7 @@
 Triton's hooks see ``@triton.jit`` kernels; Inductor compiles through ``triton.compile`` (its
 post-compile hook only when asked), xgrammar's kernel module is imported on first use, and
 DeepGEMM and FlashInfer JIT on their own. Every one of them writes its result into a cache
-directory the launcher set (``launch.vllm_args.CACHE_DIRS``), so a file that appears there after
+directory the launcher set (``contract.caches.CACHE_DIRS``), so a file that appears there after
 the worker armed its counters (when its stage ends, before vLLM sizes) is a compile after the stage,
 whoever made it. The worker writes the listing at that moment (``cache-baseline-rank<N>.json``)
 and polls for new files, tagging each with its window (``runtime.worker.late``);
@@ -12,19 +12,19 @@ and polls for new files, tagging each with its window (``runtime.worker.late``);
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from launcher.atomic import write_text
-from launcher.launch.vllm_args import CACHE_DIRS
-from launcher.owned import read as owned_read
+from launcher.contract.base import read_model
+from launcher.contract.caches import CACHE_DIRS, CacheBaseline
+from launcher.owned import write as owned_write
 
 BASELINE = "cache-baseline-rank{rank}.json"
 BASELINE_MAX = 64 << 20
 """A baseline lists the caches' file names at ready; past this it is not one."""
+FIX = "boot again with this b12x-launch to count the compiles after the stage"
 SKIP_DIRS = ("calibration",)
 """Under a cache root, what is not a compile cache (the records between boots)."""
 SKIP_SUFFIXES = (".lock", ".tmp", ".temp")
@@ -66,28 +66,28 @@ def _files(root: Path) -> Iterable[Path]:
 def write_baseline(run_dir: str | Path, rank: int, dirs: Mapping[str, Path]) -> set[str]:
     """Record what the caches hold now (the worker, when it arms its watchdog)."""
     files = listing(dirs)
-    body = {"dirs": {k: str(v) for k, v in dirs.items()}, "files": sorted(files)}
-    write_text(Path(run_dir) / BASELINE.format(rank=rank), json.dumps(body))
+    body = CacheBaseline(dirs={k: str(v) for k, v in dirs.items()}, files=sorted(files))
+    owned_write.write_json(Path(run_dir) / BASELINE.format(rank=rank), body.to_json())
     return files
 
 
 def late_files(run_dir: str | Path) -> list[str] | None:
     """Files in the run's caches that no rank's baseline holds: compiles after the stage.
     None when no baseline was written (plain vLLM, or a boot that never got that far): not
-    measured, which is not "none"."""
+    measured, which is not "none".
+
+    Raises:
+        ContractError: a baseline that is damaged or of another layout, naming it (a count
+            without one rank's baseline would take its files for late ones).
+    """
     dirs: dict[str, Path] = {}
     known: set[str] = set()
     baselines = 0
     for path in sorted(Path(run_dir).glob(BASELINE.format(rank="*"))):
-        try:
-            body = owned_read.read_json(path, BASELINE_MAX, "cache baseline")
-        except (OSError, ValueError):
-            continue
-        if not isinstance(body, dict):
-            continue
+        body = read_model(path, CacheBaseline, "cache baseline", limit=BASELINE_MAX, fix=FIX)
         baselines += 1
-        dirs.update({k: Path(v) for k, v in body.get("dirs", {}).items()})
-        known |= set(body.get("files", ()))
+        dirs.update({k: Path(v) for k, v in body.dirs.items()})
+        known |= set(body.files)
     if not baselines:
         return None
     return sorted(listing(dirs) - known) if dirs else []

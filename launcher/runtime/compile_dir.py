@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.artifact.compile_env import FACTORS, FACTORS_MAX
 from launcher.owned import Refused
 from launcher.owned import paths as owned_paths
 from launcher.owned import read as owned_read
 from launcher.owned import write as owned_write
 from launcher.runtime.prewarm import runtime_function
+from launcher.vllm.compile_cache import FACTORS, FACTORS_MAX
 from launcher.vllm.internals import by_name, holder_path
 from launcher.vllm.releases import fits
 

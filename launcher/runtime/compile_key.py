@@ -21,8 +21,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.artifact.compile_env import TORCH_COMPILE, factor_files
-from launcher.artifact.restore import marker_path
+from launcher.contract.artifact import marker_path
+from launcher.vllm.compile_cache import TORCH_COMPILE, factor_files
 
 AOT = "torch_aot_compile"
 HASHES = ("config_hash", "code_hash", "compiler_hash")

@@ -254,7 +254,7 @@ def _keep_compile_factors(cache_root: Path, work: Path) -> None:
     """vLLM's ``cache_key_factors.json`` of every config-hash directory under the boot's cache
     root, into its work dir (packed with the logs): which factor put a warm boot's compiled
     pieces under another directory than the baked boot's (2026-12-04)."""
-    from launcher.artifact.compile_env import factor_files
+    from launcher.vllm.compile_cache import factor_files
 
     out = work / "compile-factors"
     for path, _ in factor_files(cache_root):

@@ -38,7 +38,9 @@ ROOM_OF_TOP_MODULE = {
     "secrets": "base",
     "terminal": "base",  # what reaches a terminal: control sequences made visible
     "switches": "base",  # on/off switches read from the environment
-    "buildid": "base",  # the image build id every compile cache and artifact is keyed by
+    # the image build id every compile cache and artifact is keyed by; its file's type is
+    # the contract's (``contract.build``), loaded when the file is read
+    "buildid": "contract",
     "bounded": "base",  # reading input files: regular files of a bounded size
     "owned": "base",  # the owned-files boundary: every write, replace, delete; bounded reads
     "installed": "base",  # where an installed package lies, found without importing it
@@ -348,6 +350,24 @@ def test_the_runtime_imports_nothing_of_the_plan_but_b12x_sizing():
         if module.startswith("launcher.") and room(module) == "plan"
     }
     assert found <= PLAN_IN_THE_RUNTIME, sorted(found - PLAN_IN_THE_RUNTIME)
+
+
+NOT_IN_THE_RUNTIME = ("launch", "artifact")
+"""Rooms the runtime (what vLLM's workers load) never imports: what it shares with the launch
+and the artifact (the cache layout, the restore marker, vLLM's compile-cache files) lives in
+the contract or in ``launcher.vllm``, below all three."""
+
+
+def test_the_runtime_imports_neither_the_launch_nor_the_artifact_room():
+    """Lazy imports included; an annotation-only one (``if TYPE_CHECKING:``) never runs."""
+    found = sorted(
+        f"{importer} imports {imported}"
+        for importer, targets in import_graph().items()
+        if room(importer) == "runtime"
+        for imported in targets
+        if room(imported) in NOT_IN_THE_RUNTIME
+    )
+    assert not found, "\n".join(found)
 
 
 INTO_THE_WORKER_ROOM = {

@@ -76,6 +76,18 @@ def test_a_run_without_a_baseline_is_not_measured_not_clean(caches, tmp_path):
     assert oracle.late_files(run) == []
 
 
+def test_a_damaged_baseline_is_named_not_passed_over(caches, tmp_path):
+    """Without one rank's baseline its files would count as late: the count refuses instead."""
+    from launcher.contract.base import ContractError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    oracle.write_baseline(run, 0, caches)
+    (run / oracle.BASELINE.format(rank=1)).write_text('{"dirs": {"HOME": "/"}, "files": []}')
+    with pytest.raises(ContractError, match=r"cache-baseline-rank1\.json: malformed dirs"):
+        oracle.late_files(run)
+
+
 def test_the_poller_names_each_new_file_once(caches):
     seen: list[str] = []
     poller = oracle.Poller(caches, oracle.listing(caches), seen.append, period=3600)

@@ -76,5 +76,7 @@ def test_a_manifest_cannot_point_emit_outside_its_directory(tmp_path):
     forged = {"schema": "b12x-launch/emit-manifest/1", "fingerprint": "x",
               "files": {"../victim.yaml": "0" * 64, "compose.node1.yaml": "0" * 64}}  # fmt: skip
     (out / MANIFEST).write_text(json.dumps(forged))
-    assert emit(GLM, str(out), "--replace").exit_code == 0
+    result = emit(GLM, str(out), "--replace")
+    assert result.exit_code == 1 and "not a file name directly in the directory" in result.stderr
     assert victim.read_text() == "keep me\n"
+    assert not (out / "leaderworkerset.yaml").exists()

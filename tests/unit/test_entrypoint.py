@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from launcher import buildid, entrypoint
-from launcher.launch.vllm_args import CACHE_DIRS
+from launcher.contract import vllm_registry
+from launcher.contract.caches import CACHE_DIRS
 from launcher.owned import write as owned_write  # where the writable probe is made
 from launcher.profile import can_serve
 from launcher.profile.can_serve import Registry
@@ -234,6 +235,31 @@ def test_corrupt_build_info_is_a_clear_error(tmp_path, execs, capsys):
     assert entrypoint.main(["glm52.yaml"], env) == 1
     err = capsys.readouterr().err
     assert "cannot read the build id" in err and "Traceback" not in err
+
+
+def test_a_build_file_of_another_layout_is_refused_naming_it(tmp_path, execs, capsys):
+    info = tmp_path / "build.json"
+    info.write_text(json.dumps({"schema": "b12x-launch/build-info/9", "build_id": "x"}))
+    env = {entrypoint.MOUNT_ENV: str(tmp_path / "c"), entrypoint.BUILD_INFO_ENV: str(info)}
+    assert entrypoint.main(["glm52.yaml"], env) == 1
+    err = capsys.readouterr().err
+    assert f"cannot read the build id from {info}" in err and "another layout" in err
+    assert "rebuild the image" in err and "Traceback" not in err and not execs
+
+
+def test_a_build_file_written_before_its_schema_key_reads_as_it_is(tmp_path, execs):
+    info = tmp_path / "build.json"
+    entrypoint.write_build_info(info, {entrypoint.EPOCH_ENV: "1"})
+    data = json.loads(info.read_text())
+    assert data.pop("schema") == "b12x-launch/build-info/1"
+    info.write_text(json.dumps(data))  # an image built by the launcher before this one
+    env = {
+        entrypoint.MOUNT_ENV: str(tmp_path / "cache"),
+        entrypoint.BUILD_INFO_ENV: str(info),
+        entrypoint.PROFILE_DIRS_ENV: str(PROFILES),
+    }
+    root = sets(run(["glm52.yaml"], env, execs))["runtime.cache_root"]
+    assert root == str(tmp_path / "cache" / data["build_id"])
 
 
 # --- an unwritable cache -------------------------------------------------------------------
@@ -488,7 +514,9 @@ def test_a_bad_profile_is_left_to_b12x_launch(env, execs, write, monkeypatch):
     assert run([str(bad)], env, execs)[-1] == str(bad)
 
 
-def test_the_registry_recorded_at_image_build_is_read_without_importing(tmp_path, monkeypatch):
+def test_the_registry_recorded_at_image_build_is_read_without_importing(
+    tmp_path, monkeypatch, capsys
+):
     """The entry point parsed vLLM's source for its registries; the image build now records
     what they register (plugins loaded), and the entry point reads that record. Where it is
     missing, another schema or written for other versions, nothing is known (the import probe
@@ -500,7 +528,7 @@ def test_the_registry_recorded_at_image_build_is_read_without_importing(tmp_path
     assert can_serve.read_registry(env=env) == Registry(None, None, f"vLLM 9.9 at {tmp_path}/vllm")
     versions = buildid.build_info({})["versions"]
     written = {
-        "schema": can_serve.REGISTRY_SCHEMA,
+        "schema": vllm_registry.SCHEMA,
         "versions": versions,
         "attention_backends": ["B12X_MLA_SPARSE", "FLASH_ATTN"],
         "quantizations": ["exl3", "fp8"],
@@ -515,6 +543,7 @@ def test_the_registry_recorded_at_image_build_is_read_without_importing(tmp_path
         assert can_serve.read_registry(env=env).attention_backends is None, stale
     record.write_text("{oops")
     assert can_serve.read_registry(env=env).quantizations is None
+    assert f"{record}: malformed" in capsys.readouterr().err  # said, then imported instead
 
 
 def test_the_image_build_records_the_registry_it_reads(tmp_path, monkeypatch):

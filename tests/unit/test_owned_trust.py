@@ -431,18 +431,18 @@ def test_the_stores_verdicts_file_is_read_bounded_and_written_through_no_link(tm
     (folder / verdicts.FILE).write_text(json.dumps({"keys": ["k" * 64] * 40000}))
     assert verdicts._keys(folder) == []  # past its bound
     root, elsewhere = _linked_store(tmp_path / "linked")
-    verdicts.remember(root / "calibration" / FP, "key")
+    verdicts.remember(root / "calibration" / FP, "0" * 64)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["qualified.json"]
 
 
 def test_a_fifo_or_a_huge_factor_file_in_the_cache_is_passed_over(tmp_path, monkeypatch):
-    from launcher.artifact import compile_env
+    from launcher.vllm import compile_cache
 
-    part = tmp_path / compile_env.TORCH_COMPILE / "abc" / "rank_0_0" / "backbone"
+    part = tmp_path / compile_cache.TORCH_COMPILE / "abc" / "rank_0_0" / "backbone"
     part.mkdir(parents=True)
-    os.mkfifo(part / compile_env.FACTORS)
+    os.mkfifo(part / compile_cache.FACTORS)
     other = part.parent / "eagle_head"
     other.mkdir()
-    (other / compile_env.FACTORS).write_text(json.dumps({"pad": "x" * 200}))
-    monkeypatch.setattr(compile_env, "FACTORS_MAX", 100)
-    assert list(compile_env.factor_files(tmp_path)) == []
+    (other / compile_cache.FACTORS).write_text(json.dumps({"pad": "x" * 200}))
+    monkeypatch.setattr(compile_cache, "FACTORS_MAX", 100)
+    assert list(compile_cache.factor_files(tmp_path)) == []

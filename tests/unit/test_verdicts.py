@@ -124,15 +124,28 @@ def test_without_an_installed_vllm_the_command_is_always_parsed(
 
 
 def test_an_unreadable_verdict_file_is_checked_again_and_rewritten(
-    write, tmp_path, install, parsed
+    write, tmp_path, install, parsed, capsys
 ):
     calls, _ = parsed
     done = prepare(write, tmp_path / "cache", tmp_path)
     file = tmp_path / "cache" / "calibration" / done.planned.fingerprint / verdicts.FILE
     file.write_text("{half")
+    capsys.readouterr()
     prepare(write, tmp_path / "cache", tmp_path)
+    assert f"warning: {file}: malformed" in capsys.readouterr().err
     prepare(write, tmp_path / "cache", tmp_path)
     assert len(calls) == 2 and json.loads(file.read_text())["keys"]
+
+
+def test_a_verdict_file_written_before_its_schema_key_is_still_read(
+    write, tmp_path, install, parsed
+):
+    calls, _ = parsed
+    done = prepare(write, tmp_path / "cache", tmp_path)
+    file = tmp_path / "cache" / "calibration" / done.planned.fingerprint / verdicts.FILE
+    file.write_text(json.dumps({"keys": json.loads(file.read_text())["keys"]}))
+    prepare(write, tmp_path / "cache", tmp_path)
+    assert len(calls) == 1
 
 
 def test_a_free_port_or_another_host_is_the_same_command_and_a_port_that_is_no_number_is_not():

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from launcher.contract import store
 from launcher.errors import EnvironmentProblem
-from launcher.launch.planned import Planned
 from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
+
+if TYPE_CHECKING:
+    from launcher.launch.planned import Planned
 
 
 def providers(planned: Planned, device: str = "cuda:0"):
@@ -60,10 +63,8 @@ def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
 
 
 def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> None:
-    """Compile every provider's specializations on ``device`` under the serving env."""
-    from launcher.launch.start import ensure_cache_dirs
-
-    ensure_cache_dirs(planned.command.env)
+    """Compile every provider's specializations on ``device`` under the serving env (its
+    cache directories made and proven writable by the caller: ``launch.start``)."""
     os.environ.update(planned.command.env)
     try:
         import torch
