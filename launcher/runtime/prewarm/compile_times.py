@@ -7,9 +7,9 @@ H200 the key pass stopped mattering once its keys compiled early, and what was l
 compiles inside the waves (docs/changelog.md, 2026-12-03), which the per-wave times do not
 name. The hooks are the watchdog's (``jit_watch.JitWatch``), installed for the prewarm only
 and put back as they were, before vLLM's own warmup installs its monitor and the worker its
-watchdog. Off unless ``prewarm.compile_times: true``: the worker otherwise installs no hook before
-sizing (a precaution kept since the H200 showed hooked and unhooked boots identical bit for
-bit, docs/gpu-runs/2026-12-01-h200-watch-fidelity.json).
+watchdog. Off unless ``prewarm.compile_times: true``: the worker otherwise installs no hook
+before sizing (a precaution kept since the H200 showed hooked and unhooked boots identical bit
+for bit, docs/gpu-runs/2026-12-01-h200-watch-fidelity.json).
 """
 
 from __future__ import annotations
