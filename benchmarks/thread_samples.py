@@ -1,4 +1,4 @@
-"""What the stage's thread samples (``BLAUNCH_COMPILE_TIMES=1``) cost the thread they sample.
+"""What the stage's thread samples (``prewarm.compile_times: true``) cost the thread they sample.
 
     python benchmarks/thread_samples.py [--depth 60] [--rounds 7]
 

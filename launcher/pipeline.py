@@ -30,6 +30,18 @@ if TYPE_CHECKING:
 
 
 def load(path: str, overrides: tuple[str, ...] = (), *, force: bool = False) -> LoadedProfile:
+    """The profile, once the environment holds no switch that became one of its keys.
+
+    Raises:
+        EnvironmentProblem: a retired ``BLAUNCH_*`` switch is set (the key to set instead).
+        ProfileError: the profile cannot be read or is invalid.
+    """
+    from launcher.errors import EnvironmentProblem
+    from launcher.profile.retired_env import in_environment
+
+    retired = in_environment(os.environ)
+    if retired:
+        raise EnvironmentProblem("\n".join(retired))
     return load_profile(path, overrides, force=force)
 
 

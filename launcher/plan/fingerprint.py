@@ -15,9 +15,17 @@ the server listens and keeps its files, whether a late compile is fatal, what ot
 hold, qualify's workload. Secret ``env`` values are never hashed either (below)."""
 
 
-ADDED_AT_DEFAULT = {("serving", "max_logprobs"): 20, ("serving", "prompt_logprobs"): "reserve"}
+ADDED_AT_DEFAULT = {
+    ("serving", "max_logprobs"): 20,
+    ("serving", "prompt_logprobs"): "reserve",
+    ("prewarm", "early_keys"): True,
+    ("prewarm", "sampler_ahead"): True,
+    ("prewarm", "inductor_pool"): "auto",
+}
 """Keys added after deployments had records: hashed only where a profile sets them away from
-their default, so a profile that does not use them keeps its fingerprint (and its records)."""
+their default, so a profile that does not use them keeps its fingerprint (and its records).
+The prewarm switches were environment variables (``BLAUNCH_EARLY_KEYS`` ...) whose defaults
+every record was measured under; each changes what the stage compiles ahead and when."""
 
 
 def profile_fingerprint(profile: Profile, extra: dict[str, Any] | None = None) -> str:

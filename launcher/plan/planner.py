@@ -21,7 +21,7 @@ from launcher.plan.measured import Measured
 from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
 from launcher.profile.rules import draft_rows
-from launcher.profile.schema import Profile
+from launcher.profile.schema import Prewarm, Profile
 from launcher.profile.vllm_runtime import stored_kv_dtype
 from launcher.units import GiB, MiB
 
@@ -532,7 +532,34 @@ def _notes(d: Deployment) -> list[str]:
     p = d.profile
     if p.mtp_tokens and p.parallel.decode_context > 1 and not d.sparse_mla:
         out.append("MTP with DCP is tested with the MLA sparse backends only")
-    return out
+    return out + _stage_switches(p)
+
+
+def _stage_switches(p: Profile) -> list[str]:
+    """The prewarm stage's switches the profile sets away from their defaults, each with what
+    the workers then do (at its default a switch is not said)."""
+    w, defaults = p.prewarm, Prewarm.model_construct()
+    said = {
+        "early_keys": "the key pass compiles every missing key itself, after the waves",
+        "sampler_ahead": "the sampler's Triton keys compile in the first wave, after its "
+        "torch.compile",
+        "inductor_pool": "Inductor compiles on the stage's thread, one kernel after another"
+        if w.inductor_pool == 0
+        else f"{w.inductor_pool} Inductor compile processes per rank during the stage",
+        "compile_times": "the prewarm's compiles are timed and its thread sampled (a "
+        "diagnostic: the fingerprint leaves it out)",
+    }
+    return [
+        f"prewarm.{key} {_yaml(getattr(w, key))} (profile; default "
+        f"{_yaml(getattr(defaults, key))}): {what}"
+        for key, what in said.items()
+        if getattr(w, key) != getattr(defaults, key)
+    ]
+
+
+def _yaml(value: object) -> str:
+    """A key's value as a profile writes it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _field_note(f: ModelFacts, bounding: RankPlan, pinned: str | None) -> list[str]:

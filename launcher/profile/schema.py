@@ -331,6 +331,35 @@ class Memory(Section):
     """Pin the KV cache to this many bytes per GPU instead of the largest that fits."""
 
 
+POOL_MOST = 256
+"""A bound on ``prewarm.inductor_pool`` (each process imports torch)."""
+
+
+def _pool_size(value: Any) -> Any:
+    """``prewarm.inductor_pool``: ``auto``, 0 (off) or 2 processes or more, said in one line."""
+    if value == "auto" or (type(value) is int and (value == 0 or 2 <= value <= POOL_MOST)):
+        return value
+    one = "; a pool of one process is none" if value == 1 and type(value) is int else ""
+    raise ValueError(
+        f"expected auto, 0 (no pool) or a number of compile processes from 2 to {POOL_MOST}{one}"
+    )
+
+
+InductorPoolSize = Annotated[
+    Literal["auto"] | int,
+    BeforeValidator(_pool_size),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"const": "auto", "type": "string"},
+                {"const": 0, "type": "integer"},
+                {"type": "integer", "minimum": 2, "maximum": POOL_MOST},
+            ]
+        }
+    ),
+]
+
+
 class Prewarm(Section):
     enabled: bool = True
     """Compile and run every kernel specialization before vLLM sizes the KV cache."""
@@ -351,6 +380,30 @@ class Prewarm(Section):
     """Compile one deliberately new kernel after sizing, in vLLM's warmup and again in serving,
     which every late-compile counter must report: proof that each was counting (the GPU tier's
     canary boot). Its compiles are recorded as late and never learned."""
+    early_keys: bool = True
+    """Compile the keys the kernels served so far are missing into Triton's disk cache in
+    background threads while the stage's waves run, so the key pass after them loads instead
+    of compiling (was ``BLAUNCH_EARLY_KEYS``)."""
+    sampler_ahead: bool = True
+    """Compile vLLM's top-k/top-p Triton sampler keys in a thread beside the first wave's
+    torch.compile instead of after it (was ``BLAUNCH_SAMPLER_AHEAD``)."""
+    inductor_pool: InductorPoolSize = "auto"
+    """Inductor's compile processes per rank while the stage's passes run: auto, the rank's
+    share of the CPUs less one, at most 8; 0 turns the pool off (vLLM's one compile thread);
+    N (2 or more) asks for N. Shut down before sizing (was ``BLAUNCH_INDUCTOR_POOL``)."""
+    compile_times: Annotated[
+        bool,
+        _label(
+            "a diagnostic of where the stage's time goes: its Triton hooks and stack sampler "
+            "change no byte of memory or compiled code (hooked and unhooked boots matched bit "
+            "for bit on the H200, docs/gpu-runs/2026-12-01-h200-watch-fidelity.json), and a "
+            "traced boot must keep the fingerprint of the boot it traces, whose records and "
+            "cache artifact it restores"
+        ),
+    ] = False
+    """Time every Triton compile of the prewarm and sample its thread's stack every 20 ms,
+    logged after the stage; the hooks come off before vLLM's own warmup (was
+    ``BLAUNCH_COMPILE_TIMES``)."""
 
 
 def _known_line(value: str) -> str:

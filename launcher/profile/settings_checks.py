@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from launcher.profile import extra_args, prewarm_providers
+from launcher.profile import extra_args, prewarm_providers, retired_env
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_flags import PLANNED_WORKERS
 from launcher.units import GiB
@@ -143,6 +143,7 @@ REFUSALS = (
     ports_distinct,
     master_addr_an_address,
     prewarm_providers_known,
+    retired_env.in_profile_env,
 )
 WARNINGS = (worker_is_planned, decimal_memory, extra_args.forced)
 

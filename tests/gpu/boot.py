@@ -58,8 +58,9 @@ class BootSpec:
     """A cache artifact to restore before vLLM starts (``--cache-from``): its name under the
     lab's artifacts (``Lab.artifact``); none by default."""
     env: tuple[tuple[str, str], ...] = ()
-    """Variables added to the launch's environment (a diagnostic switch such as
-    ``BLAUNCH_COMPILE_TIMES=1``); the launcher passes them on to vLLM and its workers."""
+    """Variables added to the launch's environment (a diagnostic of torch's such as
+    ``TORCH_LOGS``); the launcher passes them on to vLLM and its workers. The stage's own
+    switches are profile keys (``sets``: ``prewarm.compile_times=true``)."""
 
     @property
     def prewarm(self) -> bool:

@@ -88,7 +88,8 @@ def specs(name: str) -> dict[str, BootSpec]:
         # boot 1 does not (2026-12-04), so vLLM may load them directly.
         "fresh-b2": spec("fresh-b2", "art-fresh-b2", cache_from=f"{name}-art-2"),
         # The same fresh node again, on another empty cache root, with the stage's thread
-        # sampled (BLAUNCH_COMPILE_TIMES): where its prewarm's seconds go, beside the boot of
+        # sampled (prewarm.compile_times, which the fingerprint leaves out, so the artifact
+        # still restores): where its prewarm's seconds go, beside the boot of
         # record, whose timing the sampler and hooks would touch.
         "fresh-traced": spec(
             "fresh-traced",
@@ -97,7 +98,8 @@ def specs(name: str) -> dict[str, BootSpec]:
             # TORCH_LOGS: Dynamo's "start tracing <function> <file>:<line>" for each frame it
             # traces, which the samples cannot name (2026-12-04: 12 s of the GLM node's first
             # step in fake tensors, Dynamo and FX)
-            env=(("BLAUNCH_COMPILE_TIMES", "1"), ("TORCH_LOGS", "dynamo,recompiles")),
+            sets=("prewarm.compile_times=true",),
+            env=(("TORCH_LOGS", "dynamo,recompiles"),),
         ),
         "key-a": spec("key-a", "key-a", plain=True),
         "key-b": spec("key-b", "key-b", plain=True, cache_from=f"{name}-key"),

@@ -27,7 +27,6 @@ from __future__ import annotations
 import pytest
 
 from launcher.report.vllm_log import parse_kv_lines
-from launcher.runtime.prewarm import compile_times, early_keys, sampler_ahead
 from tests.conftest import need
 from tests.gpu import counters, summary
 from tests.gpu.boot import BootResult, BootSpec
@@ -428,10 +427,10 @@ class LearnsNothing(Served, CompilesNothingLate):
     def test_the_early_enumeration_ran_unless_turned_off_and_compiled_without_failures(
         self, booted
     ):
-        """On by default; ``BLAUNCH_EARLY_KEYS=0`` in the tier's environment (the boots inherit
-        it) turns it off. The key pass's record says how many keys compiled early and that
-        none failed; turned off, nothing ran early."""
-        asked = early_keys.wanted()
+        """On by default; ``prewarm.early_keys: false`` (a boot's ``sets``) turns it off, as
+        the boot's run file says. The key pass's record says how many keys compiled early and
+        that none failed; turned off, nothing ran early."""
+        asked = booted.plan["profile_data"]["prewarm"]["early_keys"]
         for rank, rec in booted.records.items():
             keys = next(p for p in rec["prewarm"] if p["provider"] == "keys")
             lines = [s for s in keys["specializations"] if s.startswith("early: ")]
@@ -442,13 +441,15 @@ class LearnsNothing(Served, CompilesNothingLate):
     def test_the_sampler_ahead_compiled_beside_the_first_wave_and_compile_times_ran_if_asked(
         self, booted
     ):
-        """Unless ``BLAUNCH_SAMPLER_AHEAD=0``, each rank's log says what the ahead thread did;
-        with ``BLAUNCH_COMPILE_TIMES=1`` it names the prewarm's compiles."""
+        """Unless ``prewarm.sampler_ahead: false``, each rank's log says what the ahead thread
+        did; with ``prewarm.compile_times: true`` it names the prewarm's compiles (the boot's
+        run file says which it ran with)."""
         log = booted.log_path.read_text(errors="replace")
-        if sampler_ahead.wanted():
+        asked = booted.plan["profile_data"]["prewarm"]
+        if asked["sampler_ahead"]:
             assert "sampler ahead: " in log, booted.tail()
             assert "sampler ahead: not done" not in log and "still compiling" not in log
-        if compile_times.wanted():
+        if asked["compile_times"]:
             assert "compiles in the prewarm: " in log, booted.tail()
 
 

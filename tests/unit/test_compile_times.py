@@ -52,12 +52,6 @@ def test_the_timer_puts_triton_s_hooks_back_as_they_were():
     assert (getattr(obj, pre), getattr(obj, post)) == before
 
 
-def test_the_timer_is_off_unless_the_environment_turns_it_on(monkeypatch):
-    for value, on in (("", False), ("0", False), ("1", True), ("on", True)):
-        monkeypatch.setenv(compile_times.ENV, value)
-        assert compile_times.wanted() is on
-
-
 def test_without_triton_the_line_says_no_times_were_taken():
     compiles = compile_times.StageCompiles(thread=threading.get_ident(), started=0.0)
     assert compiles.describe() == "compile times not taken: Triton's hooks are not there"

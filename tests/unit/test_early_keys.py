@@ -152,14 +152,6 @@ def test_a_failing_enumeration_stops_early_submitting_and_never_raises(monkeypat
     assert "early submitting stopped: RuntimeError: a cache layout" in early.account()
 
 
-@pytest.mark.parametrize(
-    ("value", "on"), [("", True), ("1", True), ("0", False), ("off", False), ("False", False)]
-)
-def test_early_keys_are_on_unless_the_environment_turns_them_off(monkeypatch, value, on):
-    monkeypatch.setenv(early_keys.ENV, value)
-    assert early_keys.wanted() is on
-
-
 def test_a_failed_early_compile_is_counted_and_left_to_the_key_pass(monkeypatch):
 
     def ptxas_died() -> None:

@@ -13,21 +13,19 @@ from tests.conftest import need_serving
 
 
 @pytest.mark.parametrize(
-    ("env", "cpus", "ranks", "n"),
+    ("asked", "cpus", "ranks", "n"),
     [
-        ({}, 16, 1, MOST),  # one H200 of the tier: capped
-        ({}, 16, 4, 3),  # four ranks share 16 CPUs, one each for the rank itself
-        ({}, 8, 4, 0),  # one process would be no pool
-        ({}, 2, 1, 0),
-        ({"BLAUNCH_INDUCTOR_POOL": "0"}, 64, 1, 0),
-        ({"BLAUNCH_INDUCTOR_POOL": "off"}, 64, 1, 0),
-        ({"BLAUNCH_INDUCTOR_POOL": "12"}, 4, 1, 12),  # asked for: as asked
-        ({"BLAUNCH_INDUCTOR_POOL": "1"}, 64, 1, 0),
-        ({"BLAUNCH_INDUCTOR_POOL": "on"}, 16, 2, 7),  # on: the default share
+        ("auto", 16, 1, MOST),  # one H200 of the tier: capped
+        ("auto", 16, 4, 3),  # four ranks share 16 CPUs, one each for the rank itself
+        ("auto", 8, 4, 0),  # one process would be no pool
+        ("auto", 2, 1, 0),
+        ("auto", 16, 2, 7),
+        (0, 64, 1, 0),  # off
+        (12, 4, 1, 12),  # asked for: as asked
     ],
 )
-def test_a_rank_gets_its_share_of_the_cpus_or_what_the_switch_asks(env, cpus, ranks, n):
-    assert processes(env, cpus=cpus, ranks=ranks) == n
+def test_a_rank_gets_its_share_of_the_cpus_or_what_the_profile_asks(asked, cpus, ranks, n):
+    assert processes(asked, cpus=cpus, ranks=ranks) == n
 
 
 def test_a_pool_of_no_processes_touches_nothing():
@@ -61,14 +59,14 @@ def test_the_pool_becomes_inductors_and_is_gone_with_compile_threads_put_back():
         assert process.poll() is not None
 
 
-def _ctx(profile: str, replay: tuple = ()):
+def _ctx(profile: str, replay: tuple = (), sets: tuple[str, ...] = ()):
     from launcher.deployment import resolve
     from launcher.plan.model import load_facts
     from launcher.profile import load_profile
     from launcher.runtime.prewarm import PrewarmContext
     from tests.conftest import PROFILES
 
-    p = load_profile(PROFILES / profile).profile
+    p = load_profile(PROFILES / profile, sets).profile
     facts = load_facts(p.model.path, p.model.architecture)
     return PrewarmContext(resolve(p), facts, replay=replay)
 
@@ -80,12 +78,22 @@ def test_a_cuda_boot_gets_its_ranks_share_and_a_replayed_or_cpu_boot_none(monkey
     made = []
     monkeypatch.setattr(inductor_pool.InductorPool, "start", lambda self: made.append(self.n))
     monkeypatch.setattr(inductor_pool.os, "sched_getaffinity", lambda _pid: set(range(16)))
-    monkeypatch.delenv("BLAUNCH_INDUCTOR_POOL", raising=False)
     held = (HeldKernel(kernel="m.k", module="m", qualname="k"),)
     vllm_warmup._inductor_pool(_ctx("glm52.yaml"))  # four cards, 16 CPUs
     vllm_warmup._inductor_pool(_ctx("glm52.yaml", replay=held))
     vllm_warmup._inductor_pool(_ctx("tiny-cpu.yaml"))
     assert made == [3, 0, 0]
+
+
+def test_the_stage_asks_for_the_pool_the_profile_sets(monkeypatch):
+    from launcher.runtime.prewarm import inductor_pool, vllm_warmup
+
+    made = []
+    monkeypatch.setattr(inductor_pool.InductorPool, "start", lambda self: made.append(self.n))
+    monkeypatch.setattr(inductor_pool.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    for asked in ("0", "6", "auto"):
+        vllm_warmup._inductor_pool(_ctx("glm52.yaml", sets=(f"prewarm.inductor_pool={asked}",)))
+    assert made == [0, 6, 3]
 
 
 def test_a_shutdown_that_fails_is_said_not_hidden(monkeypatch):

@@ -55,12 +55,14 @@ IGNORED_SETTINGS = (
     "runtime.run_dir=/elsewhere/runs",
     "prewarm.strict_jit=true",
     "prewarm.canary=true",
+    "prewarm.compile_times=true",
     "hardware.reserved_by_others=3GiB",
     "qualify.concurrency=2",
     "qualify.max_seconds=10",
 )
 """One setting of each key the fingerprint ignores (labels, where it listens or keeps its
-files, whether a late compile is fatal, the cards' other processes, qualify's workload)."""
+files, whether a late compile is fatal, the diagnostics, the cards' other processes, qualify's
+workload)."""
 
 
 @pytest.mark.parametrize("setting", IGNORED_SETTINGS)
@@ -80,6 +82,9 @@ def test_an_ignored_key_keeps_the_fingerprint(setting):
         "parallel.interleave=2",
         "serving.max_logprobs=64",
         "serving.prompt_logprobs=reserve",
+        "prewarm.early_keys=false",
+        "prewarm.sampler_ahead=false",
+        "prewarm.inductor_pool=0",
     ],
 )
 def test_a_key_that_changes_memory_or_code_changes_the_fingerprint(setting):
@@ -147,7 +152,8 @@ def test_the_readers_skip_what_the_old_lists_skipped():
     the facts read ``serving.max_num_batched_tokens`` (the weights' load buffers depend on it:
     a sweep varying it re-used the first row's weights) and skip ``model.served_name`` and
     ``qualify``, the deployment skips every label and ``memory``; ``prewarm.canary`` (a proof
-    of the counters, added later) is a label to every reader."""
+    of the counters, added later) and ``prewarm.compile_times`` (a diagnostic, once an
+    environment switch) are labels to every reader."""
     assert set(unread_paths(Reader.FINGERPRINT)) == {
         ("name",),
         ("description",),
@@ -157,6 +163,7 @@ def test_the_readers_skip_what_the_old_lists_skipped():
         ("runtime",),
         ("prewarm", "strict_jit"),
         ("prewarm", "canary"),
+        ("prewarm", "compile_times"),
         ("hardware", "reserved_by_others"),
         ("qualify",),
     }

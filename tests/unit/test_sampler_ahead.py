@@ -145,18 +145,17 @@ def test_tritons_own_launch_syntax_goes_through_the_ahead_wrapper():
     assert seen == [True, False]
 
 
-def test_the_stage_starts_it_unless_turned_off_and_only_where_sampled_rows_reach_triton(
+def test_the_stage_starts_it_when_wanted_and_only_where_sampled_rows_reach_triton(
     monkeypatch,
 ):
     from launcher.runtime.prewarm.serving_batches import Shape
 
     said = []
     reaching = Shape(4096, 2048, 12, 3, 64)
-    monkeypatch.setenv(sa.ENV, "0")
-    assert sa.for_stage(reaching, "cpu", False, said.append) is None and said == []
-    monkeypatch.delenv(sa.ENV)  # on by default
+    assert sa.for_stage(reaching, "cpu", False, said.append, wanted=False) is None
+    assert said == []
     for shape, replay in ((Shape(4096, 2048, 4, 0, 64), False), (reaching, True)):
-        assert sa.for_stage(shape, "cpu", replay, said.append) is None
+        assert sa.for_stage(shape, "cpu", replay, said.append, wanted=True) is None
     assert (
         said == ["sampler ahead: nothing to do (no sampled rows reach vLLM's Triton sampler)"] * 2
     )

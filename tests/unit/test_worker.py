@@ -167,13 +167,14 @@ class ConfigProbe:
         pass
 
 
-def _worker_running(provider: type, tmp_path, monkeypatch) -> Worker:
-    """A planned worker whose plan (the tiny CPU profile) runs ``provider`` alone, inside a
-    vLLM config of its own."""
+def _worker_running(provider: type, tmp_path, monkeypatch, *more: str) -> Worker:
+    """A planned worker whose plan (the tiny CPU profile, with the settings ``more``) runs
+    ``provider`` alone, inside a vLLM config of its own."""
     config_mod = need_serving("vllm.config")
     sets = (
         f"runtime.cache_root={tmp_path / 'cache'}",
         f"prewarm.providers=['tests.unit.test_worker:{provider.__name__}']",
+        *more,
     )
     planned = pipeline.make_plan(pipeline.load(str(PROFILES / "tiny-cpu.yaml"), sets))
     prepared = pipeline.prepare(
@@ -222,8 +223,7 @@ def test_asked_for_the_prewarm_logs_what_its_thread_compiled_and_unhooks_triton(
 ):
     from launcher.runtime import jit_watch
 
-    monkeypatch.setenv("BLAUNCH_COMPILE_TIMES", "1")
-    worker = _worker_running(CompilingProvider, tmp_path, monkeypatch)
+    worker = _worker_running(CompilingProvider, tmp_path, monkeypatch, "prewarm.compile_times=true")
     jit_watch.watch.uninstall()
     obj, pre, post = jit_watch._runtime_slots()
     before = (getattr(obj, pre), getattr(obj, post))
@@ -240,6 +240,44 @@ def test_asked_for_the_prewarm_logs_what_its_thread_compiled_and_unhooks_triton(
     assert jit_watch.watch._prev == before
     jit_watch.watch.uninstall()
     assert (getattr(obj, pre), getattr(obj, post)) == before
+
+
+def test_unasked_the_prewarm_times_no_compile(tmp_path, monkeypatch, caplog):
+    """``prewarm.compile_times`` at its default (false): the run file's profile says so and
+    the worker installs no timer."""
+    from launcher.runtime.prewarm import compile_times
+
+    def no_timer():
+        raise AssertionError("the compile timer ran unasked")
+
+    monkeypatch.setattr(compile_times, "timed", no_timer)
+    worker = _worker_running(CompilingProvider, tmp_path, monkeypatch)
+    with caplog.at_level(logging.INFO, logger="vllm.b12x_launch"):
+        worker.determine_available_memory()
+    assert "compiles in the prewarm" not in caplog.text
+
+
+class EarlyProbe(ConfigProbe):
+    """A provider that notes whether the worker started the early key enumeration."""
+
+    name = "early-probe"
+    early: ClassVar[list] = []
+
+    def run(self, ctx):
+        from launcher.runtime.prewarm import PrewarmResult
+
+        EarlyProbe.early.append(ctx.early is not None)
+        return PrewarmResult(self.name, warmed=1)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_worker_starts_the_early_keys_as_the_profile_says(on, tmp_path, monkeypatch):
+    worker = _worker_running(
+        EarlyProbe, tmp_path, monkeypatch, f"prewarm.early_keys={str(on).lower()}"
+    )
+    EarlyProbe.early.clear()
+    worker.determine_available_memory()
+    assert EarlyProbe.early == [on]
 
 
 def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatch):

@@ -56,7 +56,7 @@ class PrewarmContext:
     shapes, MoE buckets), once any ran: the key enumeration derives only theirs. None: no
     serving pass ran, every launched kernel is a template."""
     early: Any = None
-    """``early_keys.EarlyKeys`` while the stage runs (unless ``BLAUNCH_EARLY_KEYS=0``): the
+    """``early_keys.EarlyKeys`` while the stage runs (``prewarm.early_keys``): the
     key enumeration after each serving pass, compiling in the background until the key pass."""
     compiling: list[Any] = field(default_factory=list)
     """Compile-only passes whose compiles go on beside the passes after them

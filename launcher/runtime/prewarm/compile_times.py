@@ -7,9 +7,9 @@ H200 the key pass stopped mattering once its keys compiled early, and what was l
 compiles inside the waves (docs/changelog.md, 2026-12-03), which the per-wave times do not
 name. The hooks are the watchdog's (``jit_watch.JitWatch``), installed for the prewarm only
 and put back as they were, before vLLM's own warmup installs its monitor and the worker its
-watchdog. Off unless ``BLAUNCH_COMPILE_TIMES=1``: the worker otherwise installs no hook before
-sizing (a precaution kept since the H200 showed hooked and unhooked boots identical bit for
-bit, docs/gpu-runs/2026-12-01-h200-watch-fidelity.json).
+watchdog. Off unless ``prewarm.compile_times: true``: the worker otherwise installs no hook
+before sizing (a precaution kept since the H200 showed hooked and unhooked boots identical bit
+for bit, docs/gpu-runs/2026-12-01-h200-watch-fidelity.json).
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 
 from launcher.runtime import jit_watch
 from launcher.runtime.prewarm import thread_samples
-from launcher.switches import switch
 
-ENV = "BLAUNCH_COMPILE_TIMES"
 SLOWEST = 6
 """How many of the stage thread's compiles the log line names."""
 
@@ -69,10 +67,6 @@ class StageCompiles:
             + f"; {len(beside)} compile-only or on other threads; "
             f"{inductor} Inductor kernels reported"
         )
-
-
-def wanted() -> bool:
-    return switch(ENV)
 
 
 @contextlib.contextmanager

@@ -6,8 +6,8 @@ a key on the H200, and the pass took 14-18 s on every tier model however many ke
 (31 to 138). Enumerated after each serving pass (the MoE buckets, each wave), the same keys
 compile while the waves go on; the wave that launches the sampler's kernel goes first
 (``serving_batches.waves``). On by default since the H200 measured it (docs/changelog.md,
-2026-12-03: glm39's key pass 18.5 s -> 3.0 s, 0 late compiles); ``BLAUNCH_EARLY_KEYS=0``
-turns it off.
+2026-12-03: glm39's key pass 18.5 s -> 3.0 s, 0 late compiles); ``prewarm.early_keys: false``
+turns it off (the worker reads the key and starts none).
 
 Nothing here touches a kernel's in-process caches: a thread runs Triton's ``compile``, which
 writes its disk cache and returns a kernel nobody loads; the key pass's own compile of that
@@ -27,18 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.runtime.prewarm import keys, parallel_compile
-from launcher.switches import switch
 
 logger = logging.getLogger(__name__)
 
-ENV = "BLAUNCH_EARLY_KEYS"
 THREADS = max(2, parallel_compile.COMPILE_THREADS // 4)
 """Few: the waves' own compiles run on the main thread and share the GIL with these."""
-
-
-def wanted() -> bool:
-    """On unless the environment turns it off (``0``, ``false``, ``no``, ``off``)."""
-    return switch(ENV, default=True)
 
 
 class EarlyKeys:

@@ -12,32 +12,26 @@ with ``warm_cache_only``).
 
 On for the passes, off after: the pool is shut down and ``compile_threads`` put back before
 vLLM's own steps run, so whatever compiles after sizing compiles as in plain vLLM.
-``BLAUNCH_INDUCTOR_POOL=0`` turns it off; ``BLAUNCH_INDUCTOR_POOL=N`` asks for N processes.
+``prewarm.inductor_pool: 0`` turns it off; ``prewarm.inductor_pool: N`` asks for N processes.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Literal
 
-from launcher.switches import OFF
-
-ENV = "BLAUNCH_INDUCTOR_POOL"
 MOST = 8
 """A cap: Inductor hands a pool one graph's kernels at a time (vLLM's pieces hold few), and each
 process costs a torch import. The H200 ran 8 (docs/changelog.md, 2026-12-03)."""
 
 
-def processes(env: dict[str, str] | None = None, cpus: int | None = None, ranks: int = 1) -> int:
-    """How many compile processes a rank gets: ``BLAUNCH_INDUCTOR_POOL`` when it is a number,
-    0 when it is off, else the rank's share of the CPUs less one for itself, at most ``MOST``
-    (fewer than 2 is no pool)."""
-    value = (os.environ if env is None else env).get(ENV, "").strip().lower()
-    if value in OFF:
-        return 0
-    if value.isdigit():
-        n = int(value)
+def processes(asked: Literal["auto"] | int, cpus: int | None = None, ranks: int = 1) -> int:
+    """How many compile processes a rank gets: ``asked`` (``prewarm.inductor_pool``) when it
+    is a number (0: off), else the rank's share of the CPUs less one for itself, at most
+    ``MOST`` (fewer than 2 is no pool)."""
+    if isinstance(asked, int):
+        n = asked
     else:
         if cpus is None:
             cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1

@@ -11,7 +11,7 @@ thread left a busy Python thread 91-98% of its speed on a 2-core CPU, as a compi
 (``benchmarks/compile_parallelism.py``): the compile does not hold the GIL against the stage.
 On the H200 (docs/changelog.md, 2026-12-03) its six keys compiled in 13.5 s beside glm39's
 first wave, whose sampler tail went from 22 s to 11 s, with 0 late compiles. On by default;
-``BLAUNCH_SAMPLER_AHEAD=0`` turns it off.
+``prewarm.sampler_ahead: false`` turns it off.
 
 The thread ends before the waves do (``join``), and its compile-only wrapper comes off the
 kernel with it, so the wrappers put on before it (the serving pass's launch record) are back
@@ -27,9 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles
-from launcher.switches import switch
 
-ENV = "BLAUNCH_SAMPLER_AHEAD"
 WRAPPER = "vllm.v1.sample.ops.topk_topp_triton:apply_top_k_top_p_triton"
 KERNEL = "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel"
 TRITON_ROWS = 8
@@ -49,11 +47,6 @@ def logits_dtypes(model_dtype: str) -> tuple[str, ...]:
 """vLLM's sampler takes its Triton top-k/top-p path from this many rows."""
 
 
-def wanted() -> bool:
-    """On unless the environment turns it off (``0``, ``false``, ``no``, ``off``)."""
-    return switch(ENV, default=True)
-
-
 def rows_for(max_num_seqs: int, spec_tokens: int) -> list[int]:
     """One row count per ``BATCH_SIZE`` class the deployment's sampler reaches on the Triton
     path: Triton specializes integers on 1 and on divisibility by 16, and the rejection
@@ -70,10 +63,13 @@ def for_stage(
     replay: bool,
     log: Callable[[str], None],
     model_dtype: str = "bfloat16",
+    *,
+    wanted: bool,
 ) -> SamplerAhead | None:
-    """Started unless turned off, when the deployment's sampled rows reach vLLM's Triton
-    sampler (``shape``: ``serving_batches.Shape``); else None, said in the log unless off."""
-    if not wanted():
+    """Started when ``wanted`` (``prewarm.sampler_ahead``) and the deployment's sampled rows
+    reach vLLM's Triton sampler (``shape``: ``serving_batches.Shape``); else None, said in
+    the log unless not wanted."""
+    if not wanted:
         return None
     rows = rows_for(shape.max_num_seqs, shape.spec_tokens)
     if rows and shape.sampling and not replay:

@@ -280,7 +280,12 @@ def _serving(ctx: PrewarmContext):
         log = ctx.log or (lambda _: None)
         after = early.submit if early is not None else None
         ahead = sampler_ahead.for_stage(
-            shape, ctx.device, bool(ctx.replay), log, ctx.profile.model.dtype
+            shape,
+            ctx.device,
+            bool(ctx.replay),
+            log,
+            ctx.profile.model.dtype,
+            wanted=ctx.profile.prewarm.sampler_ahead,
         )
         try:
             with transient_peak(getattr(ctx.model_runner, "device", None)) as peak:
@@ -503,7 +508,8 @@ def _inductor_pool(ctx: PrewarmContext) -> inductor_pool.InductorPool:
     2026-12-04)."""
     hardware = ctx.profile.hardware
     cold = hardware.gpu != "cpu" and not ctx.replay
-    n = inductor_pool.processes(ranks=hardware.count) if cold else 0
+    asked = ctx.profile.prewarm.inductor_pool
+    n = inductor_pool.processes(asked, ranks=hardware.count) if cold else 0
     return inductor_pool.InductorPool(n).start()
 
 

@@ -267,9 +267,9 @@ class PlannedMixin:
         names = list(deployment.prewarm)
 
         def run_all() -> None:
-            if early_keys.wanted() and "keys" in names:  # started before the scratch stage
+            if ctx.profile.prewarm.early_keys and "keys" in names:  # before the scratch stage
                 ctx.early = early_keys.EarlyKeys(ranges_of(ctx))
-            timed = compile_times.wanted()  # its hooks come off before vLLM's own steps
+            timed = ctx.profile.prewarm.compile_times  # hooks off before vLLM's own steps
             with compile_times.timed() if timed else contextlib.nullcontext() as compiles:
                 try:
                     with self._vllm_config_context():
@@ -310,7 +310,7 @@ class PlannedMixin:
             return results, None
         from launcher.gpu.measure import measure
 
-        # No Triton hook before sizing (BLAUNCH_COMPILE_TIMES=1 adds the timer's, off after
+        # No Triton hook before sizing (prewarm.compile_times adds the timer's, off after
         # the prewarm): the prewarm counts compiles by reading Triton's
         # caches (jit_watch.loaded); the watchdog's hooks go in after vLLM's own warmup.
         _, measurement = measure(run_all, device)
