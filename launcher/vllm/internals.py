@@ -99,6 +99,7 @@ CONFIG = "vllm.config"
 WARMUP = "vllm.model_executor.warmup"
 MLA = "vllm.v1.attention.backends.mla"
 DCP = "vllm.v1.attention.ops.dcp"
+FUSED_MOE = "vllm.model_executor.layers.fused_moe"
 
 
 def _m(name: str, module: str, needed_by: str, without: Without, **kw: Any) -> Internal:
@@ -119,6 +120,10 @@ def _a(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> In
 
 _NO_WORKER = refuse("the planned worker subclasses it; without it there is no planned worker")
 _NO_SIZING = refuse("the worker sizes the KV cache through it; a boot without it is not planned")
+_MOE_TABLES = (
+    "the MoE buckets' tile-config changes are not asked for a quantised layer: its own "
+    "table's configs " + LATE
+)
 _NO_SCRATCH = skip("no scratch KV stage: serving's kernels (attention, sampler) " + LATE)
 
 DECLARED: tuple[Internal, ...] = (
@@ -719,6 +724,25 @@ DECLARED: tuple[Internal, ...] = (
         "vllm.model_executor.layers.fused_moe.fused_moe:try_get_optimal_moe_config",
         "vllm",
         skip("the MoE buckets are not compiled ahead: their kernels " + LATE),
+    ),
+    _a(
+        "moe.quant_config",
+        f"{FUSED_MOE}.fused_moe_method_base:FusedMoEMethodBase.moe_quant_config",
+        "vllm",
+        skip(_MOE_TABLES),
+    ),
+    _a(
+        "moe.block_shape",
+        f"{FUSED_MOE}.config:FusedMoEQuantConfig.block_shape",
+        "vllm",
+        skip(_MOE_TABLES),
+    ),
+    _f(
+        "moe.config_name",
+        f"{FUSED_MOE}.config:FusedMoEQuantConfig.config_name",
+        "vllm",
+        skip(_MOE_TABLES),
+        params=("self", "dtype"),
     ),
     _m(
         "moe.exl3",

@@ -15,6 +15,7 @@ import logging
 import platform
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,11 +45,13 @@ from launcher.runtime.prewarm import (
 )
 from launcher.runtime.prewarm.keys import ranges_of
 from launcher.runtime.worker.late import LateCounters
+from launcher.runtime.worker.readings import Readings
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.runtime.worker.serving import ServingWatch
 from launcher.units import format_size
+from launcher.vllm.internals import LOGGER, Missing
 
-logger = logging.getLogger("vllm.b12x_launch")
+logger = logging.getLogger(LOGGER)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,11 @@ class PlannedMixin:
     _run: RunPlan | None = None
     _record: RankRecord
     """This rank's record, built up step by step and written whole by ``_save`` after each."""
+
+    @cached_property
+    def _vllm(self) -> Readings:
+        """The declared internals this worker reads on vLLM's live objects."""
+        return Readings(lambda line: logger.warning("b12x-launch rank %d: %s", self.rank, line))
 
     # -- sizing ---------------------------------------------------------------------------
     def determine_available_memory(self) -> int:
@@ -153,7 +161,7 @@ class PlannedMixin:
         after = self._device_snapshot()
         if before and after:
             self._beside_kv = beside_kv(before["free"] - after["free"], kv_cache_config)
-        blocks = int(getattr(kv_cache_config, "num_blocks", 0))
+        blocks = int(self._vllm.read("kv.num_blocks", kv_cache_config))  # refused if missing
         kv = self._run.kv
         tokens = blocks * kv.block_tokens * kv.dcp
         self._record.kv = KvActual(blocks=blocks, tokens=tokens, planned_tokens=kv.tokens)
@@ -407,9 +415,12 @@ class PlannedMixin:
         segments, not the peak (H200, GLM-5 architecture, PIECEWISE: 0.43 GiB more, which
         left 63 MiB free against a 512 MiB margin when only the peak was reserved)."""
         runner = getattr(self, "model_runner", None)
-        profile = getattr(runner, "profile_run", None)
         device = self._device_index()
-        if profile is None or device is None:
+        if runner is None or device is None:  # vLLM's CPU backend: no device peak to read
+            yield
+            return
+        profile = self._vllm.read("runner.profile_run", runner)
+        if isinstance(profile, Missing):  # said and recorded: vLLM's figure, else the plan's
             yield
             return
         import torch
@@ -443,15 +454,23 @@ class PlannedMixin:
         if measured is not None:
             segments = int(getattr(self, "_activation_segments", 0))
             return max(int(measured), segments, int(getattr(self, "_stage_peak", 0)))
-        peak = int(getattr(self, "peak_activation_memory", 0) or 0)
-        return max(0, peak - self._cudagraph_applied())
+        if self.platform != "cuda":  # vLLM's CPU worker has no figure; its budget takes none
+            return 0
+        peak = self._vllm.read("worker.peak_activation_memory", self)
+        if isinstance(peak, Missing):  # the declared fallback, said and recorded
+            return self._run.component(self.rank, Name.ACTIVATION_PEAK) if self._run else 0
+        return max(0, int(peak) - self._cudagraph_applied())
 
     def _cudagraph_applied(self) -> int:
+        """vLLM's CUDA-graph estimate inside its ``peak_activation_memory`` (0: not in it,
+        or not read on this release, which the read has said)."""
         import os
 
         flag = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1").lower()
-        estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
-        return estimate if flag not in ("0", "false") else 0
+        estimate = self._vllm.read("worker.cudagraph_memory_estimate", self)
+        if isinstance(estimate, Missing) or flag in ("0", "false"):
+            return 0
+        return int(estimate)
 
     def _calibrated(self, run: RunPlan) -> bool:
         """Whether this rank's plan is made of an earlier boot's measurements."""
@@ -489,10 +508,14 @@ class PlannedMixin:
     def _cudagraph_reserve(self, run: RunPlan) -> int:
         """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
         measured = run.measured(self.rank, Name.CUDAGRAPH_POOL)
+        planned = run.component(self.rank, Name.CUDAGRAPH_POOL)
         if measured is not None:
             return measured
-        estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
-        return estimate or run.component(self.rank, Name.CUDAGRAPH_POOL)
+        if self.platform != "cuda":  # vLLM's CPU worker has no estimate; its budget takes none
+            return planned
+        estimate = self._vllm.read("worker.cudagraph_memory_estimate", self)
+        # 0: vLLM did not estimate (its estimate switched off); Missing: the declared fallback
+        return planned if isinstance(estimate, Missing) or not estimate else int(estimate)
 
     def _device_index(self) -> int | None:
         if self.platform != "cuda":
@@ -655,6 +678,7 @@ class PlannedMixin:
 
     def _save(self) -> None:
         profile = self._run.profile
+        self._record.internals = self._vllm.into(self._record.internals)
         try:
             store.save_record(
                 self._record, self._run.run_dir, profile.runtime.cache_root, profile.hardware.gpu
