@@ -37,8 +37,10 @@ from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_bud
 from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
+    Provider,
     compile_times,
     early_keys,
+    flow,
     load,
     run_after_forward,
     thread_samples,
@@ -290,26 +292,25 @@ class PlannedMixin:
                 if compiles.samples is not None:
                     _say(f"rank {self.rank}: {compiles.samples.describe()}")
 
+        def step(provider: Provider, index: int, count: int) -> PrewarmResult:
+            name = provider.name
+            phases.part(f"prewarm {name}", index, count)
+            self._providers.append((provider, ctx))
+            thread_samples.mark(f"provider {name}")
+            start = time.perf_counter()
+            result = provider.run(ctx)
+            result.seconds = result.seconds or time.perf_counter() - start
+            points = "; ".join(e.line() for e in outcome(result).entry_points)
+            _say(
+                f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
+                f"{result.warmed} warmed in {result.seconds:.1f}s"
+                + (f"; entry points: {points}" if points else "")
+                + (f"; {result.skipped}" if result.skipped else "")
+            )
+            return result
+
         def run_providers() -> None:
-            for name in names:
-                phases.part(f"prewarm {name}", names.index(name), len(names))
-                provider = load(name)
-                if not provider.applies(ctx):
-                    results.append(PrewarmResult(name, skipped="not used by this deployment"))
-                    continue
-                self._providers.append((provider, ctx))
-                thread_samples.mark(f"provider {name}")
-                start = time.perf_counter()
-                result = provider.run(ctx)
-                result.seconds = result.seconds or time.perf_counter() - start
-                results.append(result)
-                points = "; ".join(e.line() for e in outcome(result).entry_points)
-                _say(
-                    f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
-                    f"{result.warmed} warmed in {result.seconds:.1f}s"
-                    + (f"; entry points: {points}" if points else "")
-                    + (f"; {result.skipped}" if result.skipped else "")
-                )
+            results.extend(flow.run([load(name) for name in names], ctx, step))
             run_after_forward(ctx)  # no scratch forward ran: what waited for one runs now
             _say(f"rank {self.rank}: prewarm took {stage_times(results)}")
 
@@ -696,12 +697,17 @@ class PlannedMixin:
             )
 
 
+NOT_RECORDED = ("serving_peak", "handed")
+"""A result's parts the record does not keep as the outcome: the stage's served peak (kept
+once, as ``Activation.stage_peak``) and what a provider handed the ones after it."""
+
+
 def outcome(result: PrewarmResult) -> PrewarmOutcome:
     """A provider's result as the record keeps it. A third party's provider may hand back
     what the record's types refuse: its outcome is then kept without those parts, and says
     so, rather than stop the boot. The stage's served peak is not the outcome's: the record
     keeps it once, as ``Activation.stage_peak``."""
-    data = {k: v for k, v in vars(result).items() if k != "serving_peak"}
+    data = {k: v for k, v in vars(result).items() if k not in NOT_RECORDED}
     try:
         return PrewarmOutcome.model_validate(data)
     except ValidationError as exc:
