@@ -771,16 +771,11 @@ LOGGER = "vllm.b12x_launch"
 OTHER_PATCHES: tuple[tuple[str, Patch], ...] = (
     (
         "triton.runtime.jit.JITFunction.run (per kernel instance)",
-        Patch("launcher.runtime.jit_watch", "the instance's run rebound to the class's on disarm"),
-    ),
-    (
-        "triton.runtime.jit.JITFunction.run (per kernel instance)",
-        Patch("launcher.runtime.prewarm.parallel_compile", "the saved run put back per kernel"),
-    ),
-    (
-        "triton.runtime.jit.JITFunction.run (the sampler's kernel)",
         Patch(
-            "launcher.runtime.prewarm.sampler_ahead", "the saved run put back when the waves end"
+            "launcher.runtime.run_chain",
+            "one chain of layers (jit_watch's launch count, parallel_compile's and "
+            "sampler_ahead's compile-only launches); each layer comes off alone, and the "
+            "last one's removal puts back the run that was there before the first",
         ),
     ),
 )
