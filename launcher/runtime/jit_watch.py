@@ -330,31 +330,31 @@ def loaded() -> dict[str, int]:
 @contextlib.contextmanager
 def launched_in_block() -> Iterator[set[str]]:
     """The kernels (``module.qualname``) launched while the block runs, compiled or not: a
-    launch of a kernel that exists now goes through its ``run`` (wrapped for the block), and
-    one whose key is new shows in Triton's caches. Another wrapper put on inside the block
-    (a compile-only pass) may take ours off; what is left is put back as it was."""
+    launch of a kernel that exists now goes through its ``run`` (a layer of ``run_chain``
+    for the block, beside any other: a compile-only pass inside it), and one whose key is
+    new shows in Triton's caches."""
+    from launcher.runtime import run_chain
+
     found: set[str] = set()
     before = loaded()
-    wrapped: list[tuple[Any, Any]] = []
-    for fn in _jit_functions():
-        if "run" in vars(fn):  # someone else's wrapper: leave it, the key count still tells
-            continue
+
+    def counting(fn: Any) -> run_chain.Layer:
         name = f"{fn.fn.__module__}.{fn.fn.__qualname__}"
-        original = fn.run
 
-        def run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:
-            found.add(_name)
-            return _run(*args, **kwargs)
+        def layer(below: Any) -> Any:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                found.add(name)
+                return below(*args, **kwargs)
 
-        fn.run = run
-        wrapped.append((fn, run))
+            return run
+
+        return layer
+
     try:
-        yield found
+        with run_chain.observing(_jit_functions(), counting):
+            yield found
     finally:
         found.update(new_since(before))
-        for fn, run in wrapped:
-            if vars(fn).get("run") is run:
-                del vars(fn)["run"]
 
 
 def new_since(before: dict[str, int], now: dict[str, int] | None = None) -> dict[str, int]:

@@ -99,6 +99,7 @@ CONFIG = "vllm.config"
 WARMUP = "vllm.model_executor.warmup"
 MLA = "vllm.v1.attention.backends.mla"
 DCP = "vllm.v1.attention.ops.dcp"
+FUSED_MOE = "vllm.model_executor.layers.fused_moe"
 
 
 def _m(name: str, module: str, needed_by: str, without: Without, **kw: Any) -> Internal:
@@ -119,6 +120,10 @@ def _a(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> In
 
 _NO_WORKER = refuse("the planned worker subclasses it; without it there is no planned worker")
 _NO_SIZING = refuse("the worker sizes the KV cache through it; a boot without it is not planned")
+_MOE_TABLES = (
+    "the MoE buckets' tile-config changes are not asked for a quantised layer: its own "
+    "table's configs " + LATE
+)
 _NO_SCRATCH = skip("no scratch KV stage: serving's kernels (attention, sampler) " + LATE)
 
 DECLARED: tuple[Internal, ...] = (
@@ -720,6 +725,25 @@ DECLARED: tuple[Internal, ...] = (
         "vllm",
         skip("the MoE buckets are not compiled ahead: their kernels " + LATE),
     ),
+    _a(
+        "moe.quant_config",
+        f"{FUSED_MOE}.fused_moe_method_base:FusedMoEMethodBase.moe_quant_config",
+        "vllm",
+        skip(_MOE_TABLES),
+    ),
+    _a(
+        "moe.block_shape",
+        f"{FUSED_MOE}.config:FusedMoEQuantConfig.block_shape",
+        "vllm",
+        skip(_MOE_TABLES),
+    ),
+    _f(
+        "moe.config_name",
+        f"{FUSED_MOE}.config:FusedMoEQuantConfig.config_name",
+        "vllm",
+        skip(_MOE_TABLES),
+        params=("self", "dtype"),
+    ),
     _m(
         "moe.exl3",
         "vllm.model_executor.layers.quantization.exl3",
@@ -747,16 +771,11 @@ LOGGER = "vllm.b12x_launch"
 OTHER_PATCHES: tuple[tuple[str, Patch], ...] = (
     (
         "triton.runtime.jit.JITFunction.run (per kernel instance)",
-        Patch("launcher.runtime.jit_watch", "the instance's run rebound to the class's on disarm"),
-    ),
-    (
-        "triton.runtime.jit.JITFunction.run (per kernel instance)",
-        Patch("launcher.runtime.prewarm.parallel_compile", "the saved run put back per kernel"),
-    ),
-    (
-        "triton.runtime.jit.JITFunction.run (the sampler's kernel)",
         Patch(
-            "launcher.runtime.prewarm.sampler_ahead", "the saved run put back when the waves end"
+            "launcher.runtime.run_chain",
+            "one chain of layers (jit_watch's launch count, parallel_compile's and "
+            "sampler_ahead's compile-only launches); each layer comes off alone, and the "
+            "last one's removal puts back the run that was there before the first",
         ),
     ),
 )

@@ -187,7 +187,7 @@ def test_each_serving_pass_hands_its_live_launches_to_the_early_enumeration(monk
     point = vllm_warmup.EntryPoint(
         "serving_batches", lambda c: "waves", lambda c: [("waves", waves)], serving=True
     )
-    ctx = SimpleNamespace(early=Recording(), serving_launches={"vllm.fake.moe"})
-    ctx.served_kernels = None
-    vllm_warmup._run_points([point], ctx, PrewarmResult("vllm"))
+    ctx = SimpleNamespace(early=Recording())
+    serving = vllm_warmup.Serving(launches={"vllm.fake.moe"})
+    vllm_warmup._run_points([point], ctx, PrewarmResult("vllm"), serving)
     assert seen == [{"vllm.fake.moe", "vllm.fake.sampler_kernel"}] * 2

@@ -24,6 +24,7 @@ import pytest
 
 from launcher.contract.record import HeldKernel
 from launcher.runtime.prewarm import keys as K
+from launcher.runtime.prewarm.flow import Fact, ServedKernels
 from tests.conftest import need, need_serving
 
 if TYPE_CHECKING:
@@ -316,7 +317,10 @@ def _keys_ctx(enumerated=()) -> SimpleNamespace:
     profile = SimpleNamespace(serving=serving, mtp_tokens=2)
     facts = SimpleNamespace(experts_per_token=1)
     typed = tuple(KernelEnumeration.model_validate(e) for e in enumerated)
-    return SimpleNamespace(worker=None, profile=profile, facts=facts, enumerated=typed)
+    ctx = SimpleNamespace(worker=None, profile=profile, facts=facts, enumerated=typed)
+    ctx.given = {Fact.SERVED_KERNELS: None, Fact.LAUNCHED: None}  # what flow.run hands keys
+    ctx.received = lambda fact: ctx.given[fact]
+    return ctx
 
 
 def test_one_kernel_that_cannot_be_enumerated_or_compiled_stops_no_other(monkeypatch):
@@ -375,7 +379,7 @@ def test_a_kernel_only_a_warmup_launched_is_not_enumerated_once_serving_ran(monk
     served, warmup = FakeKernel("served_kernel", _ran(3)), FakeKernel("warmup_kernel", _ran(3))
     monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [served, warmup])
     ctx = _keys_ctx()
-    ctx.served_kernels = frozenset({"vllm.fake.served_kernel"})
+    ctx.given[Fact.SERVED_KERNELS] = ServedKernels(frozenset({"vllm.fake.served_kernel"}))
     result = K.KeysProvider().run(ctx)
     records = {r["kernel"]: r for r in result.enumeration}
     assert records["vllm.fake.served_kernel"]["missing"] > 0
@@ -403,9 +407,10 @@ def test_a_kernel_whose_module_the_waves_import_counts_as_served(monkeypatch):
         "serving_batches", lambda ctx: "waves", lambda ctx: [("waves", waves)], serving=True
     )
     ctx = _keys_ctx()
-    ctx.serving_launches, ctx.served_kernels = set(), None
-    vllm_warmup._run_points([point], ctx, PrewarmResult("vllm"))
-    assert ctx.served_kernels == {"vllm.fake.bitmask_kernel"}
+    serving = vllm_warmup.Serving()
+    vllm_warmup._run_points([point], ctx, PrewarmResult("vllm"), serving)
+    assert serving.waves_ran and serving.launches == {"vllm.fake.bitmask_kernel"}
+    ctx.given[Fact.SERVED_KERNELS] = ServedKernels(frozenset(serving.launches))
     (record,) = K.KeysProvider().run(ctx).enumeration
     assert record.get("not_served") is None and record["missing"] > 0, record
 

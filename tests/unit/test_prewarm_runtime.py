@@ -278,6 +278,7 @@ def moe_model(torch):
             self.w13_weight = torch.nn.Parameter(torch.zeros(16, 256, 64), requires_grad=False)
             self.w2_weight = torch.nn.Parameter(torch.zeros(16, 64, 128), requires_grad=False)
             self.tokens: list[int] = []
+            self.quant_method = SimpleNamespace(moe_quant_config=None)  # unquantised
 
         def forward(self, x, logits):
             self.tokens.append(x.shape[0])
@@ -504,7 +505,27 @@ def test_the_moe_config_chooser_is_asked_for_the_layers_own_fp8_block_table(monk
     )
     assert moe_buckets.moe_config_changes(layer, 100, "bfloat16") == [48, 49]
     assert all(a == ("fp8_w8a8", [128, 128]) for a in asked)
-    plain = SimpleNamespace(**{k: v for k, v in vars(layer).items() if k != "quant_method"})
+    unquantised = SimpleNamespace(moe_quant_config=None)
+    plain = SimpleNamespace(**{**vars(layer), "quant_method": unquantised})
     asked.clear()
     assert moe_buckets.moe_config_changes(plain, 100, "bfloat16") == [64, 65]
     assert all(a == (None, None) for a in asked)
+
+
+def test_a_quant_config_without_its_declared_block_shape_is_named_not_read_as_none(monkeypatch):
+    """A vLLM whose MoE quant config lacks ``block_shape`` is not asked for the
+    unquantised table in silence: the read names the declared internal and its cost."""
+    from types import SimpleNamespace
+
+    from launcher.vllm.internals import InternalMissing
+
+    monkeypatch.setattr(moe_buckets, "runtime_function", lambda path: lambda *a, **k: {})
+    quant = SimpleNamespace(config_name=lambda dtype: "fp8_w8a8")  # no block_shape
+    layer = SimpleNamespace(
+        w13_weight=SimpleNamespace(shape=(8, 512, 256)),
+        w2_weight=SimpleNamespace(shape=(8, 256, 256)),
+        top_k=2,
+        quant_method=SimpleNamespace(moe_quant_config=quant),
+    )
+    with pytest.raises(InternalMissing, match=r"moe\.block_shape missing .*compile after sizing"):
+        moe_buckets.moe_config_changes(layer, 100, "bfloat16")

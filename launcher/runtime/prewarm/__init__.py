@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.profile.prewarm_providers import available
+from launcher.runtime.prewarm.flow import Fact
 
 if TYPE_CHECKING:
     from launcher.contract.census import CensusEntry
@@ -44,17 +45,13 @@ class PrewarmContext:
     """The key enumeration an earlier boot recorded for this rank (``prewarm --list``)."""
     scratch: Any = None
     """The scratch KV cache while the runtime provider's stage holds one (``scratch_kv``)."""
-    serving_launches: set[str] = field(default_factory=set)
-    """Triton kernels every serving-shaped pass launched so far (``served_kernels`` once the
-    waves ran)."""
     replay: tuple[HeldKernel, ...] = ()
     """A warm boot's keys to load before sizing (the baked boot's ``held``): set when a cache
     artifact restored this deployment's caches and records whole (``ArtifactRecord.warm``).
     The stage then serves only the request-feature waves; the keys stand for the rest."""
-    served_kernels: frozenset[str] | None = None
-    """Triton kernels (``module.qualname``) the serving-shaped passes launched (waves, capture
-    shapes, MoE buckets), once any ran: the key enumeration derives only theirs. None: no
-    serving pass ran, every launched kernel is a template."""
+    given: dict[Fact, Any] = field(default_factory=dict)
+    """What the providers before this one handed of the facts it declares it needs or uses
+    (``flow.run`` sets it for each provider); read through ``received``."""
     early: Any = None
     """``early_keys.EarlyKeys`` while the stage runs (``prewarm.early_keys``): the
     key enumeration after each serving pass, compiling in the background until the key pass."""
@@ -70,6 +67,13 @@ class PrewarmContext:
     @property
     def profile(self) -> Profile:
         return self.deployment.profile
+
+    def received(self, fact: Fact) -> Any:
+        """What an earlier provider handed of ``fact`` (None: no listed provider handed it on
+        this boot). A provider reads only what it declares it needs or uses."""
+        if fact not in self.given:
+            raise KeyError(f"{fact.value!r} is not among what this provider declares it takes")
+        return self.given[fact]
 
 
 @dataclass
@@ -100,10 +104,19 @@ class PrewarmResult:
     enumeration: list[dict] = field(default_factory=list)
     """Per kernel, the key space derived after the waves (``keys``): each argument's classes
     and why, how many keys were launched, reachable and compiled by enumeration."""
+    handed: dict[Fact, Any] = field(default_factory=dict)
+    """What the provider hands the providers after it (``flow.Fact`` -> its typed value), of
+    what it declares it ``provides``; not recorded."""
 
 
 class Provider(Protocol):
     name: str
+    provides: frozenset[Fact]
+    """What it hands the providers after it (``flow``)."""
+    needs: frozenset[Fact]
+    """What a listed provider must provide before it runs, or the stage refuses."""
+    uses: frozenset[Fact]
+    """What it reads when a listed provider provides it (it runs after that one)."""
 
     def applies(self, ctx: PrewarmContext) -> bool:
         """Whether this deployment uses the provider's kernels at all."""

@@ -33,6 +33,7 @@ from typing import Any
 
 from launcher.plan import b12x_sizing as sizing
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm.flow import NONE, Fact
 from launcher.runtime.prewarm.moe_units import MoeUnits, find_moe_units
 
 WAITING = "fused_moe: looked up after the model's first forward"
@@ -44,6 +45,8 @@ logger = logging.getLogger("launcher.runtime.prewarm.b12x")
 
 class B12xProvider:
     name = "b12x"
+    provides = frozenset({Fact.LAUNCHED})
+    needs = uses = NONE
 
     def __init__(self) -> None:
         self.sessions: list[Any] = []

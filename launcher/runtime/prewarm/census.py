@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm.flow import NONE, Fact
 
 
 def _jit_function(kernel: str) -> Any:
@@ -29,6 +30,8 @@ def _jit_function(kernel: str) -> Any:
 
 class CensusProvider:
     name = "census"
+    provides = frozenset({Fact.LAUNCHED})
+    needs = uses = NONE
 
     def applies(self, ctx: PrewarmContext) -> bool:
         return bool(ctx.learned)

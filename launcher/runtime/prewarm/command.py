@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 from launcher.contract import store
 from launcher.errors import EnvironmentProblem
-from launcher.runtime.prewarm import PrewarmContext, UnknownProvider, load
+from launcher.runtime.prewarm import (
+    PrewarmContext,
+    PrewarmResult,
+    Provider,
+    UnknownProvider,
+    flow,
+    load,
+)
 
 if TYPE_CHECKING:
     from launcher.launch.planned import Planned
@@ -34,7 +41,10 @@ def providers(planned: Planned, device: str = "cuda:0"):
             out.append(load(name))
         except UnknownProvider as exc:
             raise EnvironmentProblem(f"prewarm.providers: {exc}") from None
-    return ctx, out
+    try:
+        return ctx, flow.order(out)  # listed in the order the stage runs them
+    except flow.FlowError as exc:
+        raise EnvironmentProblem(f"prewarm.providers: {exc}") from None
 
 
 def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
@@ -48,7 +58,7 @@ def list_specializations(planned: Planned, echo: Callable[[str], None]) -> None:
         echo("nothing to prewarm: prewarm.providers is empty")
     for prov in provs:
         if not prov.applies(ctx):
-            echo(f"{prov.name}: {_why_not(prov, ctx)}")
+            echo(f"{prov.name}: {flow.why_not(prov, ctx)}")
             continue
         specs = prov.specializations(ctx)
         echo(f"{prov.name}: {len(specs)} specialization(s)")
@@ -82,22 +92,20 @@ def run_prewarm(planned: Planned, device: int, echo: Callable[[str], None]) -> N
     from launcher.gpu.measure import measure
 
     ctx, provs = providers(planned, f"cuda:{device}")
-    for prov in provs:
-        if not prov.applies(ctx):
-            echo(f"{prov.name}: {_why_not(prov, ctx, '(or needs the vLLM worker)')}")
-            continue
+
+    def step(prov: Provider, index: int, count: int) -> PrewarmResult:
         start = time.perf_counter()
-        result, m = measure(lambda prov=prov: prov.run(ctx), device)
+        result, m = measure(lambda: prov.run(ctx), device)
         echo(
             f"{prov.name}: {result.compiled} compiled, {result.warmed} warmed in "
             f"{time.perf_counter() - start:.1f}s; memory retained {m.retained_bytes / 2**20:.0f} "
             f"MiB, transient peak {m.transient_peak_bytes / 2**20:.0f} MiB"
             + (f"; skipped: {result.skipped}" if result.skipped else "")
         )
+        return result
 
+    def skipped(prov: Provider, why: str) -> None:
+        hint = " (or needs the vLLM worker)" if why == flow.NOT_USED else ""
+        echo(f"{prov.name}: {why}{hint}")
 
-def _why_not(prov, ctx: PrewarmContext, hint: str = "") -> str:
-    """The provider's own one-line reason when it has one (``why_not``)."""
-    why = getattr(prov, "why_not", None)
-    reason = why(ctx) if callable(why) else ""
-    return reason or " ".join(filter(None, ("not used by this deployment", hint)))
+    flow.run(provs, ctx, step, skipped)

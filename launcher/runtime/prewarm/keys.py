@@ -41,6 +41,7 @@ from launcher.runtime.prewarm import (
     key_json,
     parallel_compile,
 )
+from launcher.runtime.prewarm.flow import NONE, Fact
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles, settle
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
@@ -821,6 +822,9 @@ def ranges_of(ctx: PrewarmContext) -> Ranges:
 
 class KeysProvider:
     name = "keys"
+    provides = needs = NONE
+    uses = frozenset({Fact.LAUNCHED, Fact.SERVED_KERNELS})
+    """After every provider that launches kernels: it derives their keys."""
 
     def applies(self, ctx: PrewarmContext) -> bool:
         return ctx.profile.hardware.gpu != "cpu"
@@ -878,7 +882,8 @@ class KeysProvider:
                 f"replayed {done.compiled} keys of {kernels} kernels from the baked boot's "
                 "record (cache artifact)"
             )
-        served = getattr(ctx, "served_kernels", None)
+        handed = ctx.received(Fact.SERVED_KERNELS)  # None: no waves ran, every kernel counts
+        served = handed.names if handed is not None else None
         pending: list[tuple[Job, dict[str, Any]]] = []
         for fn in jit_watch._jit_functions():
             if served is not None and launched(fn) and kernel_name(fn) not in served:

@@ -15,7 +15,7 @@ from typing import Any
 from launcher.runtime import phases
 from launcher.runtime.prewarm import PrewarmContext, runtime_function
 from launcher.runtime.prewarm.parallel_compile import compile_only
-from launcher.vllm.internals import module_path
+from launcher.vllm.internals import InternalMissing, Missing, module_path, resolve
 
 
 def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[int]:
@@ -93,11 +93,19 @@ def chooser_args(layer: Any, dtype: Any) -> tuple[str | None, list[int] | None]:
     """The quantisation name and block shape the runtime's experts hand its config chooser
     for this layer (``quant_config.config_name(dtype)`` and ``block_shape``): an fp8-block
     layer has tables of its own; (None, None), the unquantised table, where the layer has no
-    quant config."""
-    quant = getattr(getattr(layer, "quant_method", None), "moe_quant_config", None)
-    if quant is None:
+    quant config. ``InternalMissing`` names a declared internal the live objects lack."""
+    quant = _declared("moe.quant_config", layer.quant_method)
+    if quant is None:  # vLLM's own None: an unquantised method
         return None, None
-    return quant.config_name(dtype), getattr(quant, "block_shape", None)
+    name = _declared("moe.config_name", quant)(dtype)
+    return name, _declared("moe.block_shape", quant)
+
+
+def _declared(name: str, on: Any) -> Any:
+    found = resolve(name, on=on)
+    if isinstance(found, Missing):  # the check before the weights said its cost
+        raise InternalMissing(str(found))
+    return found
 
 
 def moe_config_changes(layer: Any, max_tokens: int, dtype: Any = None) -> list[int]:
@@ -139,8 +147,12 @@ def find(ctx: PrewarmContext):
     max_tokens = int(config.scheduler_config.max_num_batched_tokens)
     captures = list(ctx.deployment.capture_sizes)
     counts = set(moe_token_counts(max_tokens, captures, ctx.facts.experts_per_token))
+    unasked = ""
     for _, _, weights in blocks:
-        counts |= set(moe_config_changes(weights, max_tokens, config.model_config.dtype))
+        try:
+            counts |= set(moe_config_changes(weights, max_tokens, config.model_config.dtype))
+        except InternalMissing as exc:  # the counts above still run; the gap is named
+            unasked = f"; tile-config changes not asked: {exc}"
     counts = sorted(c for c in counts if 1 <= c <= max_tokens)
 
     def run() -> None:
@@ -172,4 +184,4 @@ def find(ctx: PrewarmContext):
                     torch.cuda.synchronize(device)
 
     names = sorted({type(b).__name__ for b, _, _ in blocks})
-    return [(f"{'/'.join(names)}.forward(n tokens) for n in {counts}", run)]
+    return [(f"{'/'.join(names)}.forward(n tokens) for n in {counts}{unasked}", run)]

@@ -159,19 +159,12 @@ def compile_only(kernels: Sequence[Any], later: list[Compiling] | None = None) -
                 )
 
 
-@contextlib.contextmanager
-def _compile_only_launches(kernels: Sequence[Any]) -> Iterator[None]:
-    previous = {id(fn): vars(fn).get("run") for fn in kernels}
-    for fn in kernels:
-        fn.run = _compiling(fn.run)
-    try:
-        yield
-    finally:
-        for fn in kernels:  # back as it was: a wrapper put on before stays on
-            if previous[id(fn)] is None:
-                vars(fn).pop("run", None)
-            else:
-                fn.run = previous[id(fn)]
+def _compile_only_launches(kernels: Sequence[Any]) -> contextlib.AbstractContextManager[None]:
+    """Every launch of ``kernels`` compiles only while the block runs (a ``run_chain``
+    layer: what other layers observe stays observed, and each comes off alone)."""
+    from launcher.runtime import run_chain
+
+    return run_chain.observing(kernels, lambda fn: _compiling)
 
 
 class Compiling:

@@ -79,24 +79,19 @@ def for_stage(
 
 
 class CompileOnlyHere:
-    """``fn``'s launches from one thread compile only; every other thread's run as before.
-    ``close`` puts back the ``run`` that was there when it was made."""
+    """``fn``'s launches from one thread compile only; every other thread's run as before
+    (a ``run_chain`` layer). ``close`` takes the layer out, and only it."""
 
     def __init__(self, fn: Any, thread: int) -> None:
+        from functools import partial
+
+        from launcher.runtime import run_chain
         from launcher.runtime.prewarm.parallel_compile import _compiling
 
-        self._fn = fn
-        self._before = vars(fn).get("run")
-        self._run = _compiling(fn.run, thread)
-        fn.run = self._run
+        self._layer = run_chain.observe(fn, partial(_compiling, thread=thread))
 
     def close(self) -> None:
-        if vars(self._fn).get("run") is not self._run:
-            return  # someone wrapped it after us: theirs stays, ours went with it
-        if self._before is None:
-            del vars(self._fn)["run"]
-        else:
-            self._fn.run = self._before
+        self._layer.remove()
 
 
 class SamplerAhead:

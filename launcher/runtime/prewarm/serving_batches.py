@@ -32,6 +32,7 @@ from typing import Any
 
 from launcher.runtime import phases
 from launcher.runtime.prewarm import thread_samples
+from launcher.vllm.internals import InternalMissing, Missing, resolve
 
 FIRST_ID = 4
 """Prompt ids start after the special tokens of the usual vocabularies."""
@@ -350,7 +351,10 @@ def shape_of(worker: Any) -> Shape:
 def _max_logprobs(model_config: Any) -> int:
     """``--max-logprobs`` as vLLM reads it (-1: the vocabulary): the features serve logprob
     counts up to it, each V2 ``TOPK_BLOCK_SIZE`` it reaches (``request_features``)."""
-    n = int(getattr(model_config, "max_logprobs", 20))
+    n = resolve("config.ModelConfig.max_logprobs", on=model_config)
+    if isinstance(n, Missing):  # declared ``refuse``: the check before the weights said so
+        raise InternalMissing(str(n))
+    n = int(n)
     return int(model_config.get_vocab_size()) if n < 0 else n
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from launcher.plan.b12x_sizing import ckv_gather
 from launcher.profile.vllm_runtime import VllmLine
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm.flow import NONE, Fact
 from launcher.vllm.internals import group_paths, module_of
 
 BACKEND = module_of("triton.b12x_backend")
@@ -544,6 +545,8 @@ def find_launcher(kernel: Kernel) -> tuple[Callable[..., Any] | None, str]:
 
 class TritonProvider:
     name = "triton"
+    provides = frozenset({Fact.LAUNCHED})
+    needs = uses = NONE
 
     def applies(self, ctx: PrewarmContext) -> bool:
         # The profile's DCP is what the launcher passes to vLLM; run() reads the live one.

@@ -38,7 +38,7 @@ import inspect
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from launcher.runtime.prewarm import (
@@ -51,6 +51,7 @@ from launcher.runtime.prewarm import (
     runtime_function,
     thread_samples,
 )
+from launcher.runtime.prewarm.flow import NONE, Fact, ServedKernels
 from launcher.vllm.internals import Missing, group_paths, module_of, module_path, resolve
 
 Thunk = Callable[[], Any]
@@ -443,6 +444,8 @@ def entry_points(ctx: PrewarmContext) -> list[EntryPoint]:
 
 class VllmWarmupProvider:
     name = "vllm"
+    provides = frozenset({Fact.LAUNCHED, Fact.SERVED_KERNELS})
+    needs = uses = NONE
 
     def applies(self, ctx: PrewarmContext) -> bool:
         return bool(entry_points(ctx))
@@ -478,13 +481,14 @@ class VllmWarmupProvider:
         notes: list[str] = []
         why = scratch_kv.unsupported(ctx.model_runner) if late else None
         pool = _inductor_pool(ctx)
+        serving = Serving()
         try:
-            _run_points(early, ctx, result)
+            _run_points(early, ctx, result, serving)
             if why:
                 for e in late:
                     _report(result, e.name, "skipped", f"no scratch KV cache: {why}")
             elif late:
-                notes += _stage(ctx, result, late)
+                notes += _stage(ctx, result, late, serving)
         finally:  # after the stage, also when it failed: no compile thread outlives it
             thread_samples.mark("vllm: the stage's release, compiles settled")
             _settle_compiling(ctx)
@@ -493,6 +497,8 @@ class VllmWarmupProvider:
                 ctx.log(said)
         result.skipped = "; ".join(notes)
         result.seconds = time.perf_counter() - start
+        if serving.waves_ran:  # what serving launches is known: handed to the key enumeration
+            result.handed[Fact.SERVED_KERNELS] = ServedKernels(frozenset(serving.launches))
         return result
 
     def freeze(self, ctx: PrewarmContext, on_late_compile, *, strict: bool = False) -> None:
@@ -513,7 +519,9 @@ def _inductor_pool(ctx: PrewarmContext) -> inductor_pool.InductorPool:
     return inductor_pool.InductorPool(n).start()
 
 
-def _stage(ctx: PrewarmContext, result: PrewarmResult, late: list[EntryPoint]) -> list[str]:
+def _stage(
+    ctx: PrewarmContext, result: PrewarmResult, late: list[EntryPoint], serving: Serving
+) -> list[str]:
     """The entry points that need a KV cache, on the scratch KV stage; what its release
     removed or ended, as notes."""
     from launcher.runtime.prewarm import scratch_kv
@@ -533,7 +541,7 @@ def _stage(ctx: PrewarmContext, result: PrewarmResult, late: list[EntryPoint]) -
         return notes
     ctx.scratch = scratch
     try:
-        _run_points(late, ctx, result)
+        _run_points(late, ctx, result, serving)
         run_after_forward(ctx)  # the waves ran the model: its MoE units exist
     finally:
         ctx.scratch = None
@@ -595,7 +603,18 @@ def _dynamo_graphs() -> int:
     return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
 
 
-def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmResult) -> None:
+@dataclass
+class Serving:
+    """What the serving-shaped passes (waves, capture shapes, MoE buckets) launched so far,
+    and whether the waves ran: then it is what serving launches."""
+
+    launches: set[str] = field(default_factory=set)
+    waves_ran: bool = False
+
+
+def _run_points(
+    points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmResult, serving: Serving
+) -> None:
     """Call each entry point's thunks; count the Triton kernels each brought in."""
     from launcher.runtime import jit_watch
 
@@ -620,17 +639,16 @@ def _run_points(points: list[EntryPoint], ctx: PrewarmContext, result: PrewarmRe
                     try:
                         with jit_watch.launched_in_block() as kernels:
                             if early is not None:  # its enumerations read the live set
-                                early.served = (ctx.serving_launches, kernels)
+                                early.served = (serving.launches, kernels)
                             thunk()
                     finally:
                         # after the block's exit, which adds what compiled inside it: a kernel
                         # whose module the waves imported (xgrammar's) has no wrapper to count it
-                        ctx.serving_launches |= kernels
+                        serving.launches |= kernels
                         if early is not None:
                             early.submit()
-                    if ep.name == "serving_batches" or ctx.served_kernels is not None:
-                        # the waves ran: what serving launches is known from now on
-                        ctx.served_kernels = frozenset(ctx.serving_launches)
+                    # the waves ran: what serving launches is known from now on
+                    serving.waves_ran |= ep.name == "serving_batches"
                 else:
                     thunk()
             except Exception as exc:  # reported; vLLM's own warmup runs it again after sizing

@@ -15,6 +15,7 @@ import logging
 import platform
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -36,19 +37,23 @@ from launcher.runtime.budget import BudgetError, BudgetInputs, beside_kv, kv_bud
 from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
+    Provider,
     compile_times,
     early_keys,
+    flow,
     load,
     run_after_forward,
     thread_samples,
 )
 from launcher.runtime.prewarm.keys import ranges_of
 from launcher.runtime.worker.late import LateCounters
+from launcher.runtime.worker.readings import Readings
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.runtime.worker.serving import ServingWatch
 from launcher.units import format_size
+from launcher.vllm.internals import LOGGER, Missing
 
-logger = logging.getLogger("vllm.b12x_launch")
+logger = logging.getLogger(LOGGER)
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,11 @@ class PlannedMixin:
     _run: RunPlan | None = None
     _record: RankRecord
     """This rank's record, built up step by step and written whole by ``_save`` after each."""
+
+    @cached_property
+    def _vllm(self) -> Readings:
+        """The declared internals this worker reads on vLLM's live objects."""
+        return Readings(lambda line: logger.warning("b12x-launch rank %d: %s", self.rank, line))
 
     # -- sizing ---------------------------------------------------------------------------
     def determine_available_memory(self) -> int:
@@ -153,7 +163,7 @@ class PlannedMixin:
         after = self._device_snapshot()
         if before and after:
             self._beside_kv = beside_kv(before["free"] - after["free"], kv_cache_config)
-        blocks = int(getattr(kv_cache_config, "num_blocks", 0))
+        blocks = int(self._vllm.read("kv.num_blocks", kv_cache_config))  # refused if missing
         kv = self._run.kv
         tokens = blocks * kv.block_tokens * kv.dcp
         self._record.kv = KvActual(blocks=blocks, tokens=tokens, planned_tokens=kv.tokens)
@@ -282,26 +292,25 @@ class PlannedMixin:
                 if compiles.samples is not None:
                     _say(f"rank {self.rank}: {compiles.samples.describe()}")
 
+        def step(provider: Provider, index: int, count: int) -> PrewarmResult:
+            name = provider.name
+            phases.part(f"prewarm {name}", index, count)
+            self._providers.append((provider, ctx))
+            thread_samples.mark(f"provider {name}")
+            start = time.perf_counter()
+            result = provider.run(ctx)
+            result.seconds = result.seconds or time.perf_counter() - start
+            points = "; ".join(e.line() for e in outcome(result).entry_points)
+            _say(
+                f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
+                f"{result.warmed} warmed in {result.seconds:.1f}s"
+                + (f"; entry points: {points}" if points else "")
+                + (f"; {result.skipped}" if result.skipped else "")
+            )
+            return result
+
         def run_providers() -> None:
-            for name in names:
-                phases.part(f"prewarm {name}", names.index(name), len(names))
-                provider = load(name)
-                if not provider.applies(ctx):
-                    results.append(PrewarmResult(name, skipped="not used by this deployment"))
-                    continue
-                self._providers.append((provider, ctx))
-                thread_samples.mark(f"provider {name}")
-                start = time.perf_counter()
-                result = provider.run(ctx)
-                result.seconds = result.seconds or time.perf_counter() - start
-                results.append(result)
-                points = "; ".join(e.line() for e in outcome(result).entry_points)
-                _say(
-                    f"rank {self.rank}: prewarm {name}: {result.compiled} compiled, "
-                    f"{result.warmed} warmed in {result.seconds:.1f}s"
-                    + (f"; entry points: {points}" if points else "")
-                    + (f"; {result.skipped}" if result.skipped else "")
-                )
+            results.extend(flow.run([load(name) for name in names], ctx, step))
             run_after_forward(ctx)  # no scratch forward ran: what waited for one runs now
             _say(f"rank {self.rank}: prewarm took {stage_times(results)}")
 
@@ -407,9 +416,12 @@ class PlannedMixin:
         segments, not the peak (H200, GLM-5 architecture, PIECEWISE: 0.43 GiB more, which
         left 63 MiB free against a 512 MiB margin when only the peak was reserved)."""
         runner = getattr(self, "model_runner", None)
-        profile = getattr(runner, "profile_run", None)
         device = self._device_index()
-        if profile is None or device is None:
+        if runner is None or device is None:  # vLLM's CPU backend: no device peak to read
+            yield
+            return
+        profile = self._vllm.read("runner.profile_run", runner)
+        if isinstance(profile, Missing):  # said and recorded: vLLM's figure, else the plan's
             yield
             return
         import torch
@@ -443,15 +455,23 @@ class PlannedMixin:
         if measured is not None:
             segments = int(getattr(self, "_activation_segments", 0))
             return max(int(measured), segments, int(getattr(self, "_stage_peak", 0)))
-        peak = int(getattr(self, "peak_activation_memory", 0) or 0)
-        return max(0, peak - self._cudagraph_applied())
+        if self.platform != "cuda":  # vLLM's CPU worker has no figure; its budget takes none
+            return 0
+        peak = self._vllm.read("worker.peak_activation_memory", self)
+        if isinstance(peak, Missing):  # the declared fallback, said and recorded
+            return self._run.component(self.rank, Name.ACTIVATION_PEAK) if self._run else 0
+        return max(0, int(peak) - self._cudagraph_applied())
 
     def _cudagraph_applied(self) -> int:
+        """vLLM's CUDA-graph estimate inside its ``peak_activation_memory`` (0: not in it,
+        or not read on this release, which the read has said)."""
         import os
 
         flag = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1").lower()
-        estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
-        return estimate if flag not in ("0", "false") else 0
+        estimate = self._vllm.read("worker.cudagraph_memory_estimate", self)
+        if isinstance(estimate, Missing) or flag in ("0", "false"):
+            return 0
+        return int(estimate)
 
     def _calibrated(self, run: RunPlan) -> bool:
         """Whether this rank's plan is made of an earlier boot's measurements."""
@@ -489,10 +509,14 @@ class PlannedMixin:
     def _cudagraph_reserve(self, run: RunPlan) -> int:
         """The pool an earlier boot measured, else vLLM's own estimate, else the plan's."""
         measured = run.measured(self.rank, Name.CUDAGRAPH_POOL)
+        planned = run.component(self.rank, Name.CUDAGRAPH_POOL)
         if measured is not None:
             return measured
-        estimate = int(getattr(self, "cudagraph_memory_estimate", 0) or 0)
-        return estimate or run.component(self.rank, Name.CUDAGRAPH_POOL)
+        if self.platform != "cuda":  # vLLM's CPU worker has no estimate; its budget takes none
+            return planned
+        estimate = self._vllm.read("worker.cudagraph_memory_estimate", self)
+        # 0: vLLM did not estimate (its estimate switched off); Missing: the declared fallback
+        return planned if isinstance(estimate, Missing) or not estimate else int(estimate)
 
     def _device_index(self) -> int | None:
         if self.platform != "cuda":
@@ -655,6 +679,7 @@ class PlannedMixin:
 
     def _save(self) -> None:
         profile = self._run.profile
+        self._record.internals = self._vllm.into(self._record.internals)
         try:
             store.save_record(
                 self._record, self._run.run_dir, profile.runtime.cache_root, profile.hardware.gpu
@@ -672,12 +697,17 @@ class PlannedMixin:
             )
 
 
+NOT_RECORDED = ("serving_peak", "handed")
+"""A result's parts the record does not keep as the outcome: the stage's served peak (kept
+once, as ``Activation.stage_peak``) and what a provider handed the ones after it."""
+
+
 def outcome(result: PrewarmResult) -> PrewarmOutcome:
     """A provider's result as the record keeps it. A third party's provider may hand back
     what the record's types refuse: its outcome is then kept without those parts, and says
     so, rather than stop the boot. The stage's served peak is not the outcome's: the record
     keeps it once, as ``Activation.stage_peak``."""
-    data = {k: v for k, v in vars(result).items() if k != "serving_peak"}
+    data = {k: v for k, v in vars(result).items() if k not in NOT_RECORDED}
     try:
         return PrewarmOutcome.model_validate(data)
     except ValidationError as exc:
