@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from launcher.errors import EnvironmentProblem, Issue, ProfileError
 from launcher.launch.hardware import Gpu
 from launcher.launch.planned import Planned
-from launcher.profile import can_serve
-from launcher.profile.can_serve import SUPPORTED_VLLM, installed_vllm_version, vllm_outside_support
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VllmLine
 from launcher.units import format_size
+from launcher.vllm import can_serve
+from launcher.vllm.can_serve import SUPPORTED_VLLM, installed_vllm_version, vllm_outside_support
+from launcher.vllm.lines import VllmLine
 
 # A fresh card shows a little memory in use before any process runs (driver reservations).
 IDLE_USED = 600 * 1024**2

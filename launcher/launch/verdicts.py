@@ -35,7 +35,7 @@ from launcher import bounded
 from launcher.owned import Refused
 from launcher.owned import read as owned_read
 from launcher.owned import write as owned_write
-from launcher.profile.can_serve import installed_vllm_version, vllm_root
+from launcher.vllm.can_serve import installed_vllm_version, vllm_root
 
 FILE = "vllm-verdicts.json"
 KEPT = 16

@@ -260,8 +260,8 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
     from launcher import pipeline
     from launcher.launch import start
     from launcher.launch.hardware import Gpu
-    from launcher.profile.vllm_runtime import VLLM_LINES
     from launcher.units import GiB, MiB
+    from launcher.vllm.lines import VLLM_LINES
     from tests.conftest import MINIMAL
 
     total = int(95.59 * GiB)
@@ -285,7 +285,7 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
 
 
 TYPE_ONLY_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("launcher.profile.vllm_runtime", "launcher.plan.model"): "ModelFacts, read by the record "
+    ("launcher.vllm.lines", "launcher.plan.model"): "ModelFacts, read by the record "
     "size rules of each line",
     (
         "launcher.report.render",

@@ -10,8 +10,8 @@ from launcher.errors import ProfileError
 from launcher.plan.catalog import gpu
 from launcher.plan.inputs import check_against_facts
 from launcher.plan.model import from_config
-from launcher.profile import can_serve, capabilities
-from launcher.profile.vllm_runtime import LINES, VLLM_LINES
+from launcher.vllm import can_serve, capabilities
+from launcher.vllm.lines import LINES, VLLM_LINES
 from tests.conftest import need, need_serving
 from tests.gpu.models import glm_dsa
 

@@ -13,8 +13,8 @@ import pytest
 from launcher import buildid, entrypoint
 from launcher.launch.vllm_args import CACHE_DIRS
 from launcher.owned import write as owned_write  # where the writable probe is made
-from launcher.profile import can_serve
-from launcher.profile.can_serve import Registry
+from launcher.vllm import can_serve
+from launcher.vllm.can_serve import Registry
 from tests.conftest import PROFILES, ROOT, need
 
 

@@ -32,7 +32,8 @@ from typing import Any
 
 from launcher import atomic
 from launcher.installed import package_root
-from launcher.profile.capabilities import (
+from launcher.profile.schema import Profile
+from launcher.vllm.capabilities import (
     DRY_RUN_RELEASE,
     UPSTREAM_RELEASES,
     BackendCaps,
@@ -41,8 +42,7 @@ from launcher.profile.capabilities import (
     major_minor,
     release_of,
 )
-from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import LINES, VLLM_LINES, VllmLine, fallback, lines_with
+from launcher.vllm.lines import LINES, VLLM_LINES, VllmLine, fallback, lines_with
 
 Issues = list[tuple[str, str]]
 """``(profile key, message ending in the fix)`` pairs."""
