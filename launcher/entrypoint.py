@@ -235,6 +235,7 @@ def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
     loaded = _launch_profile(args)
     if loaded is None:
         return
+    from launcher.profile.vllm_asks import asks_of
     from launcher.vllm.can_serve import on_registry, registry_fix
 
     probe = probe or probe_vllm
@@ -242,13 +243,13 @@ def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
         caps = probe()
         if caps is None:
             return
-        issues, fork, unknown = on_registry(loaded.profile, caps)
+        issues, fork, unknown = on_registry(asks_of(loaded.profile), caps)
         # Not recorded, or a name the record lacks: a plugin added since may register it.
         if issues or unknown:
             caps = probe(plugins=True)
             if caps is None:
                 return
-            issues, fork, _ = on_registry(loaded.profile, caps)
+            issues, fork, _ = on_registry(asks_of(loaded.profile), caps)
     except Exception as exc:  # a vLLM that fails to import: b12x-launch's preflight says why
         _say(f"warning: could not read what this image's vLLM offers ({exc}); not checked")
         return

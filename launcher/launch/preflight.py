@@ -175,8 +175,9 @@ def installed_line_issues(planned: Planned, installed: VllmLine, how: str) -> li
     (its own attention impl classes read where they import; no GPU needed). Runs before any
     weight loads."""
     from launcher.plan.inputs import serve_target
+    from launcher.profile.vllm_asks import asks_of
 
     p, inputs = planned.loaded.profile, planned.inputs
     target = serve_target(inputs.facts, inputs.gpu)
-    found = can_serve.on_installed(p, installed, how, target, installed_vllm_version())
+    found = can_serve.on_installed(asks_of(p), installed, how, target, installed_vllm_version())
     return [Issue(message, key=key) for key, message in found]

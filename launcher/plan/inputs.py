@@ -29,6 +29,7 @@ from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import Recipe, estimate_rank_weights, load_buffers
 from launcher.profile import LoadedProfile
 from launcher.profile.settings_checks import quantization_matches_checkpoint
+from launcher.profile.vllm_asks import asks_of
 from launcher.vllm import can_serve
 from launcher.vllm.lines import VllmLine
 
@@ -266,7 +267,7 @@ def check_against_facts(
     the profile's release: ``can_serve.on_table``), then settings the model cannot take (a
     sweep re-checks each combination on its shared facts)."""
     p = loaded.profile
-    found = can_serve.on_table(p, line.table(p.vllm.release), serve_target(f, kind))
+    found = can_serve.on_table(asks_of(p), line.table(p.vllm.release), serve_target(f, kind))
     if found:
         raise ProfileError([loaded.issue(key, message) for key, message in found])
     issues = []

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 from launcher.profile import settings_checks
 from launcher.profile.schema import Profile
+from launcher.profile.vllm_asks import asks_of
 from launcher.vllm import can_serve, lines
 from launcher.vllm.lines import VllmLine, sparse_mla_backends
 
@@ -187,7 +188,7 @@ def _runtime_offers(p: Profile):
     """A profile that names its line may only ask for what that line has."""
     if p.vllm.runtime == "auto":
         return
-    yield from can_serve.on_named_line(p, runtime_of(p)[0])
+    yield from can_serve.on_named_line(asks_of(p), runtime_of(p)[0])
 
 
 def _launcher_env_prefix(p: Profile):

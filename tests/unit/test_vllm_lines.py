@@ -14,6 +14,7 @@ from launcher.deployment import resolve
 from launcher.errors import ProfileError
 from launcher.plan.b12x_sizing import ckv_gather
 from launcher.profile import load_profile
+from launcher.profile.vllm_asks import asks_of
 from launcher.vllm import can_serve, capabilities, lines
 from launcher.vllm.lines import VLLM_LINES, VllmLine
 from tests.conftest import PROFILES, ROOT
@@ -87,7 +88,7 @@ def test_inference_and_the_probe_see_the_new_line(registered, monkeypatch, tmp_p
 def test_the_entrypoint_names_the_new_lines_image(registered):
     loaded = load_profile(PROFILES / "glm52.yaml", ON_NEW)
     caps = can_serve.Registry(frozenset({"FLASH_ATTN"}), frozenset({"fp8"}), "vLLM x")
-    issues, line, unknown = can_serve.on_registry(loaded.profile, caps)
+    issues, line, unknown = can_serve.on_registry(asks_of(loaded.profile), caps)
     assert len(issues) == 2 and line is registered and not unknown
     assert "VLLM_IMAGE=example/test-fork:1 -t b12x-launch:test-fork" in can_serve.registry_fix(line)
 
