@@ -35,23 +35,14 @@ from launcher import bounded
 from launcher.owned import Refused
 from launcher.owned import read as owned_read
 from launcher.owned import write as owned_write
-from launcher.vllm.can_serve import installed_vllm_version, vllm_root
+from launcher.vllm.can_serve import IMPL_DIRS, installed_vllm_version, vllm_root
+from launcher.vllm.options import PARSER_DIRS, PARSER_FILES
 
 FILE = "vllm-verdicts.json"
 KEPT = 16
 """Keys kept per plan, newest last (a node's installs change rarely)."""
 VERDICTS_MAX = 64 << 10
 """KEPT keys of 64 hex digits take 1.5 KiB: a larger file is not the launcher's."""
-PARSER_FILES = (
-    "entrypoints/openai/cli_args.py",
-    "entrypoints/launchers/cli_args.py",
-    "engine/arg_utils.py",
-    "model_executor/layers/quantization/__init__.py",
-)
-PARSER_DIRS = ("config",)
-IMPL_DIRS = ("v1/attention/backends",)
-"""The attention backends' impl classes and their bases, which ``can_serve.on_installed``
-imports to read what an impl declares (each file below, at any depth)."""
 
 
 def installed_vllm(root: Path | None) -> list | None:

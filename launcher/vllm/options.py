@@ -27,6 +27,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 TABLE_FILE = Path(__file__).with_name("options.json")
+PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")
+"""The modules holding vLLM's ``make_arg_parser`` across the supported releases, tried in order."""
+PARSER_FILES = (
+    "entrypoints/openai/cli_args.py",
+    "entrypoints/launchers/cli_args.py",
+    "engine/arg_utils.py",
+    "model_executor/layers/quantization/__init__.py",
+)
+PARSER_DIRS = ("config",)
+"""The files under the ``vllm`` package that define its options (the server's and the engine's
+argument modules, its config classes, its quantization registry): what a cached verdict of its
+parser is keyed by (``launch/verdicts.py``)."""
 Takes = Literal["0", "1", "?", "+", "*"]
 """How many values an option takes (argparse's ``nargs``): none, one, an optional one, one
 or more, any."""
@@ -347,7 +359,7 @@ def main() -> None:  # pragma: no cover - run by hand when vLLM moves
 
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    for name in ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args"):
+    for name in PARSER_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:
