@@ -20,7 +20,7 @@ from launcher.profile.rules import (
     runtime_of,
 )
 from launcher.profile.schema import Profile, Reader, unread_paths
-from launcher.profile.vllm_runtime import VllmLine, b12x_sparse_mla_backends, stored_kv_dtype
+from launcher.vllm.lines import VllmLine, b12x_sparse_mla_backends, stored_kv_dtype
 
 if TYPE_CHECKING:
     from launcher.contract.facts import ModelFacts
@@ -76,7 +76,7 @@ class Deployment:
 
     @classmethod
     def from_record(cls, profile: Profile, data: DeploymentRecord) -> Deployment:
-        from launcher.profile.vllm_runtime import VLLM_LINES
+        from launcher.vllm.lines import VLLM_LINES
 
         return cls(
             profile=profile,

@@ -10,7 +10,7 @@
 3. resolves a profile name against ``$BLAUNCH_PROFILE_DIRS`` when it is not a path here,
 4. before a launch (not a dry run), checks that the image's vLLM can serve the profile:
    its attention backend is registered and its quantization method exists, from the registry
-   recorded when the image was built (``launcher.profile.can_serve``, its third depth; exit 1
+   recorded when the image was built (``launcher.vllm.can_serve``, its third depth; exit 1
    naming the image to build on if not; ``BLAUNCH_RUNTIME_CHECK=0`` skips the check),
 5. before a launch, passes ``--cache-from`` the cache artifact to restore: the one
    ``$BLAUNCH_CACHE_FROM`` names (an init container's copy on the cache volume, a mounted
@@ -65,7 +65,7 @@ from launcher.owned import write as owned_write
 # here: importing it loads launcher.profile (pydantic, yaml), which tripled the entrypoint's
 # start-up.
 if TYPE_CHECKING:
-    from launcher.profile.can_serve import Registry
+    from launcher.vllm.can_serve import Registry
 
 MOUNT_ENV = "BLAUNCH_CACHE_MOUNT"
 PRUNE_ENV = "BLAUNCH_PRUNE_CACHE"
@@ -93,14 +93,14 @@ NO_CACHE_COMMANDS = ("validate", "schema")
 # The bases the image builds on (Dockerfile's VLLM_IMAGE; docs/operations.md, "Which base"):
 # each line's ``image`` in the lines' registry, named here for the Dockerfile's tests.
 def upstream_image() -> str | None:
-    from launcher.profile.vllm_runtime import fallback
+    from launcher.vllm.lines import fallback
 
     return fallback().image
 
 
 def fork_image() -> str:
     """The local-inference-lab vLLM fork (Gilded Gnosis) as its own compose examples publish it."""
-    from launcher.profile.vllm_runtime import VLLM_LINES
+    from launcher.vllm.lines import VLLM_LINES
 
     return next(line.image for line in VLLM_LINES.values() if line.markers and line.image)
 
@@ -201,7 +201,7 @@ def probe_vllm(plugins: bool = False) -> Registry | None:
     """What the image's vLLM registers (``can_serve.read_registry``): the record the image
     build wrote, read without importing vLLM (unknown where there is none, or it is stale);
     with ``plugins``, vLLM's registries imported after its general plugins. None: no vLLM."""
-    from launcher.profile.can_serve import read_registry
+    from launcher.vllm.can_serve import read_registry
 
     return read_registry(plugins)
 
@@ -235,20 +235,21 @@ def check_runtime(args: list[str], env: Mapping[str, str], probe=None) -> None:
     loaded = _launch_profile(args)
     if loaded is None:
         return
-    from launcher.profile.can_serve import on_registry, registry_fix
+    from launcher.profile.vllm_asks import asks_of
+    from launcher.vllm.can_serve import on_registry, registry_fix
 
     probe = probe or probe_vllm
     try:
         caps = probe()
         if caps is None:
             return
-        issues, fork, unknown = on_registry(loaded.profile, caps)
+        issues, fork, unknown = on_registry(asks_of(loaded.profile), caps)
         # Not recorded, or a name the record lacks: a plugin added since may register it.
         if issues or unknown:
             caps = probe(plugins=True)
             if caps is None:
                 return
-            issues, fork, _ = on_registry(loaded.profile, caps)
+            issues, fork, _ = on_registry(asks_of(loaded.profile), caps)
     except Exception as exc:  # a vLLM that fails to import: b12x-launch's preflight says why
         _say(f"warning: could not read what this image's vLLM offers ({exc}); not checked")
         return

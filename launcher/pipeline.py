@@ -460,7 +460,7 @@ def as_installed(planned: Planned) -> Planned:
     """The plan a launch here would make (and key its records by): planned for the installed
     vLLM's line when the profile leaves ``vllm.runtime`` at auto and the dry run inferred
     another (``launch.start.installed_line``)."""
-    from launcher.profile.can_serve import probe_installed
+    from launcher.vllm.can_serve import probe_installed
 
     if planned.loaded.profile.vllm.runtime != "auto":
         return planned

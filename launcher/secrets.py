@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from launcher.vllm_options import Item, OptionTable, load_table, resolve
+from launcher.vllm.options import Item, OptionTable, load_table, resolve
 
 _PARTS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _SECRET_INSIDE = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PRIVATE")

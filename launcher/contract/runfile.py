@@ -41,7 +41,7 @@ class DeploymentRecord(Frozen):
     the worker reads them instead of deriving them again."""
 
     runtime: str
-    """The vLLM line (``launcher.profile.vllm_runtime.VLLM_LINES``)."""
+    """The vLLM line (``launcher.vllm.lines.VLLM_LINES``)."""
     backend_family: Literal["sparse-mla-b12x", "sparse-mla-flashmla", "dense"]
     """Which attention the backend runs."""
     block_size: int = Field(ge=1)

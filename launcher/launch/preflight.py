@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from launcher.errors import EnvironmentProblem, Issue, ProfileError
 from launcher.launch.hardware import Gpu
 from launcher.launch.planned import Planned
-from launcher.profile import can_serve
-from launcher.profile.can_serve import SUPPORTED_VLLM, installed_vllm_version, vllm_outside_support
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VllmLine
 from launcher.units import format_size
+from launcher.vllm import can_serve
+from launcher.vllm.can_serve import SUPPORTED_VLLM, installed_vllm_version, vllm_outside_support
+from launcher.vllm.lines import VllmLine
+from launcher.vllm.options import PARSER_MODULES
 
 # A fresh card shows a little memory in use before any process runs (driver reservations).
 IDLE_USED = 600 * 1024**2
@@ -90,7 +91,6 @@ def check_gpus(profile: Profile, gpus: list[Gpu], *, force: bool) -> GpuFacts:
     return GpuFacts(total, max(0, not_free), tuple(notes), used[0].driver or None, kind)
 
 
-_PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")
 _FLAG = re.compile(r"argument (--[\w-]+)")
 
 
@@ -139,7 +139,7 @@ def vllm_parser():
     except Exception as exc:  # whatever vLLM's import raises is this environment's, not ours
         raise _broken_vllm(exc) from None
 
-    for name in _PARSER_MODULES:
+    for name in PARSER_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -175,8 +175,9 @@ def installed_line_issues(planned: Planned, installed: VllmLine, how: str) -> li
     (its own attention impl classes read where they import; no GPU needed). Runs before any
     weight loads."""
     from launcher.plan.inputs import serve_target
+    from launcher.profile.vllm_asks import asks_of
 
     p, inputs = planned.loaded.profile, planned.inputs
     target = serve_target(inputs.facts, inputs.gpu)
-    found = can_serve.on_installed(p, installed, how, target, installed_vllm_version())
+    found = can_serve.on_installed(asks_of(p), installed, how, target, installed_vllm_version())
     return [Issue(message, key=key) for key, message in found]

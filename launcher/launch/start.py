@@ -44,10 +44,10 @@ from launcher.owned import write as owned_write
 from launcher.plan.advice import fix_hint
 from launcher.plan.record import plan_record
 from launcher.profile import extra_args
-from launcher.profile.can_serve import probe_installed
 from launcher.profile.vllm_flags import FLAG_KEYS, spans_nodes
 from launcher.secrets import redact_argv
-from launcher.vllm_options import OptionTable, table_from_parser
+from launcher.vllm.can_serve import probe_installed
+from launcher.vllm.options import OptionTable, table_from_parser
 
 
 @dataclass(frozen=True)

@@ -37,18 +37,8 @@ from launcher.contract.base import ContractError, read_model
 from launcher.contract.verdicts import FILE, KEPT, VERDICTS_MAX, Verdicts
 from launcher.owned import Refused
 from launcher.owned import write as owned_write
-from launcher.profile.can_serve import installed_vllm_version, vllm_root
-
-PARSER_FILES = (
-    "entrypoints/openai/cli_args.py",
-    "entrypoints/launchers/cli_args.py",
-    "engine/arg_utils.py",
-    "model_executor/layers/quantization/__init__.py",
-)
-PARSER_DIRS = ("config",)
-IMPL_DIRS = ("v1/attention/backends",)
-"""The attention backends' impl classes and their bases, which ``can_serve.on_installed``
-imports to read what an impl declares (each file below, at any depth)."""
+from launcher.vllm.can_serve import IMPL_DIRS, installed_vllm_version, vllm_root
+from launcher.vllm.options import PARSER_DIRS, PARSER_FILES
 
 
 def installed_vllm(root: Path | None) -> list | None:

@@ -27,9 +27,11 @@ from launcher.plan.model import ConfigError, ModelFacts, from_config, load_facts
 from launcher.plan.planner import Measured, PlanInputs
 from launcher.plan.ranks import rank_shapes
 from launcher.plan.weights import Recipe, estimate_rank_weights, load_buffers
-from launcher.profile import LoadedProfile, can_serve
+from launcher.profile import LoadedProfile
 from launcher.profile.settings_checks import quantization_matches_checkpoint
-from launcher.profile.vllm_runtime import VllmLine
+from launcher.profile.vllm_asks import asks_of
+from launcher.vllm import can_serve
+from launcher.vllm.lines import VllmLine
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def gather(
 def _internals_notes(deployment: Deployment) -> list[str]:
     """What the vLLM release this plan is checked against lacks of the internals the
     deployment's worker uses (``launcher/vllm/releases.json``), each a named downgrade."""
-    from launcher.profile.capabilities import DRY_RUN_RELEASE
+    from launcher.vllm.capabilities import DRY_RUN_RELEASE
     from launcher.vllm.check import on_table
 
     p = deployment.profile
@@ -265,7 +267,7 @@ def check_against_facts(
     the profile's release: ``can_serve.on_table``), then settings the model cannot take (a
     sweep re-checks each combination on its shared facts)."""
     p = loaded.profile
-    found = can_serve.on_table(p, line.table(p.vllm.release), serve_target(f, kind))
+    found = can_serve.on_table(asks_of(p), line.table(p.vllm.release), serve_target(f, kind))
     if found:
         raise ProfileError([loaded.issue(key, message) for key, message in found])
     issues = []

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from launcher.plan.model import ModelFacts
-from launcher.profile.vllm_runtime import FP8_DTYPES, VllmLine
+from launcher.vllm.lines import FP8_DTYPES, VllmLine
 
 
 class KvDtypeError(ValueError):

@@ -22,8 +22,8 @@ from launcher.plan.model import ModelFacts
 from launcher.plan.ranks import RankShape, rank_shapes
 from launcher.profile.rules import draft_rows
 from launcher.profile.schema import Prewarm, Profile
-from launcher.profile.vllm_runtime import stored_kv_dtype
 from launcher.units import GiB, MiB
+from launcher.vllm.lines import stored_kv_dtype
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class KvPlan:
     when a qualification does."""
     source: Source
     runtime: str = "upstream"
-    """The vLLM runtime whose KV record sizes the plan uses (``launcher.profile.vllm_runtime``)."""
+    """The vLLM runtime whose KV record sizes the plan uses (``launcher.vllm.lines``)."""
     record: str = ""
     """What decided the attention record size, e.g. 368 B nvfp4 record (fp8 RoPE)."""
     pin_source: Source = Source.PROFILE

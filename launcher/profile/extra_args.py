@@ -7,7 +7,7 @@ what the plan sized without the launcher writing it (``--num-gpu-blocks-override
 refused unless ``--force``, which lets them through and prints each as a warning. A secret on
 the command line (``--api-ke sk-...``: every process list shows it) is refused, ``--force`` or
 not, as is what vLLM's parser would stop on (an ambiguous abbreviation, a missing value, a
-word that is no option's value). ``launcher.vllm_options.resolve`` reads the items; the checks
+word that is no option's value). ``launcher.vllm.options.resolve`` reads the items; the checks
 here only classify its answer, against the shipped table for the dry run and against the
 installed vLLM's parser at launch (``issues(..., table)``).
 """
@@ -21,7 +21,7 @@ from functools import lru_cache
 from launcher.profile.schema import Profile
 from launcher.profile.vllm_flags import FLAGS
 from launcher.secrets import SECRET_VARIABLES, secret_item, secret_value
-from launcher.vllm_options import Item, OptionTable, Resolution, load_table, resolve
+from launcher.vllm.options import Item, OptionTable, Resolution, load_table, resolve
 
 SIZED: dict[str, tuple[str, str]] = {
     "num_gpu_blocks_override": ("memory.kv_tokens", "it sets the KV cache's block count"),

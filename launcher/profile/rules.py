@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from launcher.profile import can_serve, settings_checks, vllm_runtime
+from launcher.profile import settings_checks
 from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import VllmLine, sparse_mla_backends
+from launcher.profile.vllm_asks import asks_of
+from launcher.vllm import can_serve, lines
+from launcher.vllm.lines import VllmLine, sparse_mla_backends
 
 Rule = Callable[[Profile], Iterator[tuple[str, str]]]
 
@@ -19,7 +21,7 @@ DS_MLA_KV_DTYPES = ("fp8_ds_mla", "nvfp4_ds_mla")
 
 def runtime_of(p: Profile) -> tuple[VllmLine, str]:
     """The vLLM line the profile targets (``vllm.runtime``), and how that was decided."""
-    return vllm_runtime.resolve(p.vllm.runtime, p.vllm.attention_backend)
+    return lines.resolve(p.vllm.runtime, p.vllm.attention_backend)
 
 
 def uses_sparse_mla(p: Profile) -> bool:
@@ -186,7 +188,7 @@ def _runtime_offers(p: Profile):
     """A profile that names its line may only ask for what that line has."""
     if p.vllm.runtime == "auto":
         return
-    yield from can_serve.on_named_line(p, runtime_of(p)[0])
+    yield from can_serve.on_named_line(asks_of(p), runtime_of(p)[0])
 
 
 def _launcher_env_prefix(p: Profile):

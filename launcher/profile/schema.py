@@ -29,9 +29,9 @@ from pydantic import (
 )
 
 from launcher.contract.base import field_docstrings
-from launcher.profile import vllm_runtime
-from launcher.profile.capabilities import UPSTREAM_RELEASES
 from launcher.units import GiB, MiB, parse_size
+from launcher.vllm import lines
+from launcher.vllm.capabilities import UPSTREAM_RELEASES
 
 UNITLESS_FLOOR = MiB
 """A size written without a unit below this is a forgotten unit (``memory: 96``), not bytes."""
@@ -409,7 +409,7 @@ class Prewarm(Section):
 def _known_line(value: str) -> str:
     """``vllm.runtime``: ``auto`` or a line of the registry as it is when validated (a new
     line needs no edit here); worded as a Literal's error, with the closest name."""
-    known = ("auto", *vllm_runtime.names())
+    known = ("auto", *lines.names())
     if value in known:
         return value
     import difflib  # only for a name that is wrong: not on every load
@@ -423,7 +423,7 @@ def _known_line(value: str) -> str:
 VllmLineName = Annotated[
     str,
     AfterValidator(_known_line),
-    WithJsonSchema({"enum": ["auto", *vllm_runtime.names()], "type": "string"}),
+    WithJsonSchema({"enum": ["auto", *lines.names()], "type": "string"}),
 ]
 """A ``vllm.runtime`` value; editors see the lines registered when the schema is written."""
 

@@ -15,15 +15,46 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal, Protocol
 
 from launcher.vllm.internals import DECLARED
 from launcher.vllm.releases import Reading, gaps, load, outcome, read_all, version_of
 
-if TYPE_CHECKING:  # the record's types load in a worker, not in a dry run's plan notes
-    from launcher.contract.record import InternalsCheck, MissingInternal
+
+@dataclass(frozen=True)
+class Missing:
+    """A declared internal the release lacks; the rank record keeps it as the contract's
+    ``MissingInternal`` (same fields: ``runtime/worker/checked.py`` converts)."""
+
+    name: str
+    where: str
+    needed_by: str
+    without: Literal["refuse", "skip", "fallback"]
+    says: str
+    why: str
+    expected: bool
+
+
+@dataclass(frozen=True)
+class Found:
+    """The check of one release for one deployment (the contract's ``InternalsCheck``)."""
+
+    release: str
+    missing: tuple[Missing, ...]
+
+
+class Checked(Protocol):
+    """What the lines below read: a :class:`Found`, or the rank record's ``InternalsCheck``
+    (``report`` shows a recorded check with the words the worker logged)."""
+
+    @property
+    def release(self) -> str: ...
+
+    @property
+    def missing(self) -> Sequence[Missing]: ...
 
 
 class InternalsRefused(RuntimeError):
@@ -46,15 +77,11 @@ def needs(platform: str, providers: Iterable[str]) -> frozenset[str]:
     return frozenset({"worker", *(("cuda",) if platform == "cuda" else ()), *providers})
 
 
-def decide(
-    readings: dict[str, Reading], release: str, needed: frozenset[str], fork: bool
-) -> InternalsCheck:
+def decide(readings: dict[str, Reading], release: str, needed: frozenset[str], fork: bool) -> Found:
     """The declared internals ``needed`` that ``readings`` lack, each with what it costs."""
-    from launcher.contract.record import InternalsCheck, MissingInternal
-
     known = load().get(release, {})
-    missing = [
-        MissingInternal(
+    missing = tuple(
+        Missing(
             name=e.name,
             where=e.where,
             needed_by=e.needed_by,
@@ -67,11 +94,11 @@ def decide(
         if e.needed_by in needed
         and (fork or not e.fork_only)
         and (why := outcome(e, readings)) is not None
-    ]
-    return InternalsCheck(release=release, missing=missing)
+    )
+    return Found(release=release, missing=missing)
 
 
-def refusals(check: InternalsCheck, strict: bool) -> list[MissingInternal]:
+def refusals(check: Found, strict: bool) -> list[Missing]:
     """What stops the boot: ``refuse`` entries; under strict JIT also ``skip`` ones the
     release table does not record as absent on this release (a rename, or a release no one
     has scanned: its late compiles would be fatal)."""
@@ -82,7 +109,7 @@ def refusals(check: InternalsCheck, strict: bool) -> list[MissingInternal]:
     ]
 
 
-def downgrade_lines(check: InternalsCheck) -> list[str]:
+def downgrade_lines(check: Checked) -> list[str]:
     """``keys: not derived on this release: X missing``, one a downgrade."""
     return [
         f"{m.needed_by}: not {'done' if m.without == 'skip' else 'read'} on vLLM "
@@ -93,7 +120,7 @@ def downgrade_lines(check: InternalsCheck) -> list[str]:
     ]
 
 
-def refusal_message(check: InternalsCheck, stops: list[MissingInternal], strict: bool) -> str:
+def refusal_message(check: Found, stops: list[Missing], strict: bool) -> str:
     parts = [
         f"vLLM {check.release} lacks {m.name} ({m.where}: {m.why}), which {m.needed_by} "
         f"needs: {m.says}"
@@ -130,7 +157,7 @@ def on_table(release: str, fork: bool, platform: str, providers: Iterable[str]) 
 
 def before_weights(
     platform: str, providers: Iterable[str], fork: bool, strict: bool, root: Path | None = None
-) -> InternalsCheck:
+) -> Found:
     """The worker's first step: the check for this deployment on the installed vLLM; raises
     ``InternalsRefused`` (named) where it cannot boot as planned."""
     root = root or installed_root()

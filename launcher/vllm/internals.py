@@ -77,7 +77,7 @@ class Internal:
     """The parameters must be exactly ``params``: a wrapper with a fixed signature."""
     patch: Patch | None = None
     fork_only: bool = False
-    """Needed only on a fork line (a ``profile.vllm_runtime`` line with marker files): the
+    """Needed only on a fork line (a ``vllm.lines`` line with marker files): the
     fork's backends and warmups, which upstream releases do not promise."""
     group: str | None = None
     """Alternatives: one present entry of the group is enough."""

@@ -6,7 +6,7 @@ from the release's source by AST (``python -m launcher.vllm.request_fields VERSI
 SRC a directory holding the release's ``vllm`` package). ``PLACEMENTS`` puts every field in one
 of three places:
 
-- ``feature``: a request feature of the catalogue (``launcher.profile.request_features``)
+- ``feature``: a request feature of the catalogue (``launcher.vllm.request_features``)
   serves the kernels it reaches before sizing;
 - ``no kernel``: it changes the text, the scheduling or the response, not a kernel or its
   constexprs (with why);

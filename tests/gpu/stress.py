@@ -232,7 +232,7 @@ def _concurrent(
 def feature_batches(w: Workload, spec_tokens: int) -> list[tuple[str, list[dict]]]:
     """(label, request bodies) per batch: each accepted feature alone, at 8 rows streamed, then
     every feature side by side in batches of max_num_seqs rows, streamed and not."""
-    from launcher.profile import request_features
+    from launcher.vllm import request_features
 
     accepted = [f for f in request_features.accepted(spec_tokens) if f.group != "streaming"]
     out: list[tuple[str, list[dict]]] = []
@@ -269,7 +269,7 @@ def feature_batches(w: Workload, spec_tokens: int) -> list[tuple[str, list[dict]
 
 
 def refused_bodies(w: Workload, spec_tokens: int) -> list[tuple[str, dict]]:
-    from launcher.profile import request_features
+    from launcher.vllm import request_features
 
     base = {"model": w.model, "prompt": prompt(8, 13, w.vocab), "max_tokens": 2}
     out = [

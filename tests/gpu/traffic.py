@@ -1,6 +1,6 @@
 """Traffic like users send: requests generated from vLLM's own request model, not our catalogue.
 
-The stage's catalogue (``launcher.profile.request_features``) says what the stage serves before
+The stage's catalogue (``launcher.vllm.request_features``) says what the stage serves before
 sizing; testing with it shows only that the catalogue is closed. This generator starts from the
 other side: every field of the installed vLLM's ``CompletionRequest`` is either drawn here
 (``DRAW``), or named with why the workload does not send it (``NOT_SENT``); a field in neither

@@ -13,10 +13,11 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
 
 ORDER = (
-    "base",  # units, errors, atomic, secrets: leaf helpers every stage may use
+    "base",  # units, errors, atomic, owned files: leaf helpers every stage may use
+    "vllm",  # what the project knows of vLLM: lines, capabilities, options, internals, checks
+    "secrets",  # one redaction for all the launcher prints or writes (by vLLM's option reading)
     "contract",  # the types of all that crosses a process or a boot: plan, run file, records
     "gpu",  # beside vLLM: the cards' memory read from any process, as the contract's types
-    "vllm",  # vLLM's internals the stage uses, declared; the release table; the check
     "profile",  # schema, YAML with lines, extends/--set, coupling rules, which vLLM runtime
     "deployment",  # resolve once: the profile's derived values, each with its reason
     "plan",  # model/checkpoint/weights/KV facts, catalog, estimates, calibration, the planner
@@ -35,7 +36,6 @@ ROOM_OF_TOP_MODULE = {
     "units": "base",
     "errors": "base",
     "atomic": "base",
-    "secrets": "base",
     "terminal": "base",  # what reaches a terminal: control sequences made visible
     "switches": "base",  # on/off switches read from the environment
     # the image build id every compile cache and artifact is keyed by; its file's type is
@@ -44,8 +44,6 @@ ROOM_OF_TOP_MODULE = {
     "bounded": "base",  # reading input files: regular files of a bounded size
     "owned": "base",  # the owned-files boundary: every write, replace, delete; bounded reads
     "installed": "base",  # where an installed package lies, found without importing it
-    "vllm_options": "base",  # vLLM's option table and how its parser reads an argument list
-    "vllm": "base",  # vLLM's internals and request fields, named in one room, read as data
     "deployment": "deployment",
     "worker": "runtime",  # the alias vLLM's --worker-cls names (launcher.worker.PlannedWorker)
     "vllm_serve": "runtime",  # vLLM's serve entry, run as vLLM's process on every node
@@ -262,8 +260,8 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
     from launcher import pipeline
     from launcher.launch import start
     from launcher.launch.hardware import Gpu
-    from launcher.profile.vllm_runtime import VLLM_LINES
     from launcher.units import GiB, MiB
+    from launcher.vllm.lines import VLLM_LINES
     from tests.conftest import MINIMAL
 
     total = int(95.59 * GiB)
@@ -287,8 +285,6 @@ def test_a_launch_resolves_once_more_only_for_another_vllm_line(monkeypatch, tmp
 
 
 TYPE_ONLY_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("launcher.profile.vllm_runtime", "launcher.plan.model"): "ModelFacts, read by the record "
-    "size rules of each line",
     (
         "launcher.report.render",
         "launcher.launch.vllm_args",

@@ -19,8 +19,9 @@ from launcher.contract.base import ContractError
 from launcher.contract.record import RECORD_SCHEMA_V1
 from launcher.launch import start as launch_mod
 from launcher.launch.hardware import NoGpuInfo
-from launcher.profile import can_serve, vllm_runtime
 from launcher.units import MiB
+from launcher.vllm import can_serve
+from launcher.vllm.lines import VLLM_LINES
 from tests.conftest import MINIMAL, PROFILES
 from tests.unit.artifact_caches import fill
 from tests.unit.test_launch import rtx
@@ -260,7 +261,7 @@ def launchable(monkeypatch):
     """The launch's checks of vLLM passed (the fork's line installed), no vLLM started."""
     monkeypatch.setattr(launch_mod, "require_vllm", lambda: None)
     monkeypatch.setattr(launch_mod, "check_argv", lambda flags, keys: None)
-    gg = vllm_runtime.VLLM_LINES["gilded-gnosis"]
+    gg = VLLM_LINES["gilded-gnosis"]
     monkeypatch.setattr(launch_mod, "probe_installed", lambda: (gg, "test"))
     monkeypatch.setattr(launch_mod, "query_gpus", lambda: GPUS)
     monkeypatch.setattr(launch_mod.os, "execvpe", lambda *a: pytest.fail("vLLM started"))

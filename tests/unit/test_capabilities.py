@@ -10,8 +10,9 @@ from launcher.errors import ProfileError
 from launcher.plan.catalog import gpu
 from launcher.plan.inputs import check_against_facts
 from launcher.plan.model import from_config
-from launcher.profile import can_serve, capabilities
-from launcher.profile.vllm_runtime import LINES, VLLM_LINES
+from launcher.profile.vllm_asks import asks_of
+from launcher.vllm import can_serve, capabilities
+from launcher.vllm.lines import LINES, VLLM_LINES
 from tests.conftest import need, need_serving
 from tests.gpu.models import glm_dsa
 
@@ -120,5 +121,5 @@ def test_a_launch_imports_the_impl_class_only_when_decode_contexts_are_split(
     )
     p = load_profile(str(profile), ()).profile
     target = can_serve.Target(mla=True, indexer=True, heads=64, arch=9)
-    can_serve.on_table(p, LINES["0.26"], target, installed=True)
+    can_serve.on_table(asks_of(p), LINES["0.26"], target, installed=True)
     assert read == ([] if dcp == 1 else ["FLASHMLA_SPARSE"])

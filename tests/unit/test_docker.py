@@ -356,7 +356,7 @@ def test_the_default_base_is_the_entrypoints_upstream_image(df):
 def test_compose_builds_glm52_on_the_fork_image(compose, service):
     """The shipped GLM-5.2 profile needs EXL3 and B12X_MLA_SPARSE: only the fork has them."""
     from launcher.entrypoint import fork_image
-    from launcher.profile.vllm_runtime import VLLM_LINES, fallback, lines_with
+    from launcher.vllm.lines import VLLM_LINES, fallback, lines_with
 
     assert service["build"]["args"]["VLLM_IMAGE"] == fork_image()
     glm = yaml.safe_load((ROOT / service["command"][0]).read_text())

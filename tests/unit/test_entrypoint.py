@@ -14,8 +14,8 @@ from launcher import buildid, entrypoint
 from launcher.contract import vllm_registry
 from launcher.contract.caches import CACHE_DIRS
 from launcher.owned import write as owned_write  # where the writable probe is made
-from launcher.profile import can_serve
-from launcher.profile.can_serve import Registry
+from launcher.vllm import can_serve
+from launcher.vllm.can_serve import Registry
 from tests.conftest import PROFILES, ROOT, need
 
 

@@ -180,7 +180,7 @@ def test_no_structured_row_of_the_features_workload_ignores_eos():
     """The H200 MoE boots failed every non-streamed ``structured_choice`` row: a choice ends in
     1-2 tokens, ``ignore_eos`` sampled past the finished grammar, and vLLM (plain too) ended
     the request with an internal error. A grammar row stops where its grammar does."""
-    from launcher.profile import request_features
+    from launcher.vllm import request_features
 
     structured = {f.name: f for f in request_features.accepted(0) if f.structured}
     rows = [row for _, batch in stress.feature_batches(W, 0) for row in batch]

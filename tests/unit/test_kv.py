@@ -6,7 +6,7 @@ from launcher.plan.kv import indexer_bytes_per_token_layer, mla_bytes_per_token_
 from launcher.plan.model import load_facts
 from launcher.plan.planner import plan
 from launcher.profile import load_profile
-from launcher.profile.vllm_runtime import VLLM_LINES
+from launcher.vllm.lines import VLLM_LINES
 from tests.conftest import MINIMAL, PROFILES, gathered
 
 GLM = load_facts("/nonexistent", "glm-5.2")

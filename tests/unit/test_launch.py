@@ -395,7 +395,7 @@ def test_the_launch_replans_without_reading_the_facts_again(write, tmp_path, mon
 
 
 def probed(name):
-    from launcher.profile.vllm_runtime import VLLM_LINES
+    from launcher.vllm.lines import VLLM_LINES
 
     return lambda: (VLLM_LINES[name], f"test probe: {name}")
 
@@ -483,7 +483,7 @@ def test_cli_launch_on_the_wrong_vllm_exits_1_naming_the_key(
 def fake_vllm(tmp_path, monkeypatch, *files):
     from importlib.machinery import ModuleSpec
 
-    from launcher.profile import can_serve
+    from launcher.vllm import can_serve
 
     root = tmp_path / "vllm"
     for f in files:

@@ -402,8 +402,8 @@ def test_the_census_provider_replays_through_triton_preload(monkeypatch):
 
 
 def test_every_runtime_names_only_known_entry_points():
-    from launcher.profile.vllm_runtime import VLLM_LINES
     from launcher.runtime.prewarm.vllm_warmup import ENTRY_POINTS
+    from launcher.vllm.lines import VLLM_LINES
 
     for runtime in VLLM_LINES.values():
         assert set(runtime.warmups) <= set(ENTRY_POINTS), runtime.name

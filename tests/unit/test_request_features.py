@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.profile import request_features as rf
+from launcher.vllm import request_features as rf
 
 
 def test_speculative_decoding_refuses_min_p_and_logit_bias_with_the_reason():

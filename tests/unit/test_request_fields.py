@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from launcher.profile import request_features
+from launcher.vllm import request_features
 from launcher.vllm import request_fields as rf
 
 RELEASES = rf.recorded()

@@ -181,7 +181,7 @@ def test_the_sampler_batch_runs_again_beside_a_greedy_row_and_beside_a_seeded_ro
 
 
 def test_every_other_accepted_feature_is_served_beside_the_others_in_max_num_seqs_rows():
-    from launcher.profile import request_features
+    from launcher.vllm import request_features
 
     served = _features(sb.feature_waves(TIER))
     accepted = {f.name for f in request_features.accepted(TIER.spec_tokens)} - {"stream"}

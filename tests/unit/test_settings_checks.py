@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from launcher.cli import cli
 from launcher.profile import extra_args
 from launcher.profile.vllm_flags import FLAG_KEYS
-from launcher.vllm_options import load_table
+from launcher.vllm.options import load_table
 from tests.conftest import PROFILES
 
 GLM = str(PROFILES / "glm52.yaml")

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from launcher.profile.capabilities import UPSTREAM_RELEASES
 from launcher.vllm import internals, releases
+from launcher.vllm.capabilities import UPSTREAM_RELEASES
 from launcher.vllm.internals import DECLARED
 
 TABLE = releases.load()

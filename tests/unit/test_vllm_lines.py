@@ -13,8 +13,10 @@ import pytest
 from launcher.deployment import resolve
 from launcher.errors import ProfileError
 from launcher.plan.b12x_sizing import ckv_gather
-from launcher.profile import can_serve, capabilities, load_profile, vllm_runtime
-from launcher.profile.vllm_runtime import VLLM_LINES, VllmLine
+from launcher.profile import load_profile
+from launcher.profile.vllm_asks import asks_of
+from launcher.vllm import can_serve, capabilities, lines
+from launcher.vllm.lines import VLLM_LINES, VllmLine
 from tests.conftest import PROFILES, ROOT
 
 NEW = VllmLine(
@@ -48,8 +50,8 @@ def test_the_schema_and_the_rules_take_the_new_line(registered):
     assert d.runtime is registered
     assert d.backend_family == "sparse-mla-b12x" and d.block_size == 64
     assert ckv_gather(d) == (p.parallel.decode_context > 1)
-    assert vllm_runtime.line_for("test-fork", "auto") is registered.tables["test-fork"]
-    assert "test-fork" in vllm_runtime.LINES
+    assert lines.line_for("test-fork", "auto") is registered.tables["test-fork"]
+    assert "test-fork" in lines.LINES
 
 
 def test_without_the_entry_the_same_profile_is_refused_naming_the_lines():
@@ -67,8 +69,8 @@ def test_a_misspelt_line_is_refused_with_the_closest_name(registered):
 
 
 def test_inference_and_the_probe_see_the_new_line(registered, monkeypatch, tmp_path):
-    assert vllm_runtime.infer("TEST_MLA_SPARSE") is registered
-    assert vllm_runtime.infer("FLASHMLA_SPARSE").name == "upstream"  # every line has it
+    assert lines.infer("TEST_MLA_SPARSE") is registered
+    assert lines.infer("FLASHMLA_SPARSE").name == "upstream"  # every line has it
     root = tmp_path / "vllm"
     # It carries Gilded Gnosis's backend file too, as a derived line would.
     for marker in (*registered.markers, *VLLM_LINES["gilded-gnosis"].markers):
@@ -86,7 +88,7 @@ def test_inference_and_the_probe_see_the_new_line(registered, monkeypatch, tmp_p
 def test_the_entrypoint_names_the_new_lines_image(registered):
     loaded = load_profile(PROFILES / "glm52.yaml", ON_NEW)
     caps = can_serve.Registry(frozenset({"FLASH_ATTN"}), frozenset({"fp8"}), "vLLM x")
-    issues, line, unknown = can_serve.on_registry(loaded.profile, caps)
+    issues, line, unknown = can_serve.on_registry(asks_of(loaded.profile), caps)
     assert len(issues) == 2 and line is registered and not unknown
     assert "VLLM_IMAGE=example/test-fork:1 -t b12x-launch:test-fork" in can_serve.registry_fix(line)
 
@@ -94,7 +96,7 @@ def test_the_entrypoint_names_the_new_lines_image(registered):
 def test_no_module_names_a_line_but_the_registry():
     """Each line's name is written once, in its entry: everything else reads its fields."""
     names = set(VLLM_LINES)
-    registry = Path(vllm_runtime.__file__).resolve()
+    registry = Path(lines.__file__).resolve()
     # A plan result's default, always written over with the deployment's line.
     allowed = {"launcher/plan/planner.py"}
     found = []
@@ -109,6 +111,6 @@ def test_no_module_names_a_line_but_the_registry():
 
 def test_a_runtime_inferred_without_a_backend_does_not_print_none():
     # the KV line of the dry run read "runtime upstream (inferred from ... None)"
-    line, how = vllm_runtime.resolve("auto", None)
-    assert line == vllm_runtime.fallback()
+    line, how = lines.resolve("auto", None)
+    assert line == lines.fallback()
     assert how == "inferred from vllm.attention_backend (not set)"

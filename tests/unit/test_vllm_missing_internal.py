@@ -127,7 +127,7 @@ def test_a_deployment_that_does_not_run_it_is_not_held_to_it(tmp_path):
     fork line's where the deployment is upstream."""
     root = stand_in(tmp_path, {"warmup.b12x", "triton.b12x_backend"})
     found = check.before_weights("cuda", (), False, True, root)
-    assert found.missing == []
+    assert not found.missing
 
 
 class _Loads:

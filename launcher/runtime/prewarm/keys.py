@@ -100,7 +100,8 @@ class Ranges:
         max_logprobs: int = 20,
         sampler_flags: tuple[tuple[bool, bool], ...] | None = None,
     ) -> Ranges:
-        from launcher.profile import request_features, rules
+        from launcher.profile import rules
+        from launcher.vllm import request_features
 
         tokens = max(max_num_batched_tokens, rules.draft_rows(max_num_seqs, spec_tokens))
         flags = sampler_flags or request_features.sampler_flags(spec_tokens, max_logprobs)

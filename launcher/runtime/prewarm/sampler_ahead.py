@@ -28,8 +28,10 @@ from typing import Any
 
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles
 
-WRAPPER = "vllm.v1.sample.ops.topk_topp_triton:apply_top_k_top_p_triton"
-KERNEL = "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel"
+from launcher.vllm.internals import module_path
+
+WRAPPER = module_path("kernel.topk_topp_wrapper")
+KERNEL = module_path("kernel.topk_topp")
 TRITON_ROWS = 8
 FLAGS = ((True, True), (True, False), (False, True))
 """Top-k and top-p, top-k alone, top-p alone: each its own key (the flags are constexprs),

@@ -8,7 +8,7 @@ engine uses, over the scratch cache's ``KVCacheConfig``) and runs each step thro
 worker's ``execute_model`` and ``sample_tokens``, as ``EngineCore.step`` does. Every rank runs
 the same greedy (or seeded) requests, so tensor-parallel ranks stay in lockstep.
 
-Then the request features the deployment's API accepts (``launcher.profile.request_features``):
+Then the request features the deployment's API accepts (``launcher.vllm.request_features``):
 each sampler flag combination at one row and at eight or more, every other feature side by side
 in a batch of ``max_num_seqs`` rows (``max_num_seqs x (1 + spec)`` rows in the rejection
 sampler), and structured rows under an all-allowing grammar bitmask, so every kernel those
@@ -118,7 +118,7 @@ def waves(s: Shape) -> list[Wave]:
 def served_features(s: Shape) -> list[Any]:
     """The accepted request features the stage serves (vLLM's CPU backend: those that draw no
     random numbers; streaming is the API's, not the engine's)."""
-    from launcher.profile import request_features
+    from launcher.vllm import request_features
 
     out = []
     for f in request_features.accepted(s.spec_tokens, s.max_logprobs, s.prompt_logprobs):

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.plan.b12x_sizing import ckv_gather
-from launcher.profile.vllm_runtime import VllmLine
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 from launcher.runtime.prewarm.flow import NONE, Fact
 from launcher.vllm.internals import group_paths, module_of
+from launcher.vllm.lines import VllmLine
 
 BACKEND = module_of("triton.b12x_backend")
 SPARSE_UTILS = module_of("triton.filter_dcp_index")

@@ -451,7 +451,7 @@ class VllmWarmupProvider:
         return bool(entry_points(ctx))
 
     def specializations(self, ctx: PrewarmContext) -> list[str]:
-        from launcher.profile import request_features
+        from launcher.vllm import request_features
 
         runtime = ctx.deployment.runtime
         lines = [

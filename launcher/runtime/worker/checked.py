@@ -36,7 +36,7 @@ def internals_first(platform: str, rank: int) -> InternalsCheck | None:
         ) from None
     for line in check.downgrade_lines(found):
         logger.warning("b12x-launch rank %d: %s", rank, line)
-    return found
+    return InternalsCheck.model_validate(found, from_attributes=True)
 
 
 class CheckedFirst:

@@ -4,9 +4,9 @@ The same profile can meet upstream vLLM or one of two lines of the fork that ser
 (../shared/FORK-AUDIT.md): they differ in the sparse-MLA backend's name, the nvfp4 KV
 record size, the kernel package behind the backend and which warmup entry points exist.
 A :class:`VllmLine` holds those facts and the line's capability tables
-(:mod:`launcher.profile.capabilities`, one per release). :data:`VLLM_LINES` is the only list
+(:mod:`launcher.vllm.capabilities`, one per release). :data:`VLLM_LINES` is the only list
 of lines: the schema validates ``vllm.runtime`` against it, :func:`infer` and the installed
-vLLM's probe walk it, and whether a line can serve a profile (``launcher.profile.can_serve``,
+vLLM's probe walk it, and whether a line can serve a profile (``launcher.vllm.can_serve``,
 for the dry run, the launch and the container's entry point) asks :func:`lines_with` which
 lines have what a profile asks for. A new line is one entry there.
 
@@ -20,13 +20,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
-from launcher.profile import capabilities
-from launcher.profile.capabilities import Line
+from launcher.vllm import capabilities
+from launcher.vllm.capabilities import Line
 
-if TYPE_CHECKING:  # annotations only
-    from launcher.contract.facts import ModelFacts
+
+class ModelFacts(Protocol):
+    """What a line's KV-record rules read of the model (``launcher.contract.facts``'s
+    ``ModelFacts`` has it; the vLLM room sits below the contract and names none of its types)."""
+
+    @property
+    def model_type(self) -> str: ...
+    @property
+    def kv_lora_rank(self) -> int: ...
+    @property
+    def qk_rope(self) -> int: ...
+    @property
+    def is_mla(self) -> bool: ...
+    @property
+    def has_indexer(self) -> bool: ...
+
 
 GLM_DSA_MODEL_TYPES = ("glm_moe_dsa", "deepseek_mtp")
 """Model types whose nvfp4 record the fork lines size specially (GLM-5.2 and its draft)."""

