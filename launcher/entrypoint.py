@@ -44,8 +44,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from launcher import buildid
+from launcher import buildfile, buildid
 from launcher.artifact import BUILTIN_ARTIFACT, CACHE_FROM_ENV, MANIFEST_NAME
+from launcher.buildfile import write_build_info  # noqa: F401  (the image build calls it)
 from launcher.buildid import (  # noqa: F401  (names the image build and the tests use)
     _BUILD_ID,
     BUILD_ID_ENV,
@@ -56,7 +57,6 @@ from launcher.buildid import (  # noqa: F401  (names the image build and the tes
     BuildIdError,
     _moved,
     build_info,
-    write_build_info,
 )
 from launcher.owned import remove as owned_remove
 from launcher.owned import write as owned_write
@@ -126,8 +126,8 @@ def write_constraints(path: str | os.PathLike) -> None:
 
 
 def resolve_build(env: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    """The build id in force (``launcher.buildid.resolve_build``), its notes said here."""
-    return buildid.resolve_build(env, say=_say)
+    """The build id in force (``launcher.buildfile.resolve_build``), its notes said here."""
+    return buildfile.resolve_build(env, say=_say)
 
 
 # --- the cache tree -----------------------------------------------------------------------

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from launcher.artifact import ArtifactError
 from launcher.artifact.manifest import ArtifactKeys
-from launcher.buildid import BuildIdError, build_info, resolve_build
+from launcher.buildfile import resolve_build
+from launcher.buildid import BuildIdError, build_info
 from launcher.gpu import nvml
 from launcher.launch.hardware import NoGpuInfo
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from launcher.artifact import FILES_DIR, MANIFEST_NAME, ArtifactError
 from launcher.artifact.archive import Mismatch, dir_listing, extract, open_artifact
 from launcher.artifact.manifest import Manifest
-from launcher.buildid import BuildIdError, resolve_build
+from launcher.buildfile import resolve_build
+from launcher.buildid import BuildIdError
 from launcher.owned import Refused
 from launcher.owned import remove as owned_remove
 from launcher.owned import write as owned_write

@@ -1,8 +1,8 @@
 """The image's build file (``/opt/b12x-launch/build.json``): its build id and what the id was
 computed from.
 
-Written once when the image is built (``launcher.buildid.write_build_info``) and read by every
-container start (``launcher.buildid.resolve_build``). A file without ``schema`` (an image built
+Written once when the image is built (``launcher.buildfile.write_build_info``) and read by every
+container start (``launcher.buildfile.resolve_build``). A file without ``schema`` (an image built
 before the key was) has this layout; one of another layout is refused, naming the file.
 """
 

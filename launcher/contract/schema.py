@@ -23,7 +23,7 @@ from launcher.contract.qualified import QualifiedRecord
 from launcher.contract.record import RankRecord
 from launcher.contract.runfile import RunFile
 from launcher.contract.verdicts import Verdicts
-from launcher.contract.vllm_registry import VllmRegistryRecord
+from launcher.vllm.registry_record import VllmRegistryRecord
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DOCUMENTS: dict[str, tuple[type[BaseModel], str]] = {

@@ -35,7 +35,8 @@ def _say(line: str) -> None:
 def build_id() -> str:
     """The image's build id in force ('unknown' where it cannot be read: expected times then
     come only from boots that could not read theirs either)."""
-    from launcher.buildid import BuildIdError, resolve_build
+    from launcher.buildfile import resolve_build
+    from launcher.buildid import BuildIdError
 
     try:
         return resolve_build(os.environ, say=lambda line: None)[0]

@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from launcher import atomic
-from launcher.contract.base import ContractError, read_model
-from launcher.contract.vllm_registry import REGISTRY_MAX, VllmRegistryRecord
 from launcher.installed import package_root
+from launcher.owned import read as owned_read
 from launcher.vllm.capabilities import (
     DRY_RUN_RELEASE,
     UPSTREAM_RELEASES,
@@ -47,6 +46,7 @@ from launcher.vllm.capabilities import (
     release_of,
 )
 from launcher.vllm.lines import LINES, VLLM_LINES, VllmLine, fallback, lines_with
+from launcher.vllm.registry_record import REGISTRY_MAX, VllmRegistryRecord
 
 Issues = list[tuple[str, str]]
 """``(profile key, message ending in the fix)`` pairs."""
@@ -421,9 +421,15 @@ def _recorded(env: Mapping[str, str], where: str) -> Registry:
     if not path.is_file():
         return unknown
     try:
-        record = read_model(path, VllmRegistryRecord, "vLLM registry record", limit=REGISTRY_MAX)
-    except ContractError as exc:
-        print(f"b12x-launch: note: {exc}; vLLM's registries are imported instead", file=sys.stderr)
+        raw = owned_read.read_bytes(path, REGISTRY_MAX, "vLLM registry record")
+        record = VllmRegistryRecord.model_validate_json(raw)
+    except (OSError, ValueError) as exc:  # ValidationError and Refused are ValueErrors
+        why = str(exc).splitlines()[0]
+        print(
+            f"b12x-launch: note: the vLLM registry record {path} is unreadable or not one "
+            f"({why}); vLLM's registries are imported instead",
+            file=sys.stderr,
+        )
         return unknown
     if buildid._moved(record.to_json(), buildid.build_info(env)):
         return unknown  # recorded for other versions: this image moved a package

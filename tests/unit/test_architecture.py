@@ -38,9 +38,8 @@ ROOM_OF_TOP_MODULE = {
     "atomic": "base",
     "terminal": "base",  # what reaches a terminal: control sequences made visible
     "switches": "base",  # on/off switches read from the environment
-    # the image build id every compile cache and artifact is keyed by; its file's type is
-    # the contract's (``contract.build``), loaded when the file is read
-    "buildid": "contract",
+    "buildid": "base",  # the image build id every compile cache and artifact is keyed by
+    "buildfile": "contract",  # its file, build.json, read and written as contract.build
     "bounded": "base",  # reading input files: regular files of a bounded size
     "owned": "base",  # the owned-files boundary: every write, replace, delete; bounded reads
     "installed": "base",  # where an installed package lies, found without importing it

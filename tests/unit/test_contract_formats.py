@@ -14,8 +14,8 @@ from launcher.contract.build import BuildInfo
 from launcher.contract.caches import CacheBaseline
 from launcher.contract.emit_manifest import EmitManifest
 from launcher.contract.verdicts import Verdicts
-from launcher.contract.vllm_registry import VllmRegistryRecord
 from launcher.owned import write as owned_write
+from launcher.vllm.registry_record import VllmRegistryRecord
 
 SHA = "ab" * 32
 SAMPLES = {

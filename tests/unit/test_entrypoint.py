@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from launcher import buildid, entrypoint
-from launcher.contract import vllm_registry
 from launcher.contract.caches import CACHE_DIRS
 from launcher.owned import write as owned_write  # where the writable probe is made
 from launcher.vllm import can_serve
+from launcher.vllm import registry_record as vllm_registry
 from launcher.vllm.can_serve import Registry
 from tests.conftest import PROFILES, ROOT, need
 
@@ -543,7 +543,7 @@ def test_the_registry_recorded_at_image_build_is_read_without_importing(
         assert can_serve.read_registry(env=env).attention_backends is None, stale
     record.write_text("{oops")
     assert can_serve.read_registry(env=env).quantizations is None
-    assert f"{record}: malformed" in capsys.readouterr().err  # said, then imported instead
+    assert f"vLLM registry record {record} is unreadable" in capsys.readouterr().err  # said
 
 
 def test_the_image_build_records_the_registry_it_reads(tmp_path, monkeypatch):

@@ -176,7 +176,7 @@ def test_requests_a_failed_step_left_are_removed_and_reported():
 def test_the_last_waves_requests_are_removed_under_inference_mode_as_vllm_removes_them():
     """vLLM's batch makes the ``allowed_token_ids`` mask under inference mode; writing it
     outside stopped the H100's boot (2026-12-06)."""
-    torch = pytest.importorskip("torch")
+    torch = need_serving("torch")
     runner = Runner()
     with torch.inference_mode():
         mask = torch.ones(4, 8, dtype=torch.bool)  # as vLLM's add_request makes it

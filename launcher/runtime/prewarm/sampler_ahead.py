@@ -27,7 +27,6 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.runtime.prewarm.parallel_compile import parallel_compiles
-
 from launcher.vllm.internals import module_path
 
 WRAPPER = module_path("kernel.topk_topp_wrapper")

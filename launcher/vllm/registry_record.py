@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
-
-from launcher.contract.base import Frozen
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA = "b12x-launch/vllm-registry/1"
 REGISTRY_MAX = 4 << 20
 """A record lists a few hundred names; a larger file is not the image build's."""
 
 
-class VllmRegistryRecord(Frozen):
-    """The installed vLLM's registries, as the image build read them."""
+class VllmRegistryRecord(BaseModel):
+    """The installed vLLM's registries, as the image build read them (a contract type kept in
+    the vLLM room, which sits below ``contract``: configured as ``contract.base.Frozen``)."""
+
+    model_config = ConfigDict(
+        extra="forbid", defer_build=True, allow_inf_nan=False, frozen=True, populate_by_name=True
+    )
 
     schema_id: Literal["b12x-launch/vllm-registry/1"] = Field(SCHEMA, alias="schema")
     """This layout's name and version (``schema``)."""
