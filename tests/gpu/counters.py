@@ -42,9 +42,16 @@ def unarmed(records: dict[int, RankRecord], monitor: bool = True) -> list[str]:
     return out
 
 
+LAUNCHER = "__triton_launcher"
+"""Triton's launcher module: built once per kernel signature, named by no kernel."""
+
+
 def late(records: dict[int, RankRecord], canary: bool = False) -> list[str]:
     """Every late compile or cache file each armed counter saw after sizing, canaries left out
-    unless ``canary``; an unarmed counter's window is itself a finding, never a 0."""
+    unless ``canary``; an unarmed counter's window is itself a finding, never a 0.
+
+    A launcher module new in a window where Triton's hooks saw the canary compile and nothing
+    else is the canary's: its new signature built one (H100, 2026-12-06: one in ``warmup``)."""
     out = []
     for rank, rec in records.items():
         for name in WATCHED:
@@ -53,10 +60,12 @@ def late(records: dict[int, RankRecord], canary: bool = False) -> list[str]:
                 if seen is None:
                     out.append(f"rank {rank}: {name} {window}: not measured")
                     continue
+                hooks = rec.late_by("triton_hooks", window) or []
+                only_canary = bool(hooks) and all(CANARY_PREFIX in k for k in hooks)
                 out += [
                     f"rank {rank}: {name} {window}: {k}"
                     for k in seen
-                    if canary or CANARY_PREFIX not in k
+                    if canary or not (CANARY_PREFIX in k or (only_canary and LAUNCHER in k))
                 ]
     return out
 
