@@ -19,7 +19,9 @@ The seed, the kill rate and every survivor are printed; ``benchmarks/mutation-su
 gives each survivor a test or the reason none can kill it.
 
 Groups: ``planner`` (the planner's arithmetic: launcher/plan/planner.py, kv.py, weights.py,
-estimates.py, ranks.py, against the plan's unit tests), ``keys`` (the key enumeration's range
+estimates.py, ranks.py, against the plan's unit tests), ``transients`` (what request features
+allocate after sizing, launcher/plan/transients.py, a group of its own so the planner's mutant
+numbers hold), ``keys`` (the key enumeration's range
 rules in launcher/runtime/prewarm/keys.py, against its unit tests; they need torch and Triton,
 so run it with the full test venv) and ``owned`` (the owned-files boundary, launcher/owned/,
 against its own tests and its callers' trust tests; the hostile-input corpus is left out: its
@@ -71,6 +73,14 @@ GROUPS = {
             "tests/unit/test_b12x_sizing.py",
             "tests/unit/test_resolved_once.py",
             "tests/unit/test_planner_arithmetic.py",
+        ),
+    ),
+    "transients": Group(
+        files=("launcher/plan/transients.py",),
+        tests=(
+            "tests/unit/test_transients.py",
+            "tests/unit/test_golden.py",
+            "tests/unit/test_plan.py",
         ),
     ),
     "keys": Group(

@@ -181,11 +181,14 @@ def ready() -> None:
     _recorder.begin("ready")
     mark = _recorder.file.phases[-1]
     mark.ended = _recorder.file.ready_at = mark.started  # a moment, not a span
-    _recorder.write()
+    # The boot's times into the store before the phase file says ready: whoever waits for
+    # ``status`` to say ready and then stops the server (a test did, under load) would
+    # otherwise stop it before the times are kept, and the next boot would expect nothing.
     try:
         record_boot(_recorder, _launch)
     except (OSError, ValueError) as exc:
         _say(f"{_recorder.file.who}: boot times not recorded: {exc}")
+    _recorder.write()
 
 
 def record_boot(recorder: Recorder, launch: PhaseFile | None) -> BootTimes | None:

@@ -247,6 +247,35 @@ def test_the_worker_records_vllms_steps_in_order_and_ready_records_the_boot(
     assert stored[0].phases["launcher"].keys() == {"plan", "exec"}
 
 
+def test_the_boot_is_in_the_store_before_the_phase_file_says_ready(
+    tmp_path, monkeypatch, fresh_worker_state
+):
+    """Whoever stops the server once ``status`` says ready must not lose the boot's times (the
+    integration tier's second boot expected nothing when the first was stopped in between)."""
+    run, boots = tmp_path / "run", tmp_path / "store" / "boots.json"
+    run.mkdir()
+    _launcher_file(run, boots)
+    monkeypatch.setenv("BLAUNCH_RUN_DIR", str(run))
+    monkeypatch.setattr(worker_phases.threading, "Thread", lambda **kw: type(
+        "T", (), {"start": lambda self: None})())  # fmt: skip
+    w = _Worker()
+    w.init_device()
+    w.load_model()
+    w.compile_or_warm_up_model()
+    seen = []
+    write = worker_phases._recorder.write
+
+    def noting_write():
+        if worker_phases._recorder.file.ready_at is not None:  # the write that says ready
+            seen.append(len(read_boots(boots).boots))
+        write()
+
+    monkeypatch.setattr(worker_phases._recorder, "write", noting_write)
+    worker_phases.ready()
+    assert seen == [1]
+    assert read_phases(run / "phases-rank0.json").ready_at is not None
+
+
 def test_without_a_run_dir_the_worker_records_nothing(tmp_path, monkeypatch, fresh_worker_state):
     monkeypatch.delenv("BLAUNCH_RUN_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
