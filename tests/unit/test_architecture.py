@@ -384,7 +384,6 @@ def test_only_the_prewarm_command_reaches_inside_vllm():
     assert found == set(INTO_THE_WORKER_ROOM), sorted(found)
 
 
-
 PREWARM = "launcher.runtime.prewarm"
 PREWARM_ORDER = ("api", "diagnostics", "accelerators", "model", "stage", "providers", "command")
 """The prewarm room's parts in the order they may import each other: the provider API
