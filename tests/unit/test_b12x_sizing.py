@@ -26,7 +26,7 @@ GLM = str(PROFILES / "glm52.yaml")
 B12X_PROFILES = ["glm52", "glm52-dcp1", "glm52-dcp2", "deepseek-v32"]
 SOURCES = [
     ROOT / "launcher" / "plan" / "b12x_sizing.py",
-    ROOT / "launcher" / "runtime" / "prewarm" / "b12x.py",
+    ROOT / "launcher" / "runtime" / "prewarm" / "providers" / "b12x.py",
 ]
 B12X_FORK = ("vllm.runtime=b12x-fork", "vllm.attention_backend=B12X")
 """The fork line that runs the b12x package (the shipped profiles target Gilded Gnosis)."""
