@@ -1,5 +1,6 @@
 """Cold torch.compile with Inductor's Triton compiles in one thread (vLLM's setting) against
-Inductor's compile pool (``launcher.runtime.prewarm.inductor_pool``), on a CUDA machine.
+Inductor's compile pool (``launcher.runtime.prewarm.accelerators.inductor_pool``), on a CUDA
+machine.
 
 Each run is a fresh process with empty Inductor and Triton caches of its own. The compiled
 function chains ``--kernels`` matmuls, each followed by a pointwise tail with its own constant,
@@ -26,7 +27,7 @@ config.compile_threads = 1
 sys.path.insert(0, sys.argv[3])
 import importlib.util  # the module alone: the prewarm package imports pydantic
 spec = importlib.util.spec_from_file_location(
-    "inductor_pool", sys.argv[3] + "/launcher/runtime/prewarm/inductor_pool.py")
+    "inductor_pool", sys.argv[3] + "/launcher/runtime/prewarm/accelerators/inductor_pool.py")
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 InductorPool = module.InductorPool

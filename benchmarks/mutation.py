@@ -21,8 +21,8 @@ gives each survivor a test or the reason none can kill it.
 Groups: ``planner`` (the planner's arithmetic: launcher/plan/planner.py, kv.py, weights.py,
 estimates.py, ranks.py, against the plan's unit tests), ``transients`` (what request features
 allocate after sizing, launcher/plan/transients.py, a group of its own so the planner's mutant
-numbers hold), ``keys`` (the key enumeration's range
-rules in launcher/runtime/prewarm/keys.py, against its unit tests; they need torch and Triton,
+numbers hold), ``keys`` (the key enumeration's range rules in
+launcher/runtime/prewarm/providers/keys.py, against its unit tests; they need torch and Triton,
 so run it with the full test venv) and ``owned`` (the owned-files boundary, launcher/owned/,
 against its own tests and its callers' trust tests; the hostile-input corpus is left out: its
 2,000-odd cases, each a forked CLI process, have no smaller seeded subset to run per mutant).
@@ -84,7 +84,7 @@ GROUPS = {
         ),
     ),
     "keys": Group(
-        files=("launcher/runtime/prewarm/keys.py",),
+        files=("launcher/runtime/prewarm/providers/keys.py",),
         tests=(
             "tests/unit/test_key_enumeration.py",
             "tests/unit/test_key_dependence.py",

@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 
-from launcher.runtime.prewarm import thread_samples
+from launcher.runtime.prewarm.diagnostics import thread_samples
 
 
 def _work(depth: int, n: int) -> int:

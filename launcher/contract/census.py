@@ -6,7 +6,8 @@ or b12x with its program key) and the physical memory the serving step that comp
 outside torch's allocator. The calibration store keeps them; the next plan reads them:
 
 - an entry the census provider can replay (a Triton kernel with specialization data) is
-  compiled again before sizing (``launcher.runtime.prewarm.census``): the next boot is prewarmed;
+  compiled again before sizing (``launcher.runtime.prewarm.providers.census``): the next boot
+  is prewarmed;
 - the rest are reserved: their measured cost is the ``late_compiles`` part of ``jit_headroom``.
 
 Pure: no torch, no Triton (the replay lives in the provider).

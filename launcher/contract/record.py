@@ -180,7 +180,7 @@ class Restored(Frozen):
 
 class ScratchStage(Frozen):
     """The scratch-KV stage: a small real KV cache the runtime's warmups served on before
-    sizing, then released (``launcher.runtime.prewarm.scratch_kv``)."""
+    sizing, then released (``launcher.runtime.prewarm.stage.scratch_kv``)."""
 
     blocks: Count
     """KV blocks per rank it held."""
@@ -209,8 +209,8 @@ class HeldKernel(Frozen):
     keys: list[JsonValue] = Field(default_factory=list)
     """Each key: Triton's specialization list and ``str(options)``, in JSON's shapes: a Triton
     dtype as ``{"tl.dtype": name}``, a constexpr ``inf`` or ``nan`` as ``{"float": repr}``
-    (``launcher.runtime.prewarm.key_json`` writes and reads them). Anything else is refused here,
-    so a record that validates always serializes."""
+    (``launcher.runtime.prewarm.providers.key_json`` writes and reads them). Anything else is
+    refused here, so a record that validates always serializes."""
 
 
 class Autotuned(Frozen):
@@ -225,7 +225,8 @@ class Autotuned(Frozen):
 
 
 class KernelEnumeration(Frozen):
-    """One kernel's key space, derived after the waves (``launcher.runtime.prewarm.keys``)."""
+    """One kernel's key space, derived after the waves
+    (``launcher.runtime.prewarm.providers.keys``)."""
 
     kernel: str
     """The kernel, ``module.name``."""

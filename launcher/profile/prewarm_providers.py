@@ -11,11 +11,11 @@ ENTRY_POINT_GROUP = "b12x_launch.prewarm"
 """Where a third party registers a provider: ``name = "pkg.module:ProviderClass"``."""
 
 BUILTIN: dict[str, str] = {
-    "b12x": "launcher.runtime.prewarm.b12x:B12xProvider",
-    "vllm": "launcher.runtime.prewarm.vllm_warmup:VllmWarmupProvider",
-    "triton": "launcher.runtime.prewarm.triton_kernels:TritonProvider",
-    "census": "launcher.runtime.prewarm.census:CensusProvider",
-    "keys": "launcher.runtime.prewarm.keys:KeysProvider",
+    "b12x": "launcher.runtime.prewarm.providers.b12x:B12xProvider",
+    "vllm": "launcher.runtime.prewarm.providers.vllm_warmup:VllmWarmupProvider",
+    "triton": "launcher.runtime.prewarm.providers.triton_kernels:TritonProvider",
+    "census": "launcher.runtime.prewarm.providers.census:CensusProvider",
+    "keys": "launcher.runtime.prewarm.providers.keys:KeysProvider",
 }
 """Provider name -> ``module:Class``, imported only when the provider is loaded."""
 

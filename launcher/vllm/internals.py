@@ -336,7 +336,8 @@ DECLARED: tuple[Internal, ...] = (
         "vllm",
         _NO_SCRATCH,
     ),
-    # -- the scratch KV stage and its served waves (runtime/prewarm/scratch_kv, serving_batches)
+    # -- the scratch KV stage and its served waves (runtime/prewarm/stage/: scratch_kv,
+    #    serving_batches)
     _f(
         "scratch.initialize_kv_cache",
         f"{RUNNER}:GPUModelRunner.initialize_kv_cache",
@@ -575,7 +576,7 @@ DECLARED: tuple[Internal, ...] = (
         "vllm",
         skip("the compiled helper of async speculative decoding compiles on first use"),
     ),
-    # -- vLLM's own warmups the vllm provider calls (runtime/prewarm/vllm_warmup.py)
+    # -- vLLM's own warmups the vllm provider calls (runtime/prewarm/providers/vllm_warmup.py)
     _f(
         "warmup.b12x",
         f"{WARMUP}.b12x_warmup:b12x_warmup",
@@ -634,7 +635,7 @@ DECLARED: tuple[Internal, ...] = (
         skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
         kind="class",
     ),
-    # -- Triton launchers the triton provider runs (runtime/prewarm/triton_kernels.py)
+    # -- Triton launchers the triton provider runs (runtime/prewarm/providers/triton_kernels.py)
     _f(
         "triton.correct_attn_out",
         f"{DCP}:correct_attn_out",
@@ -763,7 +764,7 @@ OWNED_MODULES = (
     "vllm.v1.sample.metadata",
 )
 """The module prefixes of vLLM's worker-side classes whose state the scratch stage records
-and puts back (``runtime.prewarm.runner_state``)."""
+and puts back (``runtime.prewarm.stage.runner_state``)."""
 
 LOGGER = "vllm.b12x_launch"
 """The worker's logger, under vLLM's so that its handler prints it."""

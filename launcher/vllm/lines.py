@@ -88,7 +88,7 @@ class VllmLine:
     """The LSE base its sparse-MLA backend asks b12x for (``natural`` or b12x's ``base2``)."""
     warmups: tuple[str, ...]
     """The runtime's own warmup entry points the runtime provider drives, in order (names of
-    ``launcher.runtime.prewarm.vllm_warmup.ENTRY_POINTS``, which find each by capability);
+    ``launcher.runtime.prewarm.providers.vllm_warmup.ENTRY_POINTS``, which find each by capability);
     those that need a KV cache run on the scratch one, after the others."""
     markers: tuple[str, ...]
     """Files (relative to the vllm package) whose presence identifies this line; none: the

@@ -17,7 +17,7 @@ import pytest
 
 from launcher.deployment import resolve
 from launcher.runtime.prewarm import PrewarmContext, load
-from launcher.runtime.prewarm import triton_kernels as tk
+from launcher.runtime.prewarm.providers import triton_kernels as tk
 
 ROWS, SEQS, TOPK, PAGE = 3072, 8, 2048, 64
 """GLM-5.2 in profiles/glm52.yaml: max_num_batched_tokens, max_num_seqs, index_topk, block."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.runtime import jit_watch
-from launcher.runtime.prewarm import keys
+from launcher.runtime.prewarm.providers import keys
 
 pytestmark = pytest.mark.gpu
 
@@ -57,7 +57,7 @@ def test_a_compile_only_launch_runs_nothing_and_leaves_its_key_loaded(cuda_devic
     compiles nothing."""
     import torch
 
-    from launcher.runtime.prewarm.parallel_compile import compile_only
+    from launcher.runtime.prewarm.accelerators.parallel_compile import compile_only
     from tests.gpu.keys_kernel import masked_rows
 
     dev = f"cuda:{cuda_device}"

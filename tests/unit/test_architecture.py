@@ -384,6 +384,39 @@ def test_only_the_prewarm_command_reaches_inside_vllm():
     assert found == set(INTO_THE_WORKER_ROOM), sorted(found)
 
 
+PREWARM = "launcher.runtime.prewarm"
+PREWARM_ORDER = ("api", "diagnostics", "accelerators", "model", "stage", "providers", "command")
+"""The prewarm room's parts in the order they may import each other: the provider API
+(``__init__``, ``flow``), what times the stage, compile work off its thread, the model's own
+passes, the scratch stage, the providers that drive them all, and the ``prewarm`` command."""
+
+
+def prewarm_part(module: str) -> str:
+    rest = module.removeprefix(PREWARM).lstrip(".").split(".")[0]
+    return rest if rest in PREWARM_ORDER else "api"
+
+
+def test_every_prewarm_module_sits_in_a_known_part():
+    top = PACKAGE / "runtime" / "prewarm"
+    parts = {p.name for p in top.iterdir() if (p / "__init__.py").is_file()}
+    loose = {p.stem for p in top.glob("*.py")} - {"__init__", "flow", "command"}
+    assert parts <= set(PREWARM_ORDER) and not loose, (sorted(parts), sorted(loose))
+
+
+def test_no_prewarm_part_imports_a_later_one():
+    """Lazy imports included: the parts read in one direction, so none is a cycle's half."""
+    rank = {name: i for i, name in enumerate(PREWARM_ORDER)}
+    wrong = sorted(
+        f"{importer} ({prewarm_part(importer)}) imports {imported} ({prewarm_part(imported)})"
+        for importer, targets in import_graph().items()
+        if importer.startswith(PREWARM)
+        for imported in targets
+        if imported.startswith(PREWARM)
+        and rank[prewarm_part(imported)] > rank[prewarm_part(importer)]
+    )
+    assert not wrong, "\n".join(wrong)
+
+
 OWNED = PACKAGE / "owned"
 DESTRUCTIVE = {
     ("os", "unlink"),

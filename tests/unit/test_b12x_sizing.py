@@ -26,7 +26,7 @@ GLM = str(PROFILES / "glm52.yaml")
 B12X_PROFILES = ["glm52", "glm52-dcp1", "glm52-dcp2", "deepseek-v32"]
 SOURCES = [
     ROOT / "launcher" / "plan" / "b12x_sizing.py",
-    ROOT / "launcher" / "runtime" / "prewarm" / "b12x.py",
+    ROOT / "launcher" / "runtime" / "prewarm" / "providers" / "b12x.py",
 ]
 B12X_FORK = ("vllm.runtime=b12x-fork", "vllm.attention_backend=B12X")
 """The fork line that runs the b12x package (the shipped profiles target Gilded Gnosis)."""
@@ -200,7 +200,7 @@ def test_no_b12x_cute_or_cutlass_variable_is_set():
 
 
 def test_late_compile_log_reaches_the_callback():
-    from launcher.runtime.prewarm.b12x import B12xProvider
+    from launcher.runtime.prewarm.providers.b12x import B12xProvider
 
     seen = []
     provider = B12xProvider()
@@ -315,7 +315,7 @@ def test_prepare_calls_bind_against_b12x_layouts(b12x):
     from b12x.attention.dsa_indexer.scratch import plan_indexer_scratch
 
     from launcher.plan.b12x_sizing import indexer_plan, mla_plan, specs
-    from launcher.runtime.prewarm.b12x import _index_call, _mla_call
+    from launcher.runtime.prewarm.providers.b12x import _index_call, _mla_call
 
     ctx = fork("glm52")
     s = specs(ctx.deployment, ctx.facts)

@@ -8,8 +8,8 @@ import ast
 import os
 from pathlib import Path
 
-from launcher.runtime.prewarm import keys as K
-from launcher.runtime.prewarm.call_sites import fresh_arguments
+from launcher.runtime.prewarm.model.call_sites import fresh_arguments
+from launcher.runtime.prewarm.providers import keys as K
 from tests.conftest import need
 
 INDEXER = "vllm/v1/attention/backends/mla/indexer.py"

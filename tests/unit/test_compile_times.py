@@ -8,7 +8,7 @@ import time
 import types
 
 from launcher.runtime import jit_watch
-from launcher.runtime.prewarm import compile_times
+from launcher.runtime.prewarm.diagnostics import compile_times
 from tests.conftest import need_serving
 
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher.runtime.prewarm import compiled_helpers
+from launcher.runtime.prewarm.model import compiled_helpers
 from tests.conftest import need_serving
 
 MAX_NUM_REQS = 12

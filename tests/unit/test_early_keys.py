@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher.runtime.prewarm import early_keys, keys
+from launcher.runtime.prewarm.providers import early_keys, keys
 from tests.conftest import need_serving
 
 try:
@@ -167,7 +167,8 @@ def test_each_serving_pass_hands_its_live_launches_to_the_early_enumeration(monk
     """Inside a serving pass the enumeration reads the kernels launched so far (the block's
     live set, not the one filled at its end); after the pass it submits once more."""
     from launcher.runtime import jit_watch
-    from launcher.runtime.prewarm import PrewarmResult, vllm_warmup
+    from launcher.runtime.prewarm import PrewarmResult
+    from launcher.runtime.prewarm.providers import vllm_warmup
 
     monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [])
     seen: list[set[str]] = []

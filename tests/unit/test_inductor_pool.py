@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from launcher.runtime.prewarm.inductor_pool import MOST, InductorPool, processes
+from launcher.runtime.prewarm.accelerators.inductor_pool import MOST, InductorPool, processes
 from tests.conftest import need_serving
 
 
@@ -73,7 +73,8 @@ def _ctx(profile: str, replay: tuple = (), sets: tuple[str, ...] = ()):
 
 def test_a_cuda_boot_gets_its_ranks_share_and_a_replayed_or_cpu_boot_none(monkeypatch):
     from launcher.contract.record import HeldKernel
-    from launcher.runtime.prewarm import inductor_pool, vllm_warmup
+    from launcher.runtime.prewarm.accelerators import inductor_pool
+    from launcher.runtime.prewarm.providers import vllm_warmup
 
     made = []
     monkeypatch.setattr(inductor_pool.InductorPool, "start", lambda self: made.append(self.n))
@@ -86,7 +87,8 @@ def test_a_cuda_boot_gets_its_ranks_share_and_a_replayed_or_cpu_boot_none(monkey
 
 
 def test_the_stage_asks_for_the_pool_the_profile_sets(monkeypatch):
-    from launcher.runtime.prewarm import inductor_pool, vllm_warmup
+    from launcher.runtime.prewarm.accelerators import inductor_pool
+    from launcher.runtime.prewarm.providers import vllm_warmup
 
     made = []
     monkeypatch.setattr(inductor_pool.InductorPool, "start", lambda self: made.append(self.n))

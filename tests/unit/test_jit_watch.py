@@ -172,7 +172,7 @@ def test_a_compile_only_pass_inside_a_serving_block_leaves_both_wrappers_sound()
     from types import SimpleNamespace
 
     from launcher.runtime import jit_watch
-    from launcher.runtime.prewarm import parallel_compile
+    from launcher.runtime.prewarm.accelerators import parallel_compile
 
     class Kernel:
         def __init__(self):

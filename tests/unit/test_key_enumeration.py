@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from launcher.contract.record import HeldKernel
-from launcher.runtime.prewarm import keys as K
 from launcher.runtime.prewarm.flow import Fact, ServedKernels
+from launcher.runtime.prewarm.providers import keys as K
 from tests.conftest import need, need_serving
 
 if TYPE_CHECKING:
@@ -393,7 +393,8 @@ def test_a_kernel_whose_module_the_waves_import_counts_as_served(monkeypatch):
     block's exit added what compiled inside it: the kernel went as "warmup only", its keys
     were not derived, and a lone structured row (``num_rows=1``, no indices) compiled late."""
     from launcher.runtime import jit_watch
-    from launcher.runtime.prewarm import PrewarmResult, vllm_warmup
+    from launcher.runtime.prewarm import PrewarmResult
+    from launcher.runtime.prewarm.providers import vllm_warmup
 
     imported = FakeKernel("bitmask_kernel", {})
     present: list[FakeKernel] = []
@@ -468,7 +469,7 @@ def test_past_the_passs_deadline_no_further_kernel_is_compiled(monkeypatch):
     boot one deadline, not one per kernel."""
     need_serving("triton")  # the code under test imports Triton
     from launcher.runtime import jit_watch
-    from launcher.runtime.prewarm import parallel_compile
+    from launcher.runtime.prewarm.accelerators import parallel_compile
 
     fn = FakeKernel("late_kernel", _ran(3))
     monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
@@ -513,7 +514,7 @@ def test_the_missing_keys_of_every_kernel_compile_in_one_pool(monkeypatch):
     per kernel breaks the barrier and fails every key."""
     need_serving("triton")  # the code under test imports Triton
     from launcher.runtime import jit_watch
-    from launcher.runtime.prewarm import parallel_compile
+    from launcher.runtime.prewarm.accelerators import parallel_compile
 
     monkeypatch.setattr(parallel_compile, "COMPILE_THREADS", 8)
     barrier = threading.Barrier(6)  # 3 missing keys per kernel (as the deadline test shows)

@@ -1,5 +1,6 @@
-"""The key enumeration's class rules on their own (``launcher.runtime.prewarm.keys``): Triton's
-int classes of a range, a pointer's alignment class, and the ranges the per-step counts reach.
+"""The key enumeration's class rules on their own (``launcher.runtime.prewarm.providers.keys``):
+Triton's int classes of a range, a pointer's alignment class, and the ranges the per-step counts
+reach.
 
 Pure: no Triton, torch or vLLM, so they run in every tier. Each pins a rule that the mutation
 run (``benchmarks/mutation.py --group keys``) found no other test checking."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.runtime.prewarm import keys as K
+from launcher.runtime.prewarm.providers import keys as K
 
 RANGES = K.Ranges(max_num_seqs=8, max_tokens=2048, spec_tokens=2)
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher.runtime.prewarm.parallel_compile import (
+from launcher.runtime.prewarm.accelerators.parallel_compile import (
     _compiling,
     compile_only,
     parallel_compiles,
@@ -54,7 +54,7 @@ def _stuck_block(release, cache, monkeypatch, threads=2):
     and, with one thread, one that never starts; run in a thread with a 0.2 s deadline."""
     from triton.runtime import _async_compile
 
-    from launcher.runtime.prewarm import parallel_compile
+    from launcher.runtime.prewarm.accelerators import parallel_compile
 
     monkeypatch.setattr(parallel_compile, "COMPILE_THREADS", threads)
     after: dict = {}
@@ -151,7 +151,7 @@ def test_compile_only_later_ends_its_block_before_its_compiles_and_settles_them_
 
 def test_compile_only_later_drops_a_compile_still_stuck_at_the_deadline(monkeypatch):
     need_serving("triton")  # the code under test imports Triton
-    from launcher.runtime.prewarm import parallel_compile
+    from launcher.runtime.prewarm.accelerators import parallel_compile
 
     monkeypatch.setattr(parallel_compile, "DEADLINE_S", 0.2)
     release, cache, later = threading.Event(), {}, []

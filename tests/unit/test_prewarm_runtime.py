@@ -22,10 +22,11 @@ from launcher.contract import census
 from launcher.deployment import resolve
 from launcher.plan.model import load_facts
 from launcher.profile import load_profile
-from launcher.runtime.prewarm import PrewarmContext, moe_buckets
-from launcher.runtime.prewarm.census import CensusProvider
-from launcher.runtime.prewarm.moe_buckets import moe_token_counts
-from launcher.runtime.prewarm.vllm_warmup import VllmWarmupProvider, dcp_params
+from launcher.runtime.prewarm import PrewarmContext
+from launcher.runtime.prewarm.model import moe_buckets
+from launcher.runtime.prewarm.model.moe_buckets import moe_token_counts
+from launcher.runtime.prewarm.providers.census import CensusProvider
+from launcher.runtime.prewarm.providers.vllm_warmup import VllmWarmupProvider, dcp_params
 from tests.conftest import PROFILES, need_serving
 
 CURRENT: list[object] = []
@@ -45,7 +46,7 @@ class Runner:
         # a deque, not a list: the stage puts the runner's lists back as they were
         self.log: collections.deque[str] = collections.deque()
 
-    # vLLM 0.26's minimal profiling KV path (launcher.runtime.prewarm.scratch_kv)
+    # vLLM 0.26's minimal profiling KV path (launcher.runtime.prewarm.stage.scratch_kv)
     def get_kv_cache_spec(self):
         return {}
 
@@ -103,7 +104,7 @@ def config(dcp: int, interleave: int, max_tokens: int = 3072):
 def fork_modules(monkeypatch):
     """The fork's warmup modules, recording their calls and the current config; vLLM's
     scheduler loop and capture shapes replaced by recorders (they need a real vLLM)."""
-    from launcher.runtime.prewarm import scratch_kv, serving_batches
+    from launcher.runtime.prewarm.stage import scratch_kv, serving_batches
 
     calls: list[tuple] = []
     shape = serving_batches.Shape(20480, 3072, 8, 3, 64, 4, (4, 8, 16, 32))
@@ -402,7 +403,7 @@ def test_the_census_provider_replays_through_triton_preload(monkeypatch):
 
 
 def test_every_runtime_names_only_known_entry_points():
-    from launcher.runtime.prewarm.vllm_warmup import ENTRY_POINTS
+    from launcher.runtime.prewarm.providers.vllm_warmup import ENTRY_POINTS
     from launcher.vllm.lines import VLLM_LINES
 
     for runtime in VLLM_LINES.values():
@@ -436,7 +437,7 @@ def test_the_b12x_package_line_prepares_its_weights_through_its_own_stage(
 def test_a_warm_boot_from_an_artifact_serves_only_the_feature_waves(fork_modules):
     """The baked boot's keys stand for the shape waves and the MoE buckets (the keys provider
     replays them); vLLM's torch.compile'd sampler helpers still need the features served."""
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     calls = fork_modules
     ctx = ctx_for("gilded-gnosis", 1, 1)

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from launcher.deployment import resolve
 from launcher.profile import load_profile
 from launcher.runtime.prewarm import PrewarmContext, load, run_after_forward
-from launcher.runtime.prewarm import triton_kernels as tk
+from launcher.runtime.prewarm.providers import triton_kernels as tk
 from tests.conftest import PROFILES, ROOT, gathered, need_serving
 
 GLM = str(PROFILES / "glm52.yaml")
@@ -351,7 +351,8 @@ def _model(*modules) -> SimpleNamespace:
 @pytest.fixture
 def exl3(monkeypatch):
     """The fork's EXL3 module with its module-level runtime caches, and no real prepare."""
-    from launcher.runtime.prewarm import b12x, moe_units
+    from launcher.runtime.prewarm.model import moe_units
+    from launcher.runtime.prewarm.providers import b12x
 
     module = ModuleType(moe_units.EXL3_MODULES[0])
     module._RANK_SLICED_RUNTIMES = {}
@@ -400,7 +401,7 @@ def test_zero_moe_units_after_the_first_forward_is_a_loud_warning(exl3, caplog):
     live = runner(4, 1, 0)
     live.model = _model(SimpleNamespace())
     ctx = context("b12x-fork", runner=live)
-    with caplog.at_level(logging.WARNING, logger="launcher.runtime.prewarm.b12x"):
+    with caplog.at_level(logging.WARNING, logger="launcher.runtime.prewarm.providers.b12x"):
         result = load("b12x").run(ctx)
         assert result.skipped == "fused_moe: looked up after the model's first forward"
         run_after_forward(ctx)  # the worker's: no scratch forward ran
@@ -548,7 +549,7 @@ def test_moe_units_the_first_forward_creates_are_found_after_it(exl3, monkeypatc
     """The fork fills its EXL3 MoE units on a layer's first forward: before the scratch
     stage's waves there are none, after them the provider finds and reports them."""
     need_serving("b12x")
-    from launcher.runtime.prewarm import moe_units
+    from launcher.runtime.prewarm.model import moe_units
 
     monkeypatch.setattr(moe_units, "_tensor_experts_type", lambda: _TensorExperts)
     layer = SimpleNamespace()

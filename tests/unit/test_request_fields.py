@@ -98,7 +98,7 @@ def test_bias_kernel_features_are_accepted_under_speculation():
 
 
 def test_the_stage_serves_the_live_max_logprobs_blocks_and_minus_one_is_the_vocabulary():
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     class ModelConfig:
         max_logprobs = -1
@@ -122,7 +122,7 @@ def test_the_stage_serves_the_live_max_logprobs_blocks_and_minus_one_is_the_voca
 
 
 def test_a_profile_refusing_prompt_logprobs_has_the_stage_serve_none():
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     base = dict(max_model_len=8192, max_num_batched_tokens=2048, max_num_seqs=8)
     for mode, served in (("reserve", True), ("refuse", False)):

@@ -57,7 +57,7 @@ def test_layers_removed_in_any_order_leave_the_original_run(order):
 
 
 def test_nested_observers_each_see_the_launches_of_their_block():
-    from launcher.runtime.prewarm import parallel_compile
+    from launcher.runtime.prewarm.accelerators import parallel_compile
 
     kernel, seen = Kernel(), []
     with run_chain.observing([kernel], lambda fn: tagging("outer", seen)):
@@ -103,7 +103,7 @@ def test_a_wrapper_put_on_over_the_chain_stays_and_the_chain_passes_through_unde
 
 
 def test_a_layer_per_thread_leaves_other_threads_launches_alone():
-    from launcher.runtime.prewarm import sampler_ahead
+    from launcher.runtime.prewarm.accelerators import sampler_ahead
 
     kernel = Kernel()
     patch = sampler_ahead.CompileOnlyHere(kernel, threading.get_ident())

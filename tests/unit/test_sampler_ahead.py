@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from launcher.runtime.prewarm import sampler_ahead as sa
+from launcher.runtime.prewarm.accelerators import sampler_ahead as sa
 from tests.conftest import need_serving
 
 
@@ -148,7 +148,7 @@ def test_tritons_own_launch_syntax_goes_through_the_ahead_wrapper():
 def test_the_stage_starts_it_when_wanted_and_only_where_sampled_rows_reach_triton(
     monkeypatch,
 ):
-    from launcher.runtime.prewarm.serving_batches import Shape
+    from launcher.runtime.prewarm.stage.serving_batches import Shape
 
     said = []
     reaching = Shape(4096, 2048, 12, 3, 64)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.runtime.prewarm import keys as K
+from launcher.runtime.prewarm.providers import keys as K
 from tests.conftest import need, need_serving
 from tests.unit.test_key_enumeration import recording
 

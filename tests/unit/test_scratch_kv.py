@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from launcher.runtime.prewarm import scratch_kv as sk
+from launcher.runtime.prewarm.stage import scratch_kv as sk
 from tests.conftest import fake_allocator, need_serving
 
 
@@ -207,7 +207,7 @@ def test_what_vllms_release_leaves_in_the_shared_cache_config_is_put_back():
 
 
 def test_a_release_that_cannot_put_the_runner_back_stops_the_boot(monkeypatch):
-    from launcher.runtime.prewarm import runner_state
+    from launcher.runtime.prewarm.stage import runner_state
 
     monkeypatch.setattr(runner_state.Snapshot, "restore", lambda self: runner_state.Restored())
     runner = Runner(cleanup_forgets="attn_groups")
@@ -246,7 +246,7 @@ def test_the_layers_bindings_to_the_scratch_cache_are_put_back_and_the_rest_kept
     or away; a workspace the layer's implementation made elsewhere stays (it was measured)."""
 
     torch = need_serving("torch")
-    from launcher.runtime.prewarm import runner_state
+    from launcher.runtime.prewarm.stage import runner_state
 
     placeholder = torch.tensor([])
     impl = SimpleNamespace()

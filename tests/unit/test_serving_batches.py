@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from launcher.runtime.prewarm import serving_batches as sb
+from launcher.runtime.prewarm.stage import serving_batches as sb
 
 GLM52 = sb.Shape(
     max_model_len=262144,

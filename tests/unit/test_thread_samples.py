@@ -7,7 +7,7 @@ import threading
 import time
 import types
 
-from launcher.runtime.prewarm import compile_times, thread_samples
+from launcher.runtime.prewarm.diagnostics import compile_times, thread_samples
 
 
 def _function_in(path: str, name: str, body: str) -> types.FunctionType:

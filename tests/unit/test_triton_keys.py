@@ -26,7 +26,7 @@ from launcher.deployment import resolve  # noqa: E402
 from launcher.plan.model import load_facts  # noqa: E402
 from launcher.profile import load_profile  # noqa: E402
 from launcher.runtime.prewarm import PrewarmContext  # noqa: E402
-from launcher.runtime.prewarm import triton_kernels as tk  # noqa: E402
+from launcher.runtime.prewarm.providers import triton_kernels as tk  # noqa: E402
 from tests.gpu import dcp_standins as ds  # noqa: E402
 
 

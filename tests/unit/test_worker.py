@@ -245,7 +245,7 @@ def test_asked_for_the_prewarm_logs_what_its_thread_compiled_and_unhooks_triton(
 def test_unasked_the_prewarm_times_no_compile(tmp_path, monkeypatch, caplog):
     """``prewarm.compile_times`` at its default (false): the run file's profile says so and
     the worker installs no timer."""
-    from launcher.runtime.prewarm import compile_times
+    from launcher.runtime.prewarm.diagnostics import compile_times
 
     def no_timer():
         raise AssertionError("the compile timer ran unasked")

@@ -11,7 +11,7 @@ import pytest
 from launcher.contract.names import ComponentName
 from launcher.contract.plan import ComponentRecord, KvRecord, PlanRecord, RankPlan
 from launcher.contract.record import InternalsCheck, MissingInternal, RankRecord
-from launcher.runtime.prewarm import serving_batches
+from launcher.runtime.prewarm.stage import serving_batches
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.readings import NOT_CHECKED, Readings
 from launcher.runtime.worker.runplan import RunPlan

@@ -38,14 +38,13 @@ from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
     Provider,
-    compile_times,
-    early_keys,
     flow,
     load,
     run_after_forward,
-    thread_samples,
 )
-from launcher.runtime.prewarm.keys import ranges_of
+from launcher.runtime.prewarm.diagnostics import compile_times, thread_samples
+from launcher.runtime.prewarm.providers import early_keys
+from launcher.runtime.prewarm.providers.keys import ranges_of
 from launcher.runtime.worker.late import LateCounters
 from launcher.runtime.worker.readings import Readings
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from launcher.runtime.prewarm.parallel_compile import parallel_compiles
+from launcher.runtime.prewarm.accelerators.parallel_compile import parallel_compiles
 from launcher.vllm.internals import module_path
 
 WRAPPER = module_path("kernel.topk_topp_wrapper")
@@ -87,7 +87,7 @@ class CompileOnlyHere:
         from functools import partial
 
         from launcher.runtime import run_chain
-        from launcher.runtime.prewarm.parallel_compile import _compiling
+        from launcher.runtime.prewarm.accelerators.parallel_compile import _compiling
 
         self._layer = run_chain.observe(fn, partial(_compiling, thread=thread))
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from launcher.runtime import phases
 from launcher.runtime.prewarm import PrewarmContext, runtime_function
-from launcher.runtime.prewarm.parallel_compile import compile_only
+from launcher.runtime.prewarm.accelerators.parallel_compile import compile_only
 from launcher.vllm.internals import InternalMissing, Missing, module_path, resolve
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.runtime import phases
-from launcher.runtime.prewarm import thread_samples
+from launcher.runtime.prewarm.diagnostics import thread_samples
 from launcher.vllm.internals import InternalMissing, Missing, resolve
 
 FIRST_ID = 4

@@ -44,14 +44,13 @@ from typing import Any
 from launcher.runtime.prewarm import (
     PrewarmContext,
     PrewarmResult,
-    compiled_helpers,
-    inductor_pool,
-    moe_buckets,
     run_after_forward,
     runtime_function,
-    thread_samples,
 )
+from launcher.runtime.prewarm.accelerators import inductor_pool
+from launcher.runtime.prewarm.diagnostics import thread_samples
 from launcher.runtime.prewarm.flow import NONE, Fact, ServedKernels
+from launcher.runtime.prewarm.model import compiled_helpers, moe_buckets
 from launcher.vllm.internals import Missing, group_paths, module_of, module_path, resolve
 
 Thunk = Callable[[], Any]
@@ -258,14 +257,14 @@ def _deep_gemm(ctx: PrewarmContext):
 def _shape(ctx: PrewarmContext) -> Any:
     """The live vLLM config's numbers, with what the profile's API refuses (prompt logprobs
     under ``serving.prompt_logprobs: refuse``: no wave serves them)."""
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     mode = ctx.profile.serving.prompt_logprobs
     return replace(sb.shape_of(ctx.worker), prompt_logprobs=mode)
 
 
 def _serving(ctx: PrewarmContext):
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     shape = _shape(ctx)
     # A warm boot from a cache artifact replays the baked boot's keys (the ``keys`` provider):
@@ -275,8 +274,8 @@ def _serving(ctx: PrewarmContext):
     config = ctx.scratch.kv_cache_config
 
     def run() -> None:
-        from launcher.runtime.prewarm import sampler_ahead
-        from launcher.runtime.prewarm.scratch_kv import transient_peak
+        from launcher.runtime.prewarm.accelerators import sampler_ahead
+        from launcher.runtime.prewarm.stage.scratch_kv import transient_peak
 
         log = ctx.log or (lambda _: None)
         after = early.submit if early is not None else None
@@ -300,7 +299,7 @@ def _serving(ctx: PrewarmContext):
 
 
 def _capture(ctx: PrewarmContext):
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     if not hasattr(ctx.model_runner, "_dummy_run"):
         return "missing: model_runner._dummy_run"
@@ -398,7 +397,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
 
 
 def _describe_waves(ctx: PrewarmContext) -> str:
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     shape = profile_shape(ctx)
     plan = sb.waves(shape)
@@ -414,7 +413,7 @@ def _describe_waves(ctx: PrewarmContext) -> str:
 
 def profile_shape(ctx: PrewarmContext):
     """The serving shape the profile implies (``prewarm --list``, no vLLM needed)."""
-    from launcher.runtime.prewarm import serving_batches as sb
+    from launcher.runtime.prewarm.stage import serving_batches as sb
 
     p, d = ctx.profile, ctx.deployment
     return sb.Shape(
@@ -468,7 +467,7 @@ class VllmWarmupProvider:
         return lines
 
     def run(self, ctx: PrewarmContext) -> PrewarmResult:
-        from launcher.runtime.prewarm import scratch_kv
+        from launcher.runtime.prewarm.stage import scratch_kv
 
         result = PrewarmResult(self.name)
         start = time.perf_counter()
@@ -524,8 +523,8 @@ def _stage(
 ) -> list[str]:
     """The entry points that need a KV cache, on the scratch KV stage; what its release
     removed or ended, as notes."""
-    from launcher.runtime.prewarm import scratch_kv
-    from launcher.runtime.prewarm.serving_batches import blocks_needed, waves
+    from launcher.runtime.prewarm.stage import scratch_kv
+    from launcher.runtime.prewarm.stage.serving_batches import blocks_needed, waves
 
     notes: list[str] = []
     shape = _shape(ctx)

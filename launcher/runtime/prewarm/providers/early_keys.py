@@ -26,7 +26,8 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.runtime.prewarm import keys, parallel_compile
+from launcher.runtime.prewarm.accelerators import parallel_compile
+from launcher.runtime.prewarm.providers import keys
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from launcher.runtime import jit_watch
-from launcher.runtime.prewarm import thread_samples
+from launcher.runtime.prewarm.diagnostics import thread_samples
 
 SLOWEST = 6
 """How many of the stage thread's compiles the log line names."""

@@ -34,13 +34,13 @@ from typing import Any
 from launcher.plan import b12x_sizing as sizing
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 from launcher.runtime.prewarm.flow import NONE, Fact
-from launcher.runtime.prewarm.moe_units import MoeUnits, find_moe_units
+from launcher.runtime.prewarm.model.moe_units import MoeUnits, find_moe_units
 
 WAITING = "fused_moe: looked up after the model's first forward"
 """The MoE group's note while it waits for a forward (replaced by what it then found)."""
 LATE_MARK = "was not prepared before its first use"
 """b12x.preparation logs this (once per declaration) before a first-use compile."""
-logger = logging.getLogger("launcher.runtime.prewarm.b12x")
+logger = logging.getLogger("launcher.runtime.prewarm.providers.b12x")
 
 
 class B12xProvider:

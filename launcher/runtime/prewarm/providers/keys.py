@@ -34,15 +34,12 @@ from typing import Any
 
 from launcher.contract.record import Autotuned, HeldKernel, KernelEnumeration
 from launcher.runtime import phases
-from launcher.runtime.prewarm import (
-    PrewarmContext,
-    PrewarmResult,
-    call_sites,
-    key_json,
-    parallel_compile,
-)
+from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
+from launcher.runtime.prewarm.accelerators import parallel_compile
+from launcher.runtime.prewarm.accelerators.parallel_compile import parallel_compiles, settle
 from launcher.runtime.prewarm.flow import NONE, Fact
-from launcher.runtime.prewarm.parallel_compile import parallel_compiles, settle
+from launcher.runtime.prewarm.model import call_sites
+from launcher.runtime.prewarm.providers import key_json
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
 ALIGNED, UNALIGNED = "aligned", "unaligned"
@@ -813,7 +810,7 @@ def ranges_of(ctx: PrewarmContext) -> Ranges:
         spec = int(getattr(drafts, "num_speculative_tokens", 0) or 0) if drafts else 0
         model = getattr(live, "model_config", None)
         if model is not None:  # --max-logprobs as vLLM took it (-1: the vocabulary)
-            from launcher.runtime.prewarm.serving_batches import _max_logprobs
+            from launcher.runtime.prewarm.stage.serving_batches import _max_logprobs
 
             logprobs = _max_logprobs(model)
     elif logprobs < 0:

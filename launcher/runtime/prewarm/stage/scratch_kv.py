@@ -273,7 +273,7 @@ def scratch_kv(
         raise ScratchUnsupported(why)
     if getattr(runner, "kv_caches", None) or hasattr(runner, "kv_cache_config"):
         raise ScratchUnsupported("the runner already holds a KV cache")
-    from launcher.runtime.prewarm import runner_state
+    from launcher.runtime.prewarm.stage import runner_state
 
     v1 = profiling_path(runner)
     config = (make_config or _config)(runner, blocks)
@@ -359,7 +359,7 @@ def scratch_kv(
 
 def _kv_tensors(runner: Any, layers: dict[str, Any]) -> list[Any]:
     """The scratch cache's tensors: the runner's and each attention layer's binding."""
-    from launcher.runtime.prewarm import runner_state
+    from launcher.runtime.prewarm.stage import runner_state
 
     bound = [getattr(x, "kv_cache", None) for x in layers.values()]
     return runner_state.tensors_in([getattr(runner, "kv_caches", None), bound])
