@@ -49,12 +49,14 @@ def say_key(run: RunPlan, rank: int) -> None:
     compiled again, and which factor of its key differs; then Inductor's cache, if read."""
     from launcher.runtime import compile_key
 
-    _say_artifact_key(run, rank)
+    say_artifact_key(run, rank)
     if said := compile_key.inductor_cache_line():
         say(f"rank {rank}: {said}")
 
 
-def _say_artifact_key(run: RunPlan, rank: int) -> None:
+def say_artifact_key(run: RunPlan, rank: int) -> None:
+    """Whether vLLM loaded its compiled graph from the cache artifact, or which factor of its
+    key made it compile again (nothing on a boot from no artifact)."""
     from launcher.runtime import compile_key
 
     artifact = run.file.artifact
