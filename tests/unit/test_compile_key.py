@@ -157,7 +157,7 @@ def test_a_later_boot_that_loaded_what_an_earlier_one_compiled_is_not_taken_for_
 def test_the_worker_says_at_ready_which_factor_made_vllm_compile(tmp_path, caplog):
     from types import SimpleNamespace
 
-    from launcher.runtime.worker.planned import PlannedMixin
+    from launcher.runtime.worker import compiled
 
     root, artifact_id = fresh_node(tmp_path)
     record = restore(tmp_path / "art", root, keys(), ranks=(0, 1))  # found present: the same
@@ -165,14 +165,11 @@ def test_the_worker_says_at_ready_which_factor_made_vllm_compile(tmp_path, caplo
     plan.write_text("{}")  # the launch writes the run file, then vLLM starts and compiles
     time.sleep(0.01)
     vllm_compiled(root, OTHER_KEY, "b2919361d6", factors("/node/xdg/vllm/xla_cache"), seed=1)
-    worker = PlannedMixin()
-    worker.rank = 0
-    profile = SimpleNamespace(runtime=SimpleNamespace(cache_root=str(root)))
-    worker._run = SimpleNamespace(  # RunPlan's fields the line reads
-        file=SimpleNamespace(artifact=record), profile=profile, written_at=plan.stat().st_mtime
+    run = SimpleNamespace(  # RunPlan's fields the line reads
+        file=SimpleNamespace(artifact=record), cache_root=str(root), written_at=plan.stat().st_mtime
     )
     with caplog.at_level(logging.INFO, logger="vllm.b12x_launch"):
-        worker._say_compile_key()
+        compiled.say_artifact_key(run, 0)
     assert record.state == "present" and record.artifact_id == artifact_id
     assert "compiled its graph on this boot from cache artifact" in caplog.text
     assert "env VLLM_XLA_CACHE_PATH" in caplog.text

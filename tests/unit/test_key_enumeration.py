@@ -584,7 +584,7 @@ def test_a_held_key_with_a_dtype_constexpr_goes_through_the_record_and_replays_e
     import torch
 
     from launcher.runtime.prewarm import PrewarmResult
-    from launcher.runtime.worker.planned import outcome
+    from launcher.runtime.worker.outcomes import outcome
 
     tl = triton.language
     kernel = triton.jit(_real_constexprs(monkeypatch, triton, _moe_like))
@@ -617,7 +617,7 @@ def test_a_held_key_with_an_infinite_constexpr_goes_through_the_record_and_repla
     import math
 
     from launcher.runtime.prewarm import PrewarmResult
-    from launcher.runtime.worker.planned import outcome
+    from launcher.runtime.worker.outcomes import outcome
 
     caches = _ran(1)
     spec = (("*i32", "D"), ("constexpr", float("-inf")), ("constexpr", float("nan")))

@@ -79,7 +79,7 @@ def test_a_forced_launch_on_another_gpu_kind_neither_reads_nor_writes_its_calibr
     """Records under the profile were measured on its own cards; an H200 forced to run an
     RTX profile must not plan with them, and its workers must not record as RTX cards."""
     from launcher.plan.calibration import save_record
-    from launcher.runtime.worker.planned import PlannedMixin
+    from launcher.runtime.worker import recording
     from launcher.runtime.worker.runplan import RunPlan
 
     p = planned(write, tmp_path)
@@ -98,8 +98,7 @@ def test_a_forced_launch_on_another_gpu_kind_neither_reads_nor_writes_its_calibr
     assert all(c.source != "measured" for r in done.planned.plan.ranks for c in r.components)
     run = RunPlan.from_env({"BLAUNCH_PLAN": done.env["BLAUNCH_PLAN"]})
     assert run.file.cards.gpu_kind not in (None, "rtx-pro-6000")
-    cpu_worker = type("CpuWorker", (PlannedMixin,), {"platform": "cpu"})()
-    assert cpu_worker._environment(run).gpu_kind == run.file.cards.gpu_kind
+    assert recording.environment(run, "cpu", None).gpu_kind == run.file.cards.gpu_kind
     forced = {**record, "environment": {"gpu_kind": run.file.cards.gpu_kind}}
     for rank in range(4):  # the forced boot's workers save their records
         paths = save_record({**forced, "rank": rank}, done.run_dir, p.loaded.profile)

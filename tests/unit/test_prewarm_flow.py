@@ -113,9 +113,9 @@ def test_the_worker_and_the_prewarm_command_run_the_one_loop():
     """Both callers go through ``flow.run`` (the command lists in ``flow.order``'s order);
     neither loops over providers calling ``run`` itself."""
     from launcher.runtime.prewarm import command
-    from launcher.runtime.worker import planned
+    from launcher.runtime.worker import stage
 
-    worker = inspect.getsource(planned.PlannedMixin._prewarm)
+    worker = inspect.getsource(stage.prewarm)
     run_prewarm = inspect.getsource(command.run_prewarm)
     for source in (worker, run_prewarm):
         assert "flow.run(" in source

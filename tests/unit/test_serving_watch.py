@@ -6,29 +6,29 @@ from __future__ import annotations
 
 from launcher.contract.names import ComponentName
 from launcher.contract.record import RankRecord
-from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.serving import STEP, ServingWatch, serving_reserve
+from launcher.runtime.worker.steps import watch_steps
 from tests.conftest import need_serving
 
 MiB = 2**20
 GiB = 2**30
 
 
-class GpuWorker(PlannedMixin):
-    """A planned worker on device 0 whose record saves are kept (the low each time), not
-    written."""
+class GpuWorker:
+    """A planned worker's serving on device 0 whose record saves are kept (the low each
+    time), not written."""
 
-    platform = "cuda"
-    rank = 0
-
-    def __init__(self) -> None:
+    def __init__(self, record: RankRecord, watch: type[ServingWatch] = ServingWatch, **kw) -> None:
         self.saved: list[int | None] = []
+        self.model_runner = None
+        self._record = record
+        self._serving = watch(record, **kw)
 
-    def _device_index(self):
-        return 0
-
-    def _save(self):
+    def _save(self) -> None:
         self.saved.append(self._record.serving_low_free)
+
+    def _watch_steps(self) -> None:
+        watch_steps(self.model_runner, 0, self._record, self._serving, self._save, 0)
 
 
 def warmed(activation: int, free_after_warmup: int) -> RankRecord:
@@ -90,10 +90,8 @@ def test_the_worker_reads_free_memory_at_every_serving_steps_edges(monkeypatch, 
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
-    worker = GpuWorker()
+    worker = GpuWorker(warmed(GiB // 2, 2 * GiB), margin=512 * MiB, activation=GiB // 2)
     worker.model_runner = Runner()
-    worker._record = warmed(GiB // 2, 2 * GiB)
-    worker._serving = ServingWatch(worker._record, margin=512 * MiB, activation=GiB // 2)
     worker._watch_steps()
     assert worker.model_runner.execute_model(0) == "stepped"
     assert worker.model_runner.execute_model(GiB) == "stepped"
@@ -121,11 +119,10 @@ def test_serving_s_dip_splits_into_torch_s_grown_segments_and_what_is_outside_th
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: state["reserved"])
-    worker = GpuWorker()
+    record = warmed(1000 * MiB, 1600 * MiB)
+    record.reserved_after_warmup = 200 * MiB
+    worker = GpuWorker(record, margin=512 * MiB, activation=1000 * MiB)
     worker.model_runner = Runner()
-    worker._record = warmed(1000 * MiB, 1600 * MiB)
-    worker._record.reserved_after_warmup = 200 * MiB
-    worker._serving = ServingWatch(worker._record, margin=512 * MiB, activation=1000 * MiB)
     worker._watch_steps()
     worker.model_runner.execute_model(1000 * MiB, 140 * MiB)
     assert worker._record.serving_low_free == 460 * MiB
@@ -152,10 +149,8 @@ def test_a_watch_that_fails_stops_and_the_step_goes_on(monkeypatch, caplog):
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (GiB, 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
-    worker = GpuWorker()
+    worker = GpuWorker(warmed(0, GiB), Broken, margin=0, activation=0)
     worker.model_runner = Runner()
-    worker._record = warmed(0, GiB)
-    worker._serving = Broken(worker._record, margin=0, activation=0)
     worker._watch_steps()
     assert worker.model_runner.execute_model() == "stepped"
     assert worker.model_runner.execute_model() == "stepped"

@@ -13,8 +13,12 @@ from launcher import pipeline
 from launcher.contract.names import ComponentName, Source
 from launcher.contract.plan import ComponentRecord, KvRecord, PlanRecord, RankPlan
 from launcher.contract.record import RankRecord
+from launcher.runtime.worker import activation, headroom, recording, sizing
+from launcher.runtime.worker.activation import ActivationState, peak_activation
+from launcher.runtime.worker.late import LateCounters
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.runplan import PlanMissing
+from launcher.runtime.worker.state import WorkerState, readings
 from tests.conftest import PROFILES, fake_allocator, need_serving
 
 
@@ -295,16 +299,11 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
             state["reserved_peak"] = state["reserved"] + 650  # the segments fit them closely
             return "profiled"
 
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-
+    class GpuWorker:
         def __init__(self):
             self.model_runner = Runner()
             self.peak_activation_memory = 5  # whatever the release means by it
             self.cudagraph_memory_estimate = 900
-
-        def _device_index(self):
-            return 0
 
         def determine_available_memory(self):
             return self.model_runner.profile_run()
@@ -317,10 +316,11 @@ def test_the_activation_peak_is_measured_around_vllms_own_profile_run(monkeypatc
     monkeypatch.setattr(
         torch.cuda, "max_memory_reserved", lambda device=None: state["reserved_peak"]
     )
-    worker = GpuWorker()
-    with worker._activation_probe():
+    worker, probe, vllm = GpuWorker(), ActivationState(), readings(0)
+    with probe.probe(worker.model_runner, 0, vllm):
         assert GpuWorker.determine_available_memory(worker) == "profiled"
-    assert worker._peak_activation() == 700  # not 5 - 900 clamped to 0
+    peak = peak_activation(probe, "cuda", worker, vllm, run_of({}), 0)
+    assert peak == 700  # not 5 - 900 clamped to 0
     assert "profile_run" not in vars(worker.model_runner)  # the class's method again
 
 
@@ -340,23 +340,14 @@ def test_the_activation_reserve_covers_the_profile_segments_and_the_stages_serve
             state["reserved_peak"] = state["reserved"] + 2450  # split blocks left unused
             return "profiled"
 
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-
-        def __init__(self):
-            self.model_runner = Runner()
-
-        def _device_index(self):
-            return 0
-
     fake_allocator(monkeypatch, state)
-    worker = GpuWorker()
-    with worker._activation_probe():
-        worker.model_runner.profile_run()
-    assert worker._peak_activation() == 2450
+    runner, probe, vllm = Runner(), ActivationState(), readings(0)
+    with probe.probe(runner, 0, vllm):
+        runner.profile_run()
+    assert peak_activation(probe, "cuda", runner, vllm, run_of({}), 0) == 2450
     # The scratch stage's served waves took more (a prompt reaching the context): reserved.
-    worker._stage_peak = 3100
-    assert worker._peak_activation() == 3100
+    probe.stage_peak = 3100
+    assert peak_activation(probe, "cuda", runner, vllm, run_of({}), 0) == 3100
 
 
 def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeypatch):
@@ -364,8 +355,6 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
     pool, inside the measured cudagraph_pool: the record then counts no activation peak, and
     a calibrated boot reserves the recorded figure, not this boot's raw peak."""
     need_serving("torch")  # the code under test imports torch
-    from launcher.runtime.worker import planned as planned_mod
-
     segments = [
         {"device": 0, "segment_pool_id": (0, 0), "total_size": 900, "allocated_size": 200},
         {"device": 0, "segment_pool_id": (0, 7), "total_size": 500, "allocated_size": 0},
@@ -374,39 +363,33 @@ def test_the_activations_vllms_warmup_keeps_cached_are_not_counted_twice(monkeyp
     import torch
 
     monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: segments)
-    assert planned_mod._default_pool_cached(0) == 700  # not a graph's pool, not device 1
+    assert activation.default_pool_cached(0) == 700  # not a graph's pool, not device 1
 
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-        rank = 0
-
-        def _device_index(self):
-            return 0
-
-    worker = GpuWorker()
-    worker._record = record_with(activation_peak=1000)
-    worker._net_activation()  # a cache smaller than the peak is incidental: not relied on
-    assert worker._record.measured["activation_peak"] == 1000
-    assert worker._record.to_json()["activation"] == {
+    probe = ActivationState()
+    record = record_with(activation_peak=1000)
+    activation.net(record, probe, 0)  # a cache smaller than the peak is incidental: not relied on
+    assert record.measured["activation_peak"] == 1000
+    assert record.to_json()["activation"] == {
         "profile_peak": 1000,
         "warmup_cached": 700,
         "profile_segments": 0,
         "stage_peak": 0,
     }
-    worker._record = record_with(activation_peak=600)
-    worker._net_activation()  # the warmup's cache holds the whole peak: counted there
-    assert worker._record.measured["activation_peak"] == 0
-    worker._activation_peak, worker._activation_segments = 650, 900
-    worker._record = record_with(activation_peak=900)  # the reserve was the segments
-    worker._net_activation()  # the warmup ran the batch again: its cache holds the peak
-    assert worker._record.measured["activation_peak"] == 0
+    record = record_with(activation_peak=600)
+    activation.net(record, probe, 0)  # the warmup's cache holds the whole peak: counted there
+    assert record.measured["activation_peak"] == 0
+    probe.peak, probe.segments = 650, 900
+    record = record_with(activation_peak=900)  # the reserve was the segments
+    activation.net(record, probe, 0)  # the warmup ran the batch again: its cache holds the peak
+    assert record.measured["activation_peak"] == 0
 
-    def Run(source):
-        return run_of({ComponentName.ACTIVATION_PEAK: ComponentRecord(bytes=300, source=source)})
+    def state(source):
+        run = run_of({ComponentName.ACTIVATION_PEAK: ComponentRecord(bytes=300, source=source)})
+        late = LateCounters(0, False, print)
+        return WorkerState(run, 0, "cuda", 0, readings(0), late, ActivationState(peak=1000))
 
-    worker._activation_peak = 1000
-    assert worker._activation_reserve(Run("measured")) == 300
-    assert worker._activation_reserve(Run("estimate")) == 1000
+    assert sizing.activation_reserve(state("measured"), None) == 300
+    assert sizing.activation_reserve(state("estimate"), None) == 1000
 
 
 def test_the_plan_keeps_small_sizes_in_bytes(tmp_path, monkeypatch):
@@ -463,14 +446,8 @@ def test_the_worker_records_the_driver_the_launcher_read(tmp_path, monkeypatch):
     run = RunPlan.from_env({"BLAUNCH_PLAN": command.env["BLAUNCH_PLAN"]})
     assert run.driver == "580.159.04"
 
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-
-        def _device_index(self):
-            return 0
-
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
-    env = GpuWorker()._environment(run)
+    env = recording.environment(run, "cuda", 0)
     assert (env.driver, env.gpu, env.gpu_kind) == ("580.159.04", "NVIDIA H200", "cpu")
 
 
@@ -484,21 +461,15 @@ def test_without_a_serving_pass_before_sizing_the_headroom_estimate_stays(monkey
     """On a runner with no scratch-KV stage (vLLM 0.26's V2 runner: the MoE tier model) the
     first requests load what the prewarm never ran; the H200 boot that reserved only the
     measured 64 MiB fell 21 MiB under the safety margin."""
-
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-        rank = 0
-
     MiB = 2**20
     small = SimpleNamespace(transient_peak_bytes=0, outside_torch_peak_bytes=0, retained_bytes=0)
-    worker = GpuWorker()
     estimate = _gpu_run("estimate", 256 * MiB)
-    h = worker._headroom(estimate, small, served=False)
+    h = headroom.decide(estimate, 0, small, served=False)
     assert (h.bytes, h.source) == (256 * MiB, "plan (estimate): no serving pass ran before sizing")
-    h = worker._headroom(estimate, small, served=True)
+    h = headroom.decide(estimate, 0, small, served=True)
     assert (h.bytes, h.source) == (64 * MiB, "measured")
     calibrated = _gpu_run("measured", 300 * MiB)
-    assert worker._headroom(calibrated, small, served=True).bytes == 300 * MiB
+    assert headroom.decide(calibrated, 0, small, served=True).bytes == 300 * MiB
 
 
 def test_a_kept_calibrated_headroom_does_not_grow_by_the_census_reserve_every_boot():
@@ -513,11 +484,6 @@ def test_a_kept_calibrated_headroom_does_not_grow_by_the_census_reserve_every_bo
 
     MiB = 2**20
     late = census.entry("b12x", "attn", " decode", cost=200 * MiB)
-
-    class GpuWorker(PlannedMixin):
-        platform = "cuda"
-        rank = 0
-
     first = Measured({ComponentName.JIT_HEADROOM: 300 * MiB}, "2026-12-01", (late,))
     estimate = Component(ComponentName.JIT_HEADROOM, 1, Source.ESTIMATE)
     planned = _calibrated(estimate, first)
@@ -528,10 +494,9 @@ def test_a_kept_calibrated_headroom_does_not_grow_by_the_census_reserve_every_bo
     ]
     run = _gpu_run("measured", planned.bytes, component(planned).parts)
     small = SimpleNamespace(transient_peak_bytes=0, outside_torch_peak_bytes=0, retained_bytes=0)
-    worker = GpuWorker()
-    headroom = worker._headroom(run, small, served=True)
-    assert headroom.bytes == 500 * MiB  # this boot keeps the whole reserve
-    recorded = worker._measured(run, None, None, small, headroom)[ComponentName.JIT_HEADROOM]
+    kept = headroom.decide(run, 0, small, served=True)
+    assert kept.bytes == 500 * MiB  # this boot keeps the whole reserve
+    recorded = recording.measured(run, 0, None, None, small, kept, None)[ComponentName.JIT_HEADROOM]
     assert recorded == 300 * MiB
     again = Measured({ComponentName.JIT_HEADROOM: recorded}, "2026-12-02", (late,))
     replanned = _calibrated(estimate, again)
@@ -588,7 +553,7 @@ def test_every_provider_result_the_worker_makes_is_recorded_whole():
     not recorded: a field the result carries for the worker, which the record keeps once as
     ``activation.stage_peak``."""
     from launcher.runtime.prewarm import PrewarmResult
-    from launcher.runtime.worker.planned import outcome
+    from launcher.runtime.worker.outcomes import outcome
 
     for provider in ("vllm", "triton", "census", "keys"):
         kept = outcome(PrewarmResult(provider=provider, compiled=3, serving_peak=2**28))
@@ -600,7 +565,7 @@ def test_a_refused_part_of_a_prewarm_result_costs_that_part_only():
     keys provider's whole outcome: its enumeration, which the next boot's key pass reads,
     went with it. Only the refused field goes, and the outcome says which."""
     from launcher.runtime.prewarm import PrewarmResult
-    from launcher.runtime.worker.planned import outcome
+    from launcher.runtime.worker.outcomes import outcome
 
     enumeration = [{"kernel": "vllm.k", "launched": 2, "reachable": 6}]
     held = [{"kernel": "vllm.k", "module": "vllm", "qualname": "k", "keys": [[object()]]}]

@@ -10,11 +10,15 @@ import pytest
 
 from launcher.contract.names import ComponentName
 from launcher.contract.plan import ComponentRecord, KvRecord, PlanRecord, RankPlan
-from launcher.contract.record import InternalsCheck, MissingInternal, RankRecord
+from launcher.contract.record import InternalsCheck, MissingInternal
 from launcher.runtime.prewarm.stage import serving_batches
+from launcher.runtime.worker.activation import ActivationState, peak_activation
+from launcher.runtime.worker.late import LateCounters
 from launcher.runtime.worker.planned import PlannedMixin
 from launcher.runtime.worker.readings import NOT_CHECKED, Readings
 from launcher.runtime.worker.runplan import RunPlan
+from launcher.runtime.worker.sizing import cudagraph_reserve
+from launcher.runtime.worker.state import WorkerState, readings
 from launcher.vllm.internals import InternalMissing
 
 MiB = 2**20
@@ -30,25 +34,23 @@ def run_with(**components: int) -> RunPlan:
     return RunPlan(plan, None, None, "")  # type: ignore[arg-type]: a plan, read as the file
 
 
-class GpuWorker(PlannedMixin):
+class GpuWorker:
     """vLLM's GPU worker after its profile, on a release that lacks what a test takes away."""
 
-    platform = "cuda"
     rank = 0
 
 
 def test_a_missing_peak_activation_memory_is_the_plans_estimate_said_and_recorded(caplog):
-    worker = GpuWorker()
-    worker._run = run_with(activation_peak=700 * MiB, cudagraph_pool=300 * MiB)
+    worker, vllm = GpuWorker(), readings(0)
+    run = run_with(activation_peak=700 * MiB, cudagraph_pool=300 * MiB)
     worker.cudagraph_memory_estimate = 100 * MiB
     with caplog.at_level(logging.WARNING, logger="vllm.b12x_launch"):
-        peak = worker._peak_activation()
+        peak = peak_activation(ActivationState(), "cuda", worker, vllm, run, 0)
     assert peak == 700 * MiB  # the declared fallback, not 0 - 100 MiB clamped to 0
     assert "worker.peak_activation_memory missing (GpuWorker has no peak_activation_memory)" in (
         caplog.text
     )
-    worker._record = RankRecord(fingerprint="fp", rank=0, when="now")
-    check = worker._vllm.into(None)
+    check = vllm.into(None)
     assert check is not None and check.release == NOT_CHECKED
     assert [(m.name, m.without) for m in check.missing] == [
         ("worker.peak_activation_memory", "fallback")
@@ -56,26 +58,29 @@ def test_a_missing_peak_activation_memory_is_the_plans_estimate_said_and_recorde
 
 
 def test_a_missing_cudagraph_estimate_reserves_the_plans_pool():
-    worker = GpuWorker()
+    worker, vllm = GpuWorker(), readings(0)
     worker.peak_activation_memory = 900 * MiB
     run = run_with(cudagraph_pool=300 * MiB)
-    worker._run = run
-    assert worker._cudagraph_reserve(run) == 300 * MiB
-    assert worker._peak_activation() == 900 * MiB  # nothing subtracted that was not read
-    assert list(worker._vllm.missing) == ["worker.cudagraph_memory_estimate"]
+    assert cudagraph_reserve(run, 0, "cuda", worker, vllm) == 300 * MiB
+    peak = peak_activation(ActivationState(), "cuda", worker, vllm, run, 0)
+    assert peak == 900 * MiB  # nothing subtracted that was not read
+    assert list(vllm.missing) == ["worker.cudagraph_memory_estimate"]
     worker.cudagraph_memory_estimate = 120 * MiB
-    assert worker._cudagraph_reserve(run) == 120 * MiB  # vLLM's own estimate, where it has one
+    # vLLM's own estimate, where it has one
+    assert cudagraph_reserve(run, 0, "cuda", worker, vllm) == 120 * MiB
 
 
 def test_a_runner_without_profile_run_is_not_probed_and_says_so(caplog):
-    worker = GpuWorker()
-    worker.model_runner = SimpleNamespace()  # no profile_run on this release
-    worker._device_index = lambda: 0  # type: ignore[method-assign]
-    with caplog.at_level(logging.WARNING, logger="vllm.b12x_launch"), worker._activation_probe():
+    state = ActivationState()
+    runner = SimpleNamespace()  # no profile_run on this release
+    with (
+        caplog.at_level(logging.WARNING, logger="vllm.b12x_launch"),
+        state.probe(runner, 0, readings(0)),
+    ):
         pass
     assert "runner.profile_run missing" in caplog.text
     assert "the activation peak is not probed" in caplog.text
-    assert "_activation_peak" not in vars(worker)
+    assert state.peak is None
 
 
 def test_a_kv_config_without_num_blocks_is_refused_not_read_as_zero_blocks():
@@ -88,7 +93,8 @@ def test_a_kv_config_without_num_blocks_is_refused_not_read_as_zero_blocks():
         rank = 0
 
     worker = CpuWorker()
-    worker._run = run_with()
+    late = LateCounters(0, False, print)
+    worker._state = WorkerState(run_with(), 0, "cpu", None, readings(0), late)
     with pytest.raises(InternalMissing, match=r"refused: kv\.num_blocks missing"):
         worker.initialize_from_config(SimpleNamespace())  # no num_blocks
 

@@ -52,7 +52,8 @@ class CheckedFirst:
 
     def determine_available_memory(self) -> int:
         budget = super().determine_available_memory()  # type: ignore[misc]
-        if self._run is not None and self._internals is not None:  # type: ignore[attr-defined]
-            self._record.internals = self._internals  # type: ignore[attr-defined]
-            self._save()  # type: ignore[attr-defined]
+        state = self._state  # type: ignore[attr-defined]
+        if state is not None and self._internals is not None:
+            state.sized.internals = self._internals
+            state.save()
         return budget

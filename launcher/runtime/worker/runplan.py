@@ -102,6 +102,26 @@ class RunPlan:
         return self.rank(rank).measured(name)
 
     @property
+    def safety_margin(self) -> int:
+        """The bytes the worker keeps free past every reserve (``memory.safety_margin``)."""
+        return self.profile.memory.safety_margin
+
+    @property
+    def cache_root(self) -> str:
+        """Where this deployment's caches and records live (``runtime.cache_root``)."""
+        return self.profile.runtime.cache_root
+
+    @property
+    def strict_jit(self) -> bool:
+        """A compile in serving's window fails the step (``prewarm.strict_jit``)."""
+        return self.profile.prewarm.strict_jit
+
+    @property
+    def canary(self) -> bool:
+        """A canary boot compiles a new kernel in each late window (``prewarm.canary``)."""
+        return self.profile.prewarm.canary
+
+    @property
     def kv(self) -> KvRecord:
         return self.file.kv
 
