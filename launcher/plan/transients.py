@@ -40,8 +40,6 @@ from launcher.deployment import Deployment
 from launcher.plan.model import ModelFacts
 from launcher.units import GiB
 
-V2_PROMPT_CHUNK = 1024
-"""Rows the V2 runner scores prompt logprobs in at a time (``prompt_logprob.CHUNK_SIZE``)."""
 BITMASK_BITS = 32
 """Tokens per int32 word of xgrammar's bitmask."""
 FP32 = 4

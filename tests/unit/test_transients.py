@@ -45,6 +45,24 @@ def test_fp32_logits_need_no_cast_and_a_wide_gather_can_exceed_the_softmax():
     assert transients.prompt_logprob_bytes(100, 1000, 4, 8) == 100 * 1000 * 4 * 2 + 100 * 125 * 4
 
 
+def test_from_two_ranks_fp32_logits_gathered_outweigh_the_softmax():
+    # 2 x 100 x 1000 x 4 B + 100 x 500 x 4 B = 1.0 MB against the softmax's 0.8 MB
+    assert transients.prompt_logprob_bytes(100, 1000, 4, 2) == 100 * 1000 * 4 * 2 + 100 * 500 * 4
+
+
+def test_the_dcp_gather_is_nothing_without_dcp_and_one_plus_two_dcp_copies_with_it():
+    assert transients.dcp_gather_bytes(10, 4, 8, 2, 1) == 0
+    assert transients.dcp_gather_bytes(10, 4, 8, 2, 0) == 0
+    assert transients.dcp_gather_bytes(10, 4, 8, 2, 2) == 10 * 4 * 8 * 2 * 5
+
+
+def test_the_prompt_logprob_figure_names_the_fp32_cast_of_half_precision_logits():
+    loaded = load_profile(PROFILES / "glm52.yaml")
+    r = plan(loaded.profile, gathered(loaded)).ranks[0]
+    parts = {c.name: c for c in r.component(ComponentName.TRANSIENTS).parts}
+    assert "x (2 logits + 4 (fp32 cast) + 4 fp32 log-probs)" in parts["prompt_logprobs"].detail
+
+
 def test_the_glm52_dry_run_shows_the_transients_with_the_prompt_logprob_figure():
     loaded = load_profile(PROFILES / "glm52.yaml")
     p = plan(loaded.profile, gathered(loaded))
