@@ -134,6 +134,8 @@ what was seen (the stage serves them last, in waves of their own)."""
 NO_STREAM = ("prompt_logprobs", "echo")
 """What vLLM's completions protocol refuses with ``stream: true``."""
 EXCLUSIVE = (("response_format", "structured_outputs"),)
+GRAMMAR_DROPS = ("ignore_eos", "min_tokens", "allowed_token_ids", "n")
+"""What a request under a grammar does not send (``_obey`` says why)."""
 
 
 def unplaced(protocol_fields: list[str]) -> list[str]:
@@ -202,16 +204,12 @@ def _obey(extra: dict[str, Any]) -> None:
             extra.pop(b)
     if "response_format" in extra or "structured_outputs" in extra:
         # a grammar ends in a token or two; vLLM ends a request that samples past its
-        # finished grammar with an internal error, plain vLLM too
-        extra.pop("ignore_eos", None)
-        extra.pop("min_tokens", None)
-        extra.pop("allowed_token_ids", None)
+        # finished grammar with an internal error, plain vLLM too; and n > 1 under a grammar:
+        # vLLM 0.26 under MTP rejected the children's first token, HTTP 500 (H100, 2026-12-06)
+        for f in GRAMMAR_DROPS:
+            extra.pop(f, None)
     if "logprob_token_ids" in extra:  # the protocol: "logprobs must be set" beside them
         extra.setdefault("logprobs", len(extra["logprob_token_ids"]))
-    if "response_format" in extra or "structured_outputs" in extra:
-        # n > 1 under a grammar: vLLM 0.26 under MTP rejected the children's first token and
-        # answered HTTP 500 (H100, 2026-12-06)
-        extra.pop("n", None)
     if "allowed_token_ids" in extra and "bad_words" in extra:
         extra.pop("bad_words")  # every allowed id may be banned: vLLM then has no token left
 

@@ -217,15 +217,23 @@ def _launcher_file(run, boots, expected=None):
     return r
 
 
-def test_the_worker_records_vllms_steps_in_order_and_ready_records_the_boot(
-    tmp_path, monkeypatch, fresh_worker_state
-):
+def _run_with_a_launcher_file(tmp_path, monkeypatch, expected=None):
+    """A run directory with the launcher's phase file, named to the worker; no ready thread."""
     run, boots = tmp_path / "run", tmp_path / "store" / "boots.json"
     run.mkdir()
-    _launcher_file(run, boots, expected={"rank0": {"weights": 5.0}})
+    _launcher_file(run, boots, expected=expected)
     monkeypatch.setenv("BLAUNCH_RUN_DIR", str(run))
     monkeypatch.setattr(worker_phases.threading, "Thread", lambda **kw: type(
         "T", (), {"start": lambda self: None})())  # fmt: skip
+    return run, boots
+
+
+def test_the_worker_records_vllms_steps_in_order_and_ready_records_the_boot(
+    tmp_path, monkeypatch, fresh_worker_state
+):
+    run, boots = _run_with_a_launcher_file(
+        tmp_path, monkeypatch, expected={"rank0": {"weights": 5.0}}
+    )
     w = _Worker()
     w.init_device()
     w.load_model()
@@ -252,12 +260,7 @@ def test_the_boot_is_in_the_store_before_the_phase_file_says_ready(
 ):
     """Whoever stops the server once ``status`` says ready must not lose the boot's times (the
     integration tier's second boot expected nothing when the first was stopped in between)."""
-    run, boots = tmp_path / "run", tmp_path / "store" / "boots.json"
-    run.mkdir()
-    _launcher_file(run, boots)
-    monkeypatch.setenv("BLAUNCH_RUN_DIR", str(run))
-    monkeypatch.setattr(worker_phases.threading, "Thread", lambda **kw: type(
-        "T", (), {"start": lambda self: None})())  # fmt: skip
+    run, boots = _run_with_a_launcher_file(tmp_path, monkeypatch)
     w = _Worker()
     w.init_device()
     w.load_model()
