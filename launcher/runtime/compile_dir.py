@@ -43,7 +43,7 @@ from launcher.owned import read as owned_read
 from launcher.owned import write as owned_write
 from launcher.runtime.prewarm import runtime_function
 from launcher.vllm.compile_cache import FACTORS, FACTORS_MAX
-from launcher.vllm.internals import by_name, holder_path
+from launcher.vllm.internals import by_name, holder_path, read_on
 from launcher.vllm.releases import fits
 
 INDEX = "vllm_compile_cache.py"
@@ -289,7 +289,7 @@ def compiled_parts(*models: Any) -> dict[str, set[str]]:
             if fn is None or getattr(module, "was_aot_compile_fn_loaded_from_disk", True):
                 continue
             artifacts = getattr(fn, "_artifacts", None)
-            part = getattr(getattr(artifacts, "compiled_fn", None), "prefix", None)
+            part = read_on("compile.piece_prefix", getattr(artifacts, "compiled_fn", None))
             if part is None:
                 continue
             parts[str(part)] = kept_files(fn.source_info())

@@ -37,6 +37,7 @@ from launcher.contract.phases import (
     read_phases,
 )
 from launcher.contract.runfile import RUN_DIR_ENV
+from launcher.vllm.internals import read_on
 
 logger = logging.getLogger("vllm.b12x_launch")
 
@@ -132,7 +133,7 @@ class PhasedMixin:
     def compile_or_warm_up_model(self) -> Any:
         begin("warmup")
         runner = getattr(self, "model_runner", None)
-        capture = getattr(runner, "capture_model", None)
+        capture = read_on("runner.capture_model", runner)
         if capture is not None:
 
             def captured(*args: Any, **kwargs: Any) -> Any:

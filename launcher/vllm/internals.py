@@ -100,6 +100,9 @@ WARMUP = "vllm.model_executor.warmup"
 MLA = "vllm.v1.attention.backends.mla"
 DCP = "vllm.v1.attention.ops.dcp"
 FUSED_MOE = "vllm.model_executor.layers.fused_moe"
+EXPERTS = f"{FUSED_MOE}.routed_experts:RoutedExperts"
+EAGLE = "vllm.v1.spec_decode.eagle"
+ATTENTION = "vllm.model_executor.layers.attention.attention"
 
 
 def _m(name: str, module: str, needed_by: str, without: Without, **kw: Any) -> Internal:
@@ -123,6 +126,10 @@ _NO_SIZING = refuse("the worker sizes the KV cache through it; a boot without it
 _MOE_TABLES = (
     "the MoE buckets' tile-config changes are not asked for a quantised layer: its own "
     "table's configs " + LATE
+)
+_NO_LAYERS = (
+    "the scratch stage finds no attention layers and saves no graph settings: it puts back "
+    "only the runner's own state"
 )
 _NO_SCRATCH = skip("no scratch KV stage: serving's kernels (attention, sampler) " + LATE)
 
@@ -244,6 +251,104 @@ DECLARED: tuple[Internal, ...] = (
         "worker",
         skip("what vLLM allocates beside the KV cache is not measured"),
     ),
+    _a(
+        "worker.model_runner",
+        f"{GPU_WORKER}:Worker.model_runner",
+        "worker",
+        skip(
+            "the prewarm runs without the model runner: the providers that read it find "
+            "nothing, their kernels " + LATE
+        ),
+    ),
+    _a(
+        "worker.vllm_config",
+        f"{GPU_WORKER}:Worker.vllm_config",
+        "worker",
+        fallback("vLLM's warmups run outside its config context (as with no config)"),
+    ),
+    _f(
+        "runner.capture_model",
+        f"{RUNNER}:GPUModelRunner.capture_model",
+        "worker",
+        skip("the CUDA-graph capture is not timed as a phase of its own (it counts as warmup)"),
+        params=("self",),
+    ),
+    _a(
+        "runner.model",
+        f"{RUNNER}:GPUModelRunner.model",
+        "vllm",
+        skip(
+            "the loaded model's layers are not found: the attention methods, MoE buckets and "
+            "EXL3 units are not prewarmed, their kernels " + LATE
+        ),
+    ),
+    _a(
+        "runner.device",
+        f"{RUNNER}:GPUModelRunner.device",
+        "vllm",
+        fallback(
+            "torch's current device counts the scratch cache's bytes; the served waves' "
+            "transient peak is not measured (0)"
+        ),
+    ),
+    _a(
+        "runner.vllm_config",
+        f"{RUNNER}:GPUModelRunner.vllm_config",
+        "vllm",
+        fallback(_NO_LAYERS),
+    ),
+    _a(
+        "runner.jit_warmup_registry",
+        f"{RUNNER}:GPUModelRunner.jit_warmup_registry",
+        "vllm",
+        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
+        group="jit_warmup_registry",
+    ),
+    _f(
+        "runner.jit_warmup_registry_capture",
+        f"{WARMUP}.jit_warmup:JitWarmupRegistry.capture",
+        "vllm",
+        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
+        group="jit_warmup_registry",
+        # from 0.30 this decorator of the runner's __init__ sets ``jit_warmup_registry`` (the
+        # source shows no ``self.jit_warmup_registry =`` there); read live as the entry above
+    ),
+    _a(
+        "drafter.model",
+        f"{EAGLE}:EagleProposer.model",
+        "worker",
+        skip(
+            "the MTP drafter's model is left out: its EXL3 units are not prewarmed and its "
+            "compiled parts not linked into the compile directory"
+        ),
+    ),
+    _a(
+        "drafter.dispatcher",
+        f"{EAGLE}:EagleProposer.cudagraph_dispatcher",
+        "vllm",
+        skip(
+            "the drafter's graph dispatcher is not held eager: a graph it captures on the "
+            "scratch cache is dropped at the release"
+        ),
+    ),
+    _a(
+        "attention.impl",
+        f"{ATTENTION}:Attention.impl",
+        "vllm",
+        skip(
+            "the attention layers' implementations are not found: their prewarm methods are "
+            "not run and their bindings not checked at the release"
+        ),
+    ),
+    _a(
+        "attention.kv_cache",
+        f"{ATTENTION}:Attention.kv_cache",
+        "vllm",
+        fallback(
+            "the scratch cache's tensors are found through the runner's kv_caches alone "
+            "(a layer's own binding is not checked as freed)"
+        ),
+    ),
     # -- the live config the stage reads (serving_batches.shape_of, keys, dcp_params)
     *(
         _a(
@@ -263,6 +368,41 @@ DECLARED: tuple[Internal, ...] = (
             ("CompilationConfig", "cudagraph_capture_sizes"),
             ("VllmConfig", "speculative_config"),
         )
+    ),
+    _a(
+        "serving.device_type",
+        f"{CONFIG}:DeviceConfig.device_type",
+        "vllm",
+        fallback("the device is taken for a GPU: the waves sample"),
+    ),
+    _a(
+        "config.compilation_config",
+        f"{CONFIG}:VllmConfig.compilation_config",
+        "vllm",
+        fallback(_NO_LAYERS),
+    ),
+    # the keys provider's live counts (keys.ranges_of): the profile's own outside a worker
+    *(
+        _a(
+            f"keys.{field}",
+            f"{CONFIG}:{cls}.{field}",
+            "keys",
+            fallback(f"the profile's {what} (as outside a worker)"),
+        )
+        for cls, field, what in (
+            ("VllmConfig", "scheduler_config", "request and token counts"),
+            ("SchedulerConfig", "max_num_seqs", "serving.max_num_seqs"),
+            ("SchedulerConfig", "max_num_batched_tokens", "serving.max_num_batched_tokens"),
+            ("VllmConfig", "speculative_config", "mtp_tokens"),
+            ("SpeculativeConfig", "num_speculative_tokens", "mtp_tokens"),
+            ("VllmConfig", "model_config", "serving.max_logprobs"),
+        )
+    ),
+    _a(
+        "keys.live_config",
+        f"{GPU_WORKER}:Worker.vllm_config",
+        "keys",
+        fallback("the profile's counts (as outside a worker)"),
     ),
     _a(
         "config.interleave",
@@ -327,6 +467,12 @@ DECLARED: tuple[Internal, ...] = (
     _a(
         "compile.cache_dir",
         f"{CONFIG}:CompilationConfig.cache_dir",
+        "cuda",
+        skip("the compile directory is not recorded"),
+    ),
+    _a(
+        "compile.piece_prefix",
+        "vllm.compilation.caching:VllmSerializableFunction.prefix",
         "cuda",
         skip("the compile directory is not recorded"),
     ),
@@ -464,6 +610,27 @@ DECLARED: tuple[Internal, ...] = (
         f"{KV}:KVCacheConfig.needs_kv_cache_zeroing",
         "vllm",
         fallback("no zeroing metadata made for the scratch cache"),
+    ),
+    _a(
+        "scratch.block_table",
+        "vllm.v1.worker.gpu_input_batch:InputBatch.block_table",
+        "vllm",
+        skip(
+            "the released requests' rows of block ids are not cleared: vLLM's own dummy "
+            "batches after the stage may read stale ids"
+        ),
+    ),
+    _a(
+        "scratch.num_reqs",
+        "vllm.v1.worker.gpu_input_batch:InputBatch.num_reqs",
+        "vllm",
+        fallback("rows left in the input batch are not among the release's leftovers"),
+    ),
+    _a(
+        "scratch.num_gpu_blocks",
+        f"{CONFIG}:CacheConfig.num_gpu_blocks",
+        "vllm",
+        fallback("the cache config's block count is not among the release's leftovers"),
     ),
     _f(
         "serving.execute_model",
@@ -745,6 +912,24 @@ DECLARED: tuple[Internal, ...] = (
         skip(_MOE_TABLES),
         params=("self", "dtype"),
     ),
+    _a(
+        "moe.routed_experts",
+        f"{FUSED_MOE}.runner.moe_runner:MoERunner.routed_experts",
+        "vllm",
+        skip(
+            "a layer holding its expert weights elsewhere is not found: its MoE buckets "
+            "are not run, their kernels " + LATE
+        ),
+    ),
+    *(
+        _a(f"moe.{field}", f"{EXPERTS}.{field}", "vllm", without)
+        for field, without in (
+            ("quant_method", fallback("the expert shapes alone tell the MoE buckets apart")),
+            ("top_k", skip("the tile-config changes are not asked: their configs " + LATE)),
+            ("hidden_size", fallback("the w2 weight's width")),
+            ("global_num_experts", fallback("the w13 weight's count of experts")),
+        )
+    ),
     _m(
         "moe.exl3",
         "vllm.model_executor.layers.quantization.exl3",
@@ -826,6 +1011,17 @@ def resolve(entry: Internal | str, on: Any = None) -> Any:
         except AttributeError:
             return Missing(entry, f"{entry.module} has no {entry.path}")
     return obj
+
+
+def read_on(entry: Internal | str, on: Any, otherwise: Any = None) -> Any:
+    """``on``'s member of the declared ``entry``, or ``otherwise`` where ``on`` is None or
+    lacks it: what ``otherwise`` stands for is the entry's ``without``, which the check
+    before the weights logs where the release lacks it. (``resolve`` with no ``on`` imports
+    the module instead, never what a read on a live object means.)"""
+    if on is None:
+        return otherwise
+    found = resolve(entry, on=on)
+    return otherwise if isinstance(found, Missing) else found
 
 
 class InternalMissing(RuntimeError):

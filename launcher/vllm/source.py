@@ -40,10 +40,14 @@ def _assigned(stmt: ast.stmt) -> list[str]:
     elif isinstance(stmt, ast.AnnAssign):
         targets = [stmt.target]
     names: list[str] = []
-    for target in targets:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                names.append(node.id)
+    while targets:  # names bound, through tuples; not ``X.attr = ...`` (that binds no X)
+        target = targets.pop()
+        if isinstance(target, ast.Name):
+            names.append(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            targets += target.elts
+        elif isinstance(target, ast.Starred):
+            targets.append(target.value)
     return names
 
 

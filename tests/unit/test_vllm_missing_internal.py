@@ -71,11 +71,13 @@ def stand_in(root: Path, drop: set[str], version: str = "0.99.0") -> Path:
 
 
 def _taken(entry: Internal) -> set[str]:
-    """The entry, its alternatives when it has a group, and a class's members: all gone."""
+    """The entry, its alternatives when it has a group, a class's members, and each other
+    entry declaring the same name (two parts may read one attribute): all gone."""
     return {
         e.name
         for e in DECLARED
         if e is entry
+        or e.where == entry.where
         or (entry.group and e.group == entry.group)
         or (
             entry.kind == "class"
@@ -95,7 +97,9 @@ def test_each_internal_taken_away_is_a_refusal_or_a_printed_downgrade(entry, tmp
     taken = _taken(entry)
     root = stand_in(tmp_path, taken)
     fork = entry.fork_only
-    group = [e for e in DECLARED if e.name in taken and (e is entry or e.group)]
+    group = [
+        e for e in DECLARED if e.name in taken and (e is entry or e.group or e.where == entry.where)
+    ]
     kinds = {e.without.kind for e in group}  # a group gone costs its strongest
     for strict in (False, True):
         stops = "refuse" in kinds or (strict and "skip" in kinds)

@@ -53,3 +53,24 @@ def test_members_through_bases_reexports_star_imports_and_self_assignments(tmp_p
 
     run = release.member("vllm.worker", "Worker.run")
     assert params(run) == ("self", "a", "*args", "b", "**kw")
+
+
+def test_a_class_marked_after_its_definition_is_still_the_class(tmp_path):
+    """vLLM 0.26's ``RoutedExperts.weight_loader.supports_moe_loading = True`` below the class
+    binds no ``RoutedExperts``: its members stay readable (they read as absent before)."""
+    release = _tree(
+        tmp_path,
+        {
+            "vllm/__init__.py": "",
+            "vllm/experts.py": """
+                class Experts:
+                    def __init__(self):
+                        self.top_k = 2
+                    def weight_loader(self): ...
+                Experts.weight_loader.supports = True
+                a, (b, *c) = 1, (2, 3)
+            """,
+        },
+    )
+    assert release.member("vllm.experts", "Experts.top_k") is not None
+    assert all(release.member("vllm.experts", n) is not None for n in ("a", "b", "c"))

@@ -8,6 +8,7 @@ from typing import Any
 
 from launcher.runtime.worker.log import logger, say
 from launcher.runtime.worker.runplan import RunPlan
+from launcher.vllm.internals import read_on
 
 
 def watch_dir(rank: int) -> None:
@@ -29,7 +30,7 @@ def link_dir(runner: Any, rank: int) -> bool:
         return False
     try:
         model = runner.get_model() if hasattr(runner, "get_model") else runner.model
-        drafter = getattr(getattr(runner, "drafter", None), "model", None)
+        drafter = read_on("drafter.model", read_on("runner.drafter", runner))
         parts = compile_dir.compiled_parts(model, drafter)
         if not parts:  # nothing compiled here (loaded, eager, or vLLM's CPU backend)
             return False

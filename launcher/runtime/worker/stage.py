@@ -27,6 +27,7 @@ from launcher.runtime.worker.log import logger, say, warn
 from launcher.runtime.worker.outcomes import outcome, stage_times
 from launcher.runtime.worker.runplan import RunPlan
 from launcher.units import format_size
+from launcher.vllm.internals import read_on
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def prewarm(worker: Any, run: RunPlan, rank: int, device: int | None) -> Stage:
         run.facts,
         rank,
         f"cuda:{device}" if device is not None else "cpu",
-        getattr(worker, "model_runner", None),
+        read_on("worker.model_runner", worker),
         log=say,
         worker=worker,
         learned=tuple(run.rank(rank).learned),
@@ -150,7 +151,7 @@ def replay(run: RunPlan, rank: int) -> tuple[HeldKernel, ...]:
 
 def vllm_config_context(worker: Any) -> contextlib.AbstractContextManager[Any]:
     """vLLM's config context, as its own warmups run in (some read it globally)."""
-    config = getattr(worker, "vllm_config", None)
+    config = read_on("worker.vllm_config", worker)
     try:
         from vllm.config import set_current_vllm_config
     except ImportError:

@@ -13,6 +13,7 @@ from launcher.contract.record import RankRecord
 from launcher.runtime.worker.log import logger
 from launcher.runtime.worker.serving import ServingWatch
 from launcher.units import format_size
+from launcher.vllm.internals import read_on
 
 
 def watch_steps(
@@ -24,7 +25,7 @@ def watch_steps(
     rank: int,
 ) -> None:
     """Wrap the runner's ``execute_model`` (nothing without a runner or a device)."""
-    step = getattr(runner, "execute_model", None)
+    step = read_on("runner.execute_model", runner)
     if step is None or device is None:
         return
     import torch

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.runtime.prewarm import PrewarmContext, runtime_function
-from launcher.vllm.internals import module_path
+from launcher.vllm.internals import module_path, read_on
 
 BATCH_CHANGE = module_path("serving.batch_change")
 
@@ -31,7 +31,7 @@ def size_classes(limit: int) -> list[int]:
 
 def find(ctx: PrewarmContext) -> list[tuple[str, Callable[[], None]]] | str:
     runner = ctx.model_runner
-    if not getattr(runner, "use_async_spec_decode", False):
+    if not read_on("helpers.async_spec", runner, False):
         return (
             "skipped: no async speculative decoding here (vLLM calls "
             "update_num_computed_tokens_for_batch_change only with it)"

@@ -15,7 +15,7 @@ from typing import Any
 from launcher.runtime import phases
 from launcher.runtime.prewarm import PrewarmContext, runtime_function
 from launcher.runtime.prewarm.accelerators.parallel_compile import compile_only
-from launcher.vllm.internals import InternalMissing, Missing, module_path, resolve
+from launcher.vllm.internals import InternalMissing, Missing, module_path, read_on, resolve
 
 
 def moe_token_counts(max_tokens: int, captures: list[int], top_k: int) -> list[int]:
@@ -60,7 +60,7 @@ def expert_weights(module: Any) -> Any | None:
     """The module holding a fused-MoE layer's expert weights: the layer itself (vLLM's
     ``FusedMoE`` class up to 0.25) or its ``routed_experts`` (0.26 on, where ``FusedMoE`` is a
     factory returning a ``MoERunner``)."""
-    for holder in (module, getattr(module, "routed_experts", None)):
+    for holder in (module, read_on("moe.routed_experts", module)):
         if holder is not None and all(hasattr(holder, w) for w in WEIGHTS):
             return holder
     return None
@@ -80,8 +80,8 @@ def moe_blocks(model: Any) -> list[tuple[Any, Any, Any]]:
             if holder is None:
                 continue
             shape = (
-                *(tuple(getattr(getattr(holder, w, None), "shape", ())) for w in WEIGHTS),
-                type(getattr(holder, "quant_method", None)).__name__,
+                *(tuple(getattr(getattr(holder, w), "shape", ())) for w in WEIGHTS),
+                type(read_on("moe.quant_method", holder)).__name__,
             )
             if shape not in shapes:
                 shapes.add(shape)
@@ -115,7 +115,7 @@ def moe_config_changes(layer: Any, max_tokens: int, dtype: Any = None) -> list[i
     sizes are constexprs, so each config is a kernel of its own."""
     choose = runtime_function(MOE_CONFIG)
     w13, w2 = getattr(layer, "w13_weight", None), getattr(layer, "w2_weight", None)
-    top_k = getattr(layer, "top_k", None)
+    top_k = read_on("moe.top_k", layer)
     if choose is None or w13 is None or w2 is None or not top_k:
         return []
     name, block = chooser_args(layer, dtype)
@@ -139,7 +139,7 @@ def find(ctx: PrewarmContext):
     # size and compiled a graph the artifact lacked; run at 1 and 2 alone, the CUDA context
     # measured 0.48 GiB above the baked boot's and sizing came out short (docs/changelog.md,
     # 2026-12-04).
-    model = getattr(ctx.model_runner, "model", None)
+    model = read_on("runner.model", ctx.model_runner)
     blocks = moe_blocks(model)
     if not blocks:
         return f"missing: no fused-MoE expert weights ({', '.join(WEIGHTS)}) in the loaded model"
@@ -168,9 +168,9 @@ def find(ctx: PrewarmContext):
         with compile_only(moe_kernels(), later=ctx.compiling):
             for block, layer, weights in blocks:
                 device = weights.w13_weight.device
-                hidden = int(getattr(weights, "hidden_size", 0) or weights.w2_weight.shape[1])
+                hidden = int(read_on("moe.hidden_size", weights, 0) or weights.w2_weight.shape[1])
                 experts = int(
-                    getattr(weights, "global_num_experts", 0) or weights.w13_weight.shape[0]
+                    read_on("moe.global_num_experts", weights, 0) or weights.w13_weight.shape[0]
                 )
                 for i, n in enumerate(counts):
                     phases.part("MoE buckets", i, len(counts))

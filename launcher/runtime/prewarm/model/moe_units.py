@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.vllm.internals import module_of
+from launcher.vllm.internals import module_of, read_on
 
 EXL3_MODULES = (module_of("moe.exl3"),)
 """The fork's EXL3 quantization module (both lines)."""
@@ -61,8 +61,8 @@ class MoeUnits:
 def find_moe_units(model_runner: Any) -> MoeUnits:
     """The EXL3 MoE units of the runner's model and its MTP draft, wherever they live."""
     units = MoeUnits()
-    models = [getattr(model_runner, "model", None)]
-    models.append(getattr(getattr(model_runner, "drafter", None), "model", None))
+    models = [read_on("runner.model", model_runner)]
+    models.append(read_on("drafter.model", read_on("runner.drafter", model_runner)))
     kinds = [k for k in (_prepared_experts_type(), _tensor_experts_type()) if k is not None]
     seen: dict[type, dict[tuple[int, int, int], Any]] = {k: {} for k in kinds}
     modules = 0

@@ -35,6 +35,7 @@ from launcher.plan import b12x_sizing as sizing
 from launcher.runtime.prewarm import PrewarmContext, PrewarmResult
 from launcher.runtime.prewarm.flow import NONE, Fact
 from launcher.runtime.prewarm.model.moe_units import MoeUnits, find_moe_units
+from launcher.vllm.internals import read_on
 
 WAITING = "fused_moe: looked up after the model's first forward"
 """The MoE group's note while it waits for a forward (replaced by what it then found)."""
@@ -250,7 +251,7 @@ class B12xProvider:
         for session in self.sessions:
             session.freeze()
         runner = ctx.model_runner
-        step = getattr(runner, "execute_model", None)
+        step = read_on("runner.execute_model", runner)
         if callable(step):
             runner.execute_model = _reporting(step, on_late_compile)
 

@@ -40,6 +40,7 @@ from launcher.runtime.prewarm.accelerators.parallel_compile import parallel_comp
 from launcher.runtime.prewarm.flow import NONE, Fact
 from launcher.runtime.prewarm.model import call_sites
 from launcher.runtime.prewarm.providers import key_json
+from launcher.vllm.internals import read_on
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
 ALIGNED, UNALIGNED = "aligned", "unaligned"
@@ -798,17 +799,19 @@ def replay(held: Iterable[HeldKernel], device: Any, done: Compiled) -> int:
 def ranges_of(ctx: PrewarmContext) -> Ranges:
     """The live config's counts inside a worker (scheduler and speculative decoding, as
     ``serving_batches.shape_of`` reads them), the profile's elsewhere."""
-    live = getattr(ctx.worker, "vllm_config", None)
-    config = getattr(live, "scheduler_config", None)
+    live = read_on("keys.live_config", ctx.worker)
+    config = read_on("keys.scheduler_config", live)
     p = ctx.profile
-    seqs = int(getattr(config, "max_num_seqs", 0) or p.serving.max_num_seqs)
-    tokens = int(getattr(config, "max_num_batched_tokens", 0) or p.serving.max_num_batched_tokens)
+    seqs = int(read_on("keys.max_num_seqs", config, 0) or p.serving.max_num_seqs)
+    tokens = int(
+        read_on("keys.max_num_batched_tokens", config, 0) or p.serving.max_num_batched_tokens
+    )
     spec = p.mtp_tokens
     logprobs = p.serving.max_logprobs
     if live is not None:  # a forced --speculative-config in vllm.extra_args wins over the profile
-        drafts = getattr(live, "speculative_config", None)
-        spec = int(getattr(drafts, "num_speculative_tokens", 0) or 0) if drafts else 0
-        model = getattr(live, "model_config", None)
+        drafts = read_on("keys.speculative_config", live)
+        spec = int(read_on("keys.num_speculative_tokens", drafts, 0) or 0) if drafts else 0
+        model = read_on("keys.model_config", live)
         if model is not None:  # --max-logprobs as vLLM took it (-1: the vocabulary)
             from launcher.runtime.prewarm.stage.serving_batches import _max_logprobs
 

@@ -51,7 +51,7 @@ from launcher.runtime.prewarm.accelerators import inductor_pool
 from launcher.runtime.prewarm.diagnostics import thread_samples
 from launcher.runtime.prewarm.flow import NONE, Fact, ServedKernels
 from launcher.runtime.prewarm.model import compiled_helpers, moe_buckets
-from launcher.vllm.internals import Missing, group_paths, module_of, module_path, resolve
+from launcher.vllm.internals import Missing, group_paths, module_of, module_path, read_on, resolve
 
 Thunk = Callable[[], Any]
 
@@ -178,7 +178,7 @@ def attention_impls(model: Any) -> list[Any]:
     """Every attention layer's backend implementation in the loaded model (one per layer)."""
     out, seen = [], set()
     for module in getattr(model, "modules", lambda: [])():
-        impl = getattr(module, "impl", None)
+        impl = read_on("attention.impl", module)
         if impl is not None and id(impl) not in seen:
             seen.add(id(impl))
             out.append(impl)
@@ -186,7 +186,7 @@ def attention_impls(model: Any) -> list[Any]:
 
 
 def _attention_plans(ctx: PrewarmContext):
-    model = getattr(ctx.model_runner, "model", None)
+    model = read_on("runner.model", ctx.model_runner)
     impls = attention_impls(model)
     if not impls:
         return "missing: no attention implementations on the loaded model"
@@ -221,11 +221,11 @@ def _attention_plans(ctx: PrewarmContext):
 
 
 def _jit_registry(ctx: PrewarmContext):
-    kernel_config = getattr(ctx.worker.vllm_config, "kernel_config", None)
-    registry = getattr(ctx.model_runner, "jit_warmup_registry", None)
+    kernel_config = read_on("config.kernel_config", ctx.worker.vllm_config)
+    registry = read_on("runner.jit_warmup_registry", ctx.model_runner)
     if registry is None:
         return "missing: model_runner.jit_warmup_registry"
-    if not getattr(kernel_config, "enable_jit_warmup", False):
+    if not read_on("config.enable_jit_warmup", kernel_config, False):
         return "missing: kernel_config.enable_jit_warmup is off"
     return [("jit_warmup_registry.warmup()", registry.warmup)]
 
@@ -288,7 +288,7 @@ def _serving(ctx: PrewarmContext):
             wanted=ctx.profile.prewarm.sampler_ahead,
         )
         try:
-            with transient_peak(getattr(ctx.model_runner, "device", None)) as peak:
+            with transient_peak(read_on("runner.device", ctx.model_runner)) as peak:
                 ctx.scratch.account = sb.serve(ctx.worker, config, plan, log, after_wave=after)
         finally:
             if ahead is not None:  # its thread and wrapper end with the waves

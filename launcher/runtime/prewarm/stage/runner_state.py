@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.contract.record import Restored
-from launcher.vllm.internals import OWNED_MODULES
+from launcher.vllm.internals import OWNED_MODULES, read_on
 
 OWNED = OWNED_MODULES
 """Modules whose objects, reached from the runner, are the runner's own state. nn.Modules (the
@@ -281,7 +281,7 @@ def bindings(layers: dict[str, Any]) -> Bindings:
     """Record ``layers`` (vLLM's static forward context) and each one's ``impl``."""
     out = Bindings()
     for name, layer in layers.items():
-        for path, obj in ((name, layer), (f"{name}.impl", getattr(layer, "impl", None))):
+        for path, obj in ((name, layer), (f"{name}.impl", read_on("attention.impl", layer))):
             if obj is not None and hasattr(obj, "__dict__"):
                 out.saved.append((path, obj, dict(vars(obj))))
     return out

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.contract.record import Restored
+from launcher.vllm.internals import read_on
 
 
 class ScratchUnsupported(RuntimeError):
@@ -90,12 +91,12 @@ def _config(runner: Any, blocks: int) -> Any:
 
 def _dispatchers(runner: Any) -> list[Any]:
     """The runner's CUDA-graph dispatchers (its own and its drafter's)."""
-    out = []
-    for owner in (runner, getattr(runner, "drafter", None)):
-        dispatcher = getattr(owner, "cudagraph_dispatcher", None)
-        if dispatcher is not None and hasattr(dispatcher, "keys_initialized"):
-            out.append(dispatcher)
-    return out
+    drafter = read_on("runner.drafter", runner)
+    found = [
+        read_on("scratch.dispatcher", runner),
+        read_on("drafter.dispatcher", drafter),
+    ]
+    return [d for d in found if d is not None and hasattr(d, "keys_initialized")]
 
 
 def _inference_mode() -> contextlib.AbstractContextManager[Any]:
@@ -116,8 +117,8 @@ def _drop_requests(runner: Any) -> list[str]:
     made there (the ``allowed_token_ids`` mask) refuse an in-place write outside it (the
     H100 stopped the boot so, 2026-12-06, when the last wave served ``allowed_token_ids``).
     """
-    requests = getattr(runner, "requests", None) or {}
-    batch = getattr(runner, "input_batch", None)
+    requests = read_on("scratch.requests", runner) or {}
+    batch = read_on("scratch.input_batch", runner)
     left = list(requests)
     with _inference_mode():
         for req_id in left:
@@ -131,7 +132,7 @@ def _drop_requests(runner: Any) -> list[str]:
     # A removed request leaves its row of block ids behind; vLLM's own dummy batches (its
     # CUDA-graph profiling on a cache of a few blocks) read those rows: back to zeros, as
     # a runner that never served holds them (stale ids were an illegal address on the H200).
-    tables = getattr(batch, "block_table", None)
+    tables = read_on("scratch.block_table", batch)
     if tables is not None and hasattr(tables, "clear"):
         tables.clear()
     return [f"request {r}" for r in left]
@@ -140,18 +141,18 @@ def _drop_requests(runner: Any) -> list[str]:
 def leftovers(runner: Any) -> list[str]:
     """What scratch state the runner still holds (empty when restored)."""
     out = []
-    if getattr(runner, "requests", None):
+    if read_on("scratch.requests", runner):
         out.append(f"{len(runner.requests)} requests")
-    batch = getattr(runner, "input_batch", None)
-    if batch is not None and getattr(batch, "num_reqs", 0):
+    batch = read_on("scratch.input_batch", runner)
+    if read_on("scratch.num_reqs", batch, 0):
         out.append(f"{batch.num_reqs} rows in the input batch")
-    if getattr(runner, "kv_caches", None):
+    if read_on("scratch.kv_caches", runner):
         out.append("kv_caches")
-    if getattr(runner, "attn_groups", None):
+    if read_on("scratch.attn_groups", runner):
         out.append("attention groups")
     if hasattr(runner, "kv_cache_config"):
         out.append("kv_cache_config")
-    if getattr(runner.cache_config, "num_gpu_blocks", None) is not None:
+    if read_on("scratch.num_gpu_blocks", runner.cache_config) is not None:
         out.append("cache_config.num_gpu_blocks")
     return out
 
@@ -271,13 +272,13 @@ def scratch_kv(
     why = unsupported(runner)
     if why:
         raise ScratchUnsupported(why)
-    if getattr(runner, "kv_caches", None) or hasattr(runner, "kv_cache_config"):
+    if read_on("scratch.kv_caches", runner) or hasattr(runner, "kv_cache_config"):
         raise ScratchUnsupported("the runner already holds a KV cache")
     from launcher.runtime.prewarm.stage import runner_state
 
     v1 = profiling_path(runner)
     config = (make_config or _config)(runner, blocks)
-    device = getattr(runner, "device", None)
+    device = read_on("runner.device", runner)
     layers = _layers(runner)
     try:
         snapshot = runner_state.take(runner, owned)
@@ -304,7 +305,7 @@ def scratch_kv(
             runner.initialize_kv_cache(config, is_profiling=True)
         else:
             runner.initialize_kv_cache(config)
-            if getattr(config, "needs_kv_cache_zeroing", False) and hasattr(
+            if read_on("scratch.needs_zeroing", config, False) and hasattr(
                 runner, "_init_kv_zero_meta"
             ):
                 runner._init_kv_zero_meta()  # as vLLM's worker does after it
@@ -361,8 +362,8 @@ def _kv_tensors(runner: Any, layers: dict[str, Any]) -> list[Any]:
     """The scratch cache's tensors: the runner's and each attention layer's binding."""
     from launcher.runtime.prewarm.stage import runner_state
 
-    bound = [getattr(x, "kv_cache", None) for x in layers.values()]
-    return runner_state.tensors_in([getattr(runner, "kv_caches", None), bound])
+    bound = [read_on("attention.kv_cache", x) for x in layers.values()]
+    return runner_state.tensors_in([read_on("scratch.kv_caches", runner), bound])
 
 
 def _weak(tensors: list[Any]) -> list[Any]:
@@ -383,23 +384,27 @@ attention backends (the V1 runner does it on its profiling cache too): put back,
 profile sees the settings it would have seen."""
 
 
+def _compilation_config(runner: Any) -> Any:
+    """vLLM's compilation config the runner holds (None: a runner without one)."""
+    return read_on("config.compilation_config", read_on("runner.vllm_config", runner))
+
+
 def _graph_settings(runner: Any) -> dict[str, Any]:
     import copy
 
-    config = getattr(getattr(runner, "vllm_config", None), "compilation_config", None)
+    config = _compilation_config(runner)
     return {n: copy.copy(getattr(config, n)) for n in GRAPH_SETTINGS if hasattr(config, n)}
 
 
 def _put_graph_settings(runner: Any, saved: dict[str, Any]) -> None:
-    config = getattr(getattr(runner, "vllm_config", None), "compilation_config", None)
+    config = _compilation_config(runner)
     for name, value in saved.items():
         setattr(config, name, value)
 
 
 def _layers(runner: Any) -> dict[str, Any]:
     """vLLM's attention layers by name (``static_forward_context``), or none."""
-    config = getattr(getattr(runner, "vllm_config", None), "compilation_config", None)
-    return dict(getattr(config, "static_forward_context", None) or {})
+    return dict(read_on("compile.static_forward_context", _compilation_config(runner)) or {})
 
 
 def _synchronize() -> None:

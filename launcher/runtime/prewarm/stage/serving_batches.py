@@ -32,7 +32,7 @@ from typing import Any
 
 from launcher.runtime import phases
 from launcher.runtime.prewarm.diagnostics import thread_samples
-from launcher.vllm.internals import InternalMissing, Missing, resolve
+from launcher.vllm.internals import InternalMissing, Missing, read_on, resolve
 
 FIRST_ID = 4
 """Prompt ids start after the special tokens of the usual vocabularies."""
@@ -343,7 +343,7 @@ def shape_of(worker: Any) -> Shape:
         capture_sizes=tuple(config.compilation_config.cudagraph_capture_sizes or ()),
         vocab=int(config.model_config.get_vocab_size()),
         index_topk=int(getattr(config.model_config.hf_config, "index_topk", 0) or 0),
-        sampling=str(getattr(config.device_config, "device_type", "cuda")) != "cpu",
+        sampling=str(read_on("serving.device_type", config.device_config, "cuda")) != "cpu",
         max_logprobs=_max_logprobs(config.model_config),
     )
 
@@ -386,14 +386,14 @@ class _Loop:
         config = worker.vllm_config
         # The engine hands its scheduler a config with one spec per group (a group of
         # per-layer specs, such as sparse MLA beside its indexer cache, becomes one of them).
-        to_scheduler = getattr(kv_cache_utils, "generate_scheduler_kv_cache_config", None)
-        if to_scheduler is not None:
+        to_scheduler = resolve("serving.scheduler_kv_config")
+        if not isinstance(to_scheduler, Missing):
             kv_cache_config = to_scheduler([kv_cache_config])
         scheduler_cls = config.scheduler_config.get_scheduler_cls()
         block, hash_block = config.cache_config.block_size, None
-        resolve = getattr(kv_cache_utils, "resolve_kv_cache_block_sizes", None)
-        if resolve is not None:
-            block, hash_block = resolve(kv_cache_config, config)
+        block_sizes = resolve("serving.block_sizes")
+        if not isinstance(block_sizes, Missing):
+            block, hash_block = block_sizes(kv_cache_config, config)
         else:
             block *= config.parallel_config.decode_context_parallel_size
         kwargs = {"hash_block_size": hash_block} if hash_block is not None else {}
