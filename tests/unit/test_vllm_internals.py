@@ -90,6 +90,16 @@ def test_resolve_gives_the_object_or_a_typed_missing():
     assert isinstance(gone, internals.Missing) and "does not import" in gone.why
 
 
+def test_read_on_gives_the_member_or_the_declared_fallback_never_the_module(monkeypatch):
+    class Runner:
+        device = 0  # a falsy value is still the value
+
+    assert internals.read_on("runner.device", Runner(), "cuda:0") == 0
+    assert internals.read_on("runner.device", object(), "cuda:0") == "cuda:0"
+    monkeypatch.setattr(internals.importlib, "import_module", lambda m: pytest.fail(m))
+    assert internals.read_on("runner.device", None) is None  # no object: nothing imported
+
+
 def test_the_plan_prints_the_downgrades_of_the_release_it_is_checked_against():
     """An upstream deployment (kimi-k2.yaml) planned against 0.26 (the dry run's release) is
     told what that release lacks of what its worker uses; against 0.33, what 0.33 lacks."""
