@@ -298,22 +298,6 @@ DECLARED: tuple[Internal, ...] = (
         fallback(_NO_LAYERS),
     ),
     _a(
-        "runner.jit_warmup_registry",
-        f"{RUNNER}:GPUModelRunner.jit_warmup_registry",
-        "vllm",
-        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
-        group="jit_warmup_registry",
-    ),
-    _f(
-        "runner.jit_warmup_registry_capture",
-        f"{WARMUP}.jit_warmup:JitWarmupRegistry.capture",
-        "vllm",
-        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
-        group="jit_warmup_registry",
-        # from 0.30 this decorator of the runner's __init__ sets ``jit_warmup_registry`` (the
-        # source shows no ``self.jit_warmup_registry =`` there); read live as the entry above
-    ),
-    _a(
         "drafter.model",
         f"{EAGLE}:EagleProposer.model",
         "worker",

@@ -222,7 +222,8 @@ def _attention_plans(ctx: PrewarmContext):
 
 def _jit_registry(ctx: PrewarmContext):
     kernel_config = read_on("config.kernel_config", ctx.worker.vllm_config)
-    registry = read_on("runner.jit_warmup_registry", ctx.model_runner)
+    # set on the runner by JitWarmupRegistry.capture from 0.30: no member the table can read
+    registry = getattr(ctx.model_runner, "jit_warmup_registry", None)
     if registry is None:
         return "missing: model_runner.jit_warmup_registry"
     if not read_on("config.enable_jit_warmup", kernel_config, False):
