@@ -91,7 +91,8 @@ def measured(record: RankRecord) -> Measured:
     figures = {k: v for k, v in record.measured.items() if k in MEASURABLE}
     learned = census.merge(record.learned, record.late_compiles)
     why = {k: v for k, v in record.measured_why.items() if k in figures}
-    return Measured(figures, record.when[:10], tuple(learned), why)
+    dip = record.serving_dip()
+    return Measured(figures, record.when[:10], tuple(learned), why, max(0, dip[0]) if dip else None)
 
 
 def last_enumeration(

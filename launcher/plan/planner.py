@@ -89,6 +89,9 @@ class RankPlan:
     replays what it can before sizing; the rest is ``jit_headroom``'s ``late_compiles`` part."""
     lowest_free: int = 0
     """The predicted lowest free memory after sizing (``lowest_free``)."""
+    serving_dip: int | None = None
+    """What serving took past vLLM's warmup on the boot this rank is calibrated from (None:
+    not measured): ``lowest_free``'s figure for serving."""
 
     def component(self, name: str) -> Component:
         return next(c for c in self.components if c.name == name)
@@ -325,8 +328,16 @@ def _rank_plan(
         comps = [_calibrated(c, measured) for c in comps]
     kv_bytes = total - sum(c.bytes for c in comps)
     learned = measured.learned if measured else ()
+    dip = measured.serving_dip if measured else None
     return RankPlan(
-        s.rank, s.node, total, tuple(comps), kv_bytes, layout.blocks_for(kv_bytes), learned
+        s.rank,
+        s.node,
+        total,
+        tuple(comps),
+        kv_bytes,
+        layout.blocks_for(kv_bytes),
+        learned,
+        serving_dip=dip,
     )
 
 
@@ -335,12 +346,20 @@ FREE_AFTER_SIZING = (Name.SAFETY_MARGIN, Name.JIT_HEADROOM)
 prewarm part peaked in the stage, before the KV cache existed (its late-compile part is used
 after sizing and is counted)."""
 
+SERVING = (Name.ACTIVATION_PEAK, Name.TRANSIENTS)
+"""The reserves serving draws on past vLLM's warmup: a bound the budget keeps back. Once a boot
+measured what serving took past the warmup (``RankPlan.serving_dip``), that figure stands in
+for them in the forecast: on the H100 (vLLM 0.26, the users' traffic) the MoE tier model took
+0.62-0.71 GiB of its 1.65 GiB, and GLM's warmup cache held all of its 0.61 GiB transient."""
+
 
 def lowest_free(r: RankPlan, page_bytes: int) -> int:
     """The predicted lowest free memory on rank ``r`` after sizing: the card's total less every
-    component at its peak (all at once) and the KV cache's blocks. The GPU tier compares it
-    with the lowest free memory a boot measured."""
-    held = sum(c.bytes for c in r.components if c.name not in FREE_AFTER_SIZING)
+    component at its peak (all at once) and the KV cache's blocks; where the rank is calibrated
+    from a boot that served, what serving took past the warmup replaces the activation and
+    transient reserves. The GPU tier compares it with the lowest free memory a boot measured."""
+    kept = FREE_AFTER_SIZING + (SERVING if r.serving_dip is not None else ())
+    held = sum(c.bytes for c in r.components if c.name not in kept) + (r.serving_dip or 0)
     late = next((c for c in r.components if c.name == Name.JIT_HEADROOM), None)
     late_bytes = (
         sum(p.bytes for p in late.parts if p.name == HeadroomPart.LATE_COMPILES) if late else 0

@@ -183,18 +183,26 @@ def render_table(
 
 
 def _lowest_free(plan: MemoryPlan) -> str:
-    """The footer's predicted lowest free memory, per rank where the ranks differ."""
+    """The footer's predicted lowest free memory, per rank where the ranks differ, and what
+    it rests on."""
     values = sorted({r.lowest_free for r in plan.ranks})
     shown = (
         f"{values[0] / GiB:.2f} GiB"
         if len(values) == 1
         else ", ".join(f"rank {r.rank} {r.lowest_free / GiB:.2f}" for r in plan.ranks) + " GiB"
     )
-    return (
-        f"Predicted lowest free after sizing: {shown} per rank (estimate: the card less every "
-        "component at its peak and the KV blocks; the safety margin and the JIT headroom's "
-        "prewarm part stay free)"
-    )
+    dips = [r.serving_dip for r in plan.ranks if r.serving_dip is not None]
+    if dips:
+        basis = (
+            f"measured: serving took {max(dips) / GiB:.2f} GiB past vLLM's warmup on the boot "
+            "this plan is calibrated from, in place of the activation and transient reserves"
+        )
+    else:
+        basis = (
+            "estimate: the card less every component at its peak and the KV blocks; the "
+            "safety margin and the JIT headroom's prewarm part stay free"
+        )
+    return f"Predicted lowest free after sizing: {shown} per rank ({basis})"
 
 
 BAR_WIDTH = 60

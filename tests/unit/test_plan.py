@@ -153,3 +153,32 @@ def test_other_processes_reduce_the_kv(write):
 def test_device_memory_overrides_the_catalog(write, gpu_memory):
     p = planned(write, gpu_memory=gpu_memory[0], gpu_memory_source=gpu_memory[1])
     assert p.ranks[0].total_bytes == 90 * GiB and p.total_source == "measured"
+
+
+@pytest.mark.parametrize("dip_gib", [0.0, 0.25, 0.62, 3.0])
+def test_a_measured_serving_dip_replaces_the_serving_reserves_in_the_lowest_free_forecast(
+    write, dip_gib
+):
+    """Calibrated from a boot that served, the forecast takes what serving took past vLLM's
+    warmup instead of the activation and transient reserves (still reserved: the KV is the
+    same), so it moves by exactly their difference; an uncalibrated rank keeps every reserve."""
+    dip = int(dip_gib * GiB)
+    base = planned(write)
+    p = planned(write, measured={r: Measured({}, "2026-12-06", serving_dip=dip) for r in range(4)})
+    assert p.kv.blocks_per_rank == base.kv.blocks_per_rank
+    for before, after in zip(base.ranks, p.ranks, strict=True):
+        reserves = sum(
+            c.bytes for c in before.components if c.name in ("activation_peak", "transients")
+        )
+        assert before.serving_dip is None and after.serving_dip == dip
+        assert after.lowest_free - before.lowest_free == reserves - dip
+
+
+def test_the_dry_run_says_what_its_lowest_free_forecast_rests_on(write):
+    from launcher.report.render import render_table
+
+    calibrated = {r: Measured({}, "2026-12-06", serving_dip=GiB) for r in range(4)}
+    est = " ".join(render_table(planned(write), None).split())
+    cal = " ".join(render_table(planned(write, measured=calibrated), None).split())
+    assert "(estimate: the card less every component at its peak" in est
+    assert "measured: serving took 1.00 GiB past vLLM's warmup" in cal
