@@ -48,14 +48,12 @@ from launcher import buildfile, buildid
 from launcher.artifact import BUILTIN_ARTIFACT, CACHE_FROM_ENV, MANIFEST_NAME
 from launcher.buildfile import write_build_info  # noqa: F401  (the image build calls it)
 from launcher.buildid import (  # noqa: F401  (names the image build and the tests use)
-    _BUILD_ID,
     BUILD_ID_ENV,
     BUILD_INFO_ENV,
     DEFAULT_BUILD_INFO,
     EPOCH_ENV,
     KEYED_DISTRIBUTIONS,
     BuildIdError,
-    _moved,
     build_info,
 )
 from launcher.owned import remove as owned_remove
@@ -120,7 +118,7 @@ class EntrypointError(BuildIdError):
 
 def write_constraints(path: str | os.PathLike) -> None:
     """Pin what the base image has installed, so adding b12x cannot move it."""
-    lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := buildid._version(d))]
+    lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := buildid.installed_version(d))]
     owned_write.write_text(path, "".join(line + "\n" for line in lines))
     print("constraints: " + (", ".join(lines) or "none"))
 

@@ -431,7 +431,7 @@ def _recorded(env: Mapping[str, str], where: str) -> Registry:
             file=sys.stderr,
         )
         return unknown
-    if buildid._moved(record.to_json(), buildid.build_info(env)):
+    if buildid.moved(record.to_json(), buildid.build_info(env)):
         return unknown  # recorded for other versions: this image moved a package
 
     def names(value: list[str]) -> frozenset[str] | None:

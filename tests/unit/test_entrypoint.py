@@ -195,7 +195,7 @@ def test_build_id_from_the_image_file(tmp_path, execs):
 
 def test_build_id_is_keyed_by_versions_and_epoch(monkeypatch):
     versions = {"vllm": "0.33.0", "torch": "2.14.0+cu130", "b12x": "1.5.1", "triton": "3.7.0"}
-    monkeypatch.setattr(buildid, "_version", lambda d: versions.get(d))
+    monkeypatch.setattr(buildid, "installed_version", lambda d: versions.get(d))
     a = entrypoint.build_info({})
     assert a["build_id"].startswith("vllm0.33.0-b12x1.5.1-")
     assert a == entrypoint.build_info({}), "deterministic: no clock, no randomness"
@@ -206,12 +206,12 @@ def test_build_id_is_keyed_by_versions_and_epoch(monkeypatch):
     b = entrypoint.build_info({})["build_id"]
     versions["nvidia-cutlass-dsl"] = "4.8.0"
     assert entrypoint.build_info({})["build_id"] != b
-    assert entrypoint._BUILD_ID.match(a["build_id"])
+    assert buildid.checked_id(a["build_id"], "the computed id") == a["build_id"]
 
 
 def test_constraints_pin_the_base_toolchain(monkeypatch, tmp_path):
     versions = {"vllm": "0.33.0", "torch": "2.14.0+cu130", "nvidia-cutlass-dsl": "4.8.0"}
-    monkeypatch.setattr(buildid, "_version", lambda d: versions.get(d))
+    monkeypatch.setattr(buildid, "installed_version", lambda d: versions.get(d))
     out = tmp_path / "pins.txt"
     entrypoint.write_constraints(out)
     assert out.read_text().splitlines() == [
@@ -618,7 +618,7 @@ def test_an_image_built_from_this_one_with_other_packages_gets_its_own_build(
     """A derived image (FROM b12x-launch, vLLM upgraded) keeps its parent's build.json: its
     compiled objects must not land in, or be loaded from, the parent's cache tree."""
     versions = {"vllm": "0.33.0", "torch": "2.14.0+cu130", "b12x": "1.5.1"}
-    monkeypatch.setattr(buildid, "_version", lambda d: versions.get(d))
+    monkeypatch.setattr(buildid, "installed_version", lambda d: versions.get(d))
     info = tmp_path / "build.json"
     parent = entrypoint.write_build_info(info, {entrypoint.EPOCH_ENV: "1"})
     env = {
