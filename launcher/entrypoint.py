@@ -196,10 +196,10 @@ def prune_other_builds(mount: Path, keep: str) -> list[Path]:
 
 
 def probe_vllm(plugins: bool = False) -> Registry | None:
-    """What the image's vLLM registers (``can_serve.read_registry``): the record the image
+    """What the image's vLLM registers (``registryfile.read_registry``): the record the image
     build wrote, read without importing vLLM (unknown where there is none, or it is stale);
     with ``plugins``, vLLM's registries imported after its general plugins. None: no vLLM."""
-    from launcher.vllm.can_serve import read_registry
+    from launcher.registryfile import read_registry
 
     return read_registry(plugins)
 
