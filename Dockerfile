@@ -78,7 +78,7 @@ RUN set -eux; \
     BLAUNCH_CACHE_EPOCH="${BLAUNCH_CACHE_EPOCH}" python3 -c \
         "from launcher.entrypoint import write_build_info; write_build_info('/opt/b12x-launch/build.json')"; \
     python3 -c \
-        "from launcher.vllm.can_serve import record_registry; record_registry('/opt/b12x-launch/vllm-registry.json')"; \
+        "from launcher.registryfile import record_registry; record_registry('/opt/b12x-launch/vllm-registry.json')"; \
     python3 -m launcher.vllm.check; \
     rm -rf /tmp/b12x-launch-src /tmp/pins.txt; \
     b12x-launch --version; \

@@ -20,9 +20,9 @@ from launcher.buildid import (
     DEFAULT_BUILD_INFO,
     EPOCH_ENV,
     BuildIdError,
-    _checked,
-    _moved,
     build_info,
+    checked_id,
+    moved,
 )
 
 
@@ -51,20 +51,20 @@ def resolve_build(
     """
     override = env.get(BUILD_ID_ENV, "").strip()
     if override:
-        return _checked(override, BUILD_ID_ENV), {"build_id": override, "source": BUILD_ID_ENV}
+        return checked_id(override, BUILD_ID_ENV), {"build_id": override, "source": BUILD_ID_ENV}
     info_file = Path(env.get(BUILD_INFO_ENV) or DEFAULT_BUILD_INFO)
     if info_file.is_file():
         info = _read_build_file(info_file)
         build_id = info["build_id"]
         now = build_info({EPOCH_ENV: str(info.get("epoch") or "")})
-        moved = _moved(info, now)
-        if moved:  # an image built FROM this one that changed a package keeps its build.json
+        what = moved(info, now)
+        if what:  # an image built FROM this one that changed a package keeps its build.json
             say(
-                f"note: {info_file} was written for {', '.join(moved)}; this image differs, "
+                f"note: {info_file} was written for {', '.join(what)}; this image differs, "
                 f"so its caches go under build {now['build_id']}"
             )
             return now["build_id"], {**now, "source": f"recomputed ({info_file} is stale)"}
-        return _checked(str(build_id), str(info_file)), info
+        return checked_id(str(build_id), str(info_file)), info
     info = build_info(env)
     return info["build_id"], info
 

@@ -45,7 +45,8 @@ class BuildIdError(Exception):
     """A build id that cannot be read or used (the operator fixes it; no traceback)."""
 
 
-def _version(dist: str) -> str | None:
+def installed_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist`` (None: not installed)."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -60,7 +61,7 @@ def build_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """
     env = os.environ if env is None else env
     key = {
-        "versions": {d: _version(d) for d in KEYED_DISTRIBUTIONS},
+        "versions": {d: installed_version(d) for d in KEYED_DISTRIBUTIONS},
         "python": platform.python_version(),
         "machine": platform.machine(),
         "epoch": env.get(EPOCH_ENV, ""),
@@ -72,9 +73,18 @@ def build_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return {"build_id": f"{readable}-{digest}", **key}
 
 
-def _moved(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """What the image's build file recorded that this image no longer has (``vllm 0.26.0``),
-    among what it recorded: a file without versions is taken as it is."""
+def moved(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What a file written at image build recorded that this image no longer has.
+
+    Args:
+        recorded: the file's JSON (``build.json``, the vLLM registry record): its
+            ``versions``, and ``python`` and ``machine`` where it has them.
+        now: :func:`build_info` of this image.
+
+    Returns:
+        Each difference as ``"vllm 0.26.0"`` (the recorded value), among what the file
+        recorded; empty when nothing moved, or the file has no versions (taken as it is).
+    """
     versions = recorded.get("versions")
     if not isinstance(versions, dict):
         return []
@@ -89,7 +99,12 @@ def _moved(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _checked(build_id: str, where: str) -> str:
+def checked_id(build_id: str, where: str) -> str:
+    """``build_id`` itself, once it is known to be a directory name (the caches live under it).
+
+    Raises:
+        BuildIdError: it is not one; the message names ``where`` it came from.
+    """
     if not _BUILD_ID.match(build_id):
         raise BuildIdError(
             f"build id {build_id!r} from {where} is not a directory name "

@@ -48,14 +48,12 @@ from launcher import buildfile, buildid
 from launcher.artifact import BUILTIN_ARTIFACT, CACHE_FROM_ENV, MANIFEST_NAME
 from launcher.buildfile import write_build_info  # noqa: F401  (the image build calls it)
 from launcher.buildid import (  # noqa: F401  (names the image build and the tests use)
-    _BUILD_ID,
     BUILD_ID_ENV,
     BUILD_INFO_ENV,
     DEFAULT_BUILD_INFO,
     EPOCH_ENV,
     KEYED_DISTRIBUTIONS,
     BuildIdError,
-    _moved,
     build_info,
 )
 from launcher.owned import remove as owned_remove
@@ -120,7 +118,7 @@ class EntrypointError(BuildIdError):
 
 def write_constraints(path: str | os.PathLike) -> None:
     """Pin what the base image has installed, so adding b12x cannot move it."""
-    lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := buildid._version(d))]
+    lines = [f"{d}=={v}" for d in PINNED_DISTRIBUTIONS if (v := buildid.installed_version(d))]
     owned_write.write_text(path, "".join(line + "\n" for line in lines))
     print("constraints: " + (", ".join(lines) or "none"))
 
@@ -198,10 +196,10 @@ def prune_other_builds(mount: Path, keep: str) -> list[Path]:
 
 
 def probe_vllm(plugins: bool = False) -> Registry | None:
-    """What the image's vLLM registers (``can_serve.read_registry``): the record the image
+    """What the image's vLLM registers (``registryfile.read_registry``): the record the image
     build wrote, read without importing vLLM (unknown where there is none, or it is stale);
     with ``plugins``, vLLM's registries imported after its general plugins. None: no vLLM."""
-    from launcher.vllm.can_serve import read_registry
+    from launcher.registryfile import read_registry
 
     return read_registry(plugins)
 

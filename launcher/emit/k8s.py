@@ -202,7 +202,9 @@ def _gpu_affinity(t: Target) -> dict | None:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": selector}}
 
 
-def _pod_template(t: Target, name: str, *, leader: bool) -> dict:
+def pod_template(t: Target, name: str, *, leader: bool) -> dict:
+    """The pod of the leader (``leader``) or a worker: its containers, volumes, user and
+    node affinity (KServe's pods are these too)."""
     _, volumes = _volumes(t)
     role = "leader" if leader else "worker"
     spec: dict = {
@@ -245,8 +247,8 @@ def manifest(t: Target) -> dict:
                 "size": t.profile.hardware.nodes,
                 # One pod of a group lost means the whole TP group is: restart them together.
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": _pod_template(t, name, leader=True),
-                "workerTemplate": _pod_template(t, name, leader=False),
+                "leaderTemplate": pod_template(t, name, leader=True),
+                "workerTemplate": pod_template(t, name, leader=False),
             },
         },
     }

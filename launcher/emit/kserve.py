@@ -34,7 +34,7 @@ def model_uri(path: str) -> str:
 
 
 def _pod(t: Target, name: str, *, leader: bool) -> dict:
-    spec = k8s._pod_template(t, name, leader=leader)["spec"]
+    spec = k8s.pod_template(t, name, leader=leader)["spec"]
     for c in spec["containers"]:
         c["name"] = CONTAINER
         c["command"] = list(ENTRYPOINT)

@@ -8,6 +8,8 @@ the worker armed its counters (when its stage ends, before vLLM sizes) is a comp
 whoever made it. The worker writes the listing at that moment (``cache-baseline-rank<N>.json``)
 and polls for new files, tagging each with its window (``runtime.worker.late``);
 ``report RUN_DIR`` and the GPU tier compare the caches with the baselines again at the end.
+Which kernel a new file was built for, where its name or its window tells, is
+:func:`built_for`'s.
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from launcher.contract.base import read_model
 from launcher.contract.caches import CACHE_DIRS, CacheBaseline
 from launcher.owned import write as owned_write
+
+if TYPE_CHECKING:
+    from launcher.contract.census import CensusEntry
+    from launcher.contract.record import CacheFile
 
 BASELINE = "cache-baseline-rank{rank}.json"
 BASELINE_MAX = 64 << 20
@@ -30,6 +37,13 @@ SKIP_DIRS = ("calibration",)
 SKIP_SUFFIXES = (".lock", ".tmp", ".temp")
 """Lock and scratch files a cache writes and removes around a read."""
 POLL_S = 5.0
+LAUNCHER = "__triton_launcher"
+"""Triton's launcher module (``<hash>/__triton_launcher.cpython-312-x86_64-linux-gnu.so``):
+built once per new kernel signature, in a directory of its own, and named by no kernel."""
+GROUP = "__grp__"
+"""Triton's group file beside a kernel's (``<hash>/__grp__<kernel>.json``)."""
+HOOKED = ("triton", "inductor")
+"""The compiles Triton's hooks report: the only ones that build a Triton launcher."""
 
 
 def cache_dirs(env: Mapping[str, str] | None = None) -> dict[str, Path]:
@@ -91,6 +105,55 @@ def late_files(run_dir: str | Path) -> list[str] | None:
     if not baselines:
         return None
     return sorted(listing(dirs) - known) if dirs else []
+
+
+def built_for(files: Iterable[CacheFile], compiles: Iterable[CensusEntry]) -> dict[str, str]:
+    """The kernel each new cache file was built for, where that is decidable; a file left
+    out was made by something no hook named (late, if its window is).
+
+    Within each window: a file named for one kernel Triton's hooks saw compile there
+    (``<hash>/<name>.cubin``, ``<hash>/__grp__<name>.json``: Triton 3.6 names them by the
+    kernel's function) is that kernel's. A launcher module is the kernel's when the hooks saw
+    exactly one kernel compile in its window, it is the window's only launcher, and every
+    other new file of the window is that kernel's too: one new kernel, one new signature.
+    Otherwise (no compile, two, or a file nobody named beside it) it is left out.
+
+    Args:
+        files: the new files with their windows (``RankRecord.cache_files``).
+        compiles: the compiles the hooks saw with their windows (``before_sizing`` and
+            ``late_compiles``); b12x's programs build no Triton launcher and are not read.
+
+    Returns:
+        ``{file name: kernel}`` (the kernel as the census names it, ``module.name``).
+    """
+    kernels: dict[str, set[str]] = {}
+    for e in compiles:
+        if e.kind in HOOKED and e.window is not None:
+            kernels.setdefault(e.window, set()).add(e.kernel)
+    by_window: dict[str, list[str]] = {}
+    for f in files:
+        by_window.setdefault(f.window, []).append(f.name)
+    out: dict[str, str] = {}
+    for window, names in by_window.items():
+        compiled = kernels.get(window, set())
+        launchers = [n for n in names if _is_launcher(n)]
+        for name in names:
+            owners = [k for k in compiled if _stem(name) == k.rsplit(".", 1)[-1]]
+            if len(owners) == 1:
+                out[name] = owners[0]
+        rest = {out.get(n) for n in names if n not in launchers}
+        if len(compiled) == 1 and len(launchers) == 1 and rest <= compiled:
+            out[launchers[0]] = next(iter(compiled))
+    return out
+
+
+def _is_launcher(name: str) -> bool:
+    return PurePosixPath(name).name.startswith(LAUNCHER + ".")
+
+
+def _stem(name: str) -> str:
+    """A cache file's kernel name: its base name without Triton's group prefix and suffixes."""
+    return PurePosixPath(name).name.removeprefix(GROUP).split(".", 1)[0]
 
 
 class Poller:

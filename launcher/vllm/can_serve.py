@@ -9,10 +9,10 @@
    import (:func:`read_installed`): :func:`on_installed`.
 3. **The registry recorded at image build** (the container's entry point): the attention
    backends and quantization methods the image's vLLM registers with its plugins loaded,
-   written into the image when it is built (:func:`record_registry`) and read without
-   importing vLLM (:func:`read_registry`); vLLM's registries themselves are imported only
-   where no current record says, or the record lacks a name (a plugin added since):
-   :func:`on_registry`.
+   written into the image when it is built and read without importing vLLM (the file is
+   ``launcher.registryfile``'s; :func:`read_registry` is handed its reader); vLLM's
+   registries themselves are imported only where no current record says, or the record lacks
+   a name (a plugin added since): :func:`on_registry`.
 
 Each answer is ``(key, message)`` pairs, every message ending in the fix; the caller locates
 them in the profile. What the profile asks comes as plain values (:class:`Asks`, made by
@@ -25,17 +25,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
-import os
-import sys
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from launcher import atomic
 from launcher.installed import package_root
-from launcher.owned import read as owned_read
 from launcher.vllm.capabilities import (
     DRY_RUN_RELEASE,
     UPSTREAM_RELEASES,
@@ -46,7 +41,7 @@ from launcher.vllm.capabilities import (
     release_of,
 )
 from launcher.vllm.lines import LINES, VLLM_LINES, VllmLine, fallback, lines_with
-from launcher.vllm.registry_record import REGISTRY_MAX, VllmRegistryRecord
+from launcher.vllm.registry_record import VllmRegistryRecord
 
 Issues = list[tuple[str, str]]
 """``(profile key, message ending in the fix)`` pairs."""
@@ -365,9 +360,6 @@ def on_installed(
 
 # --- depth 3: the registry recorded at image build -------------------------------------------
 
-REGISTRY_ENV = "BLAUNCH_VLLM_REGISTRY"
-DEFAULT_REGISTRY = "/opt/b12x-launch/vllm-registry.json"
-
 
 @dataclass(frozen=True)
 class Registry:
@@ -378,15 +370,20 @@ class Registry:
     where: str
 
 
-def read_registry(plugins: bool = False, env: Mapping[str, str] | None = None) -> Registry | None:
+Recorded = Callable[[], VllmRegistryRecord | None]
+"""Reads the record the image build wrote (``launcher.registryfile``): None where there is
+none in force."""
+
+
+def read_registry(plugins: bool = False, recorded: Recorded | None = None) -> Registry | None:
     """What the installed vLLM registers: attention backends and quantization methods; None
     when no vLLM is installed (``b12x-launch`` then says how to install it).
 
     By capability, never by version: a fork and a release share version numbers. First the
-    record the image build wrote (``record_registry``; no import of vLLM, which takes seconds
-    to tens of seconds): unknown (None) where there is none or it was written for other
-    versions (an image built on this one that moved a package). With ``plugins``, vLLM's
-    registries imported after loading its general plugins, as at engine start.
+    record the image build wrote, read by ``recorded`` (no import of vLLM, which takes
+    seconds to tens of seconds; ``launcher.registryfile`` hands its reader): unknown (None)
+    where there is none in force. With ``plugins``, vLLM's registries imported after loading
+    its general plugins, as at engine start.
     """
     root = vllm_root()
     if root is None:
@@ -394,7 +391,7 @@ def read_registry(plugins: bool = False, env: Mapping[str, str] | None = None) -
     version = installed_vllm_version() or "?"
     where = f"vLLM {version} at {root}"
     if not plugins:
-        return _recorded(env if env is not None else os.environ, where)
+        return from_record(recorded() if recorded is not None else None, where)
     import contextlib
 
     with contextlib.suppress(Exception):
@@ -413,53 +410,17 @@ def read_registry(plugins: bool = False, env: Mapping[str, str] | None = None) -
     return Registry(backends, quantizations, where)
 
 
-def _recorded(env: Mapping[str, str], where: str) -> Registry:
-    from launcher import buildid
-
-    path = Path(env.get(REGISTRY_ENV) or DEFAULT_REGISTRY)
-    unknown = Registry(None, None, where)
-    if not path.is_file():
-        return unknown
-    try:
-        raw = owned_read.read_bytes(path, REGISTRY_MAX, "vLLM registry record")
-        record = VllmRegistryRecord.model_validate_json(raw)
-    except (OSError, ValueError) as exc:  # ValidationError and Refused are ValueErrors
-        why = str(exc).splitlines()[0]
-        print(
-            f"b12x-launch: note: the vLLM registry record {path} is unreadable or not one "
-            f"({why}); vLLM's registries are imported instead",
-            file=sys.stderr,
-        )
-        return unknown
-    if buildid._moved(record.to_json(), buildid.build_info(env)):
-        return unknown  # recorded for other versions: this image moved a package
+def from_record(record: VllmRegistryRecord | None, where: str) -> Registry:
+    """What a record says the vLLM at ``where`` registers; unknown where there is no record,
+    and for a list the record left empty (never an empty registry)."""
+    if record is None:
+        return Registry(None, None, where)
 
     def names(value: list[str]) -> frozenset[str] | None:
         return frozenset(value) if value else None
 
     backends, quantizations = record.attention_backends, record.quantizations
     return Registry(names(backends), names(quantizations), f"{where} (recorded)")
-
-
-def record_registry(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> None:
-    """Write what the installed vLLM registers, plugins loaded, to ``path`` (run once, at
-    image build), with the versions it was read under (a record of other versions is not
-    used)."""
-    from launcher import buildid
-
-    registry = read_registry(plugins=True)
-    if registry is None:
-        raise SystemExit("record_registry: no vLLM is installed")
-    record = VllmRegistryRecord(
-        versions=buildid.build_info(env)["versions"],
-        attention_backends=sorted(registry.attention_backends or ()),
-        quantizations=sorted(registry.quantizations or ()),
-    )
-    atomic.write_text(path, json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n")
-    print(
-        f"vLLM registry: {len(record.attention_backends)} attention backends, "
-        f"{len(record.quantizations)} quantization methods"
-    )
 
 
 def on_registry(p: Asks, registry: Registry) -> tuple[Issues, VllmLine | None, bool]:

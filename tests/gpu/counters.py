@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from launcher.contract.census import CANARY_PREFIX
 from launcher.contract.record import CounterName, RankRecord
+from launcher.runtime.cache_oracle import built_for
 
 LATE = ("warmup", "serving")
 """The windows after sizing: each held to 0 late compiles."""
@@ -42,32 +43,34 @@ def unarmed(records: dict[int, RankRecord], monitor: bool = True) -> list[str]:
     return out
 
 
-LAUNCHER = "__triton_launcher"
-"""Triton's launcher module: built once per kernel signature, named by no kernel."""
-
-
 def late(records: dict[int, RankRecord], canary: bool = False) -> list[str]:
     """Every late compile or cache file each armed counter saw after sizing, canaries left out
     unless ``canary``; an unarmed counter's window is itself a finding, never a 0.
 
-    A launcher module new in a window where Triton's hooks saw the canary compile and nothing
-    else is the canary's: its new signature built one (H100, 2026-12-06: one in ``warmup``)."""
+    A canary's cache file is one named for it, or one the runtime's cache oracle says was built
+    for it (``cache_oracle.built_for``: the launcher module its new signature built, H100,
+    2026-12-06, one in ``warmup``); a launcher module beside no compile, or beside another, is
+    nobody's canary and counts."""
     out = []
     for rank, rec in records.items():
+        owner = built_for(rec.cache_files, [*rec.before_sizing, *rec.late_compiles])
         for name in WATCHED:
             for window in LATE:
                 seen = rec.late_by(name, window)
                 if seen is None:
                     out.append(f"rank {rank}: {name} {window}: not measured")
                     continue
-                hooks = rec.late_by("triton_hooks", window) or []
-                only_canary = bool(hooks) and all(CANARY_PREFIX in k for k in hooks)
                 out += [
                     f"rank {rank}: {name} {window}: {k}"
                     for k in seen
-                    if canary or not (CANARY_PREFIX in k or (only_canary and LAUNCHER in k))
+                    if canary or not _canarys(k, owner.get(k, ""))
                 ]
     return out
+
+
+def _canarys(seen: str, owner: str) -> bool:
+    """A kernel, or a cache file, that is a canary's: named for one, or built for one."""
+    return CANARY_PREFIX in seen or CANARY_PREFIX in owner
 
 
 def monitor_lines(log: str, canary: bool = False) -> list[str]:

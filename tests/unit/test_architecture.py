@@ -40,6 +40,7 @@ ROOM_OF_TOP_MODULE = {
     "switches": "base",  # on/off switches read from the environment
     "buildid": "base",  # the image build id every compile cache and artifact is keyed by
     "buildfile": "contract",  # its file, build.json, read and written as contract.build
+    "registryfile": "contract",  # the image's vLLM registry record, read and written
     "bounded": "base",  # reading input files: regular files of a bounded size
     "owned": "base",  # the owned-files boundary: every write, replace, delete; bounded reads
     "installed": "base",  # where an installed package lies, found without importing it

@@ -4,11 +4,15 @@ leaves in a compile cache. Real writers: Triton's own cache manager, and a real 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from launcher.contract import census
+from launcher.contract.record import CacheFile, RankRecord
 from launcher.runtime import cache_oracle as oracle
 from launcher.runtime import jit_watch
-from tests.conftest import need_serving
+from tests.conftest import ROOT, need_serving
 
 
 @pytest.fixture
@@ -128,3 +132,59 @@ def test_the_planned_launch_asks_inductor_for_its_post_compile_hook():
     printed = build_command(p, plan, deployment=d)  # the dry run's line: no planned worker
     assert launched.env["TORCHINDUCTOR_RUN_JIT_POST_COMPILE_HOOK"] == "1"
     assert "TORCHINDUCTOR_RUN_JIT_POST_COMPILE_HOOK" not in printed.env
+
+
+# --- which kernel a new file was built for (pure: the H100 canary boot's own names) ----------
+
+H100_RUN = ROOT / "docs/gpu-runs/2026-12-06-h100-glm-users-and-canary-after-sizing"
+H100_CANARY = H100_RUN / "glm-canary.measure-rank0.json"
+"""A canary boot on the H100 (Triton 3.6): each canary's files, and one launcher module in the
+warmup window (its new signature), as the cache oracle recorded them."""
+
+
+def h100_canary_record() -> RankRecord:
+    return RankRecord.model_validate(json.loads(H100_CANARY.read_text()))
+
+
+def test_the_launcher_module_beside_the_only_kernel_compiled_in_its_window_is_that_kernels():
+    rec = h100_canary_record()
+    owner = oracle.built_for(rec.cache_files, rec.late_compiles)
+    (launcher_so,) = [f.name for f in rec.cache_files if "__triton_launcher" in f.name]
+    assert launcher_so.endswith("/__triton_launcher.cpython-312-x86_64-linux-gnu.so")
+    assert owner[launcher_so] == rec.canary.kernels["warmup"]
+    for f in rec.cache_files:  # the .cubin, .ptx, .json, __grp__ .json of each canary
+        assert owner[f.name] == rec.canary.kernels[f.window], f.name
+
+
+def test_a_launcher_module_whose_kernel_is_not_decidable_is_nobodys():
+    rec = h100_canary_record()
+    (launcher_so,) = [f.name for f in rec.cache_files if "__triton_launcher" in f.name]
+    warmup = rec.canary.kernels["warmup"]
+    other = census.entry("triton", "vllm.sampler._topk_kernel", "", window="warmup")
+    unnamed = CacheFile(name="TRITON_CACHE_DIR/Q7/__grp__other.json", window="warmup")
+    second = CacheFile(name=launcher_so.replace("V2XAB", "W3YBC"), window="warmup")
+    undecidable = {
+        "no compile in its window": ([], rec.cache_files),
+        "two kernels compiled": ([*rec.late_compiles, other], rec.cache_files),
+        "a file no kernel names beside it": (rec.late_compiles, [*rec.cache_files, unnamed]),
+        "two launcher modules": (rec.late_compiles, [*rec.cache_files, second]),
+        "its kernel compiled in another window": (
+            [e for e in rec.late_compiles if e.kernel != warmup],
+            rec.cache_files,
+        ),
+        "b12x's program is no Triton kernel": (
+            [census.entry("b12x", "b12x.moe_plan", "", window="warmup")],
+            [f for f in rec.cache_files if f.name == launcher_so],
+        ),
+    }
+    for why, (compiles, files) in undecidable.items():
+        assert launcher_so not in oracle.built_for(files, compiles), why
+
+
+def test_the_h100_canary_boot_has_no_late_finding_and_each_canary_file_is_one():
+    from tests.gpu import counters
+
+    rec = h100_canary_record()
+    assert counters.late({0: rec}) == []
+    every = counters.late({0: rec}, canary=True)
+    assert len([f for f in every if "cache_oracle" in f]) == len(rec.cache_files)

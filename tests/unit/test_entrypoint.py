@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import buildid, entrypoint
+from launcher import buildid, entrypoint, registryfile
 from launcher.contract.caches import CACHE_DIRS
 from launcher.owned import write as owned_write  # where the writable probe is made
 from launcher.vllm import can_serve
@@ -195,7 +195,7 @@ def test_build_id_from_the_image_file(tmp_path, execs):
 
 def test_build_id_is_keyed_by_versions_and_epoch(monkeypatch):
     versions = {"vllm": "0.33.0", "torch": "2.14.0+cu130", "b12x": "1.5.1", "triton": "3.7.0"}
-    monkeypatch.setattr(buildid, "_version", lambda d: versions.get(d))
+    monkeypatch.setattr(buildid, "installed_version", lambda d: versions.get(d))
     a = entrypoint.build_info({})
     assert a["build_id"].startswith("vllm0.33.0-b12x1.5.1-")
     assert a == entrypoint.build_info({}), "deterministic: no clock, no randomness"
@@ -206,12 +206,12 @@ def test_build_id_is_keyed_by_versions_and_epoch(monkeypatch):
     b = entrypoint.build_info({})["build_id"]
     versions["nvidia-cutlass-dsl"] = "4.8.0"
     assert entrypoint.build_info({})["build_id"] != b
-    assert entrypoint._BUILD_ID.match(a["build_id"])
+    assert buildid.checked_id(a["build_id"], "the computed id") == a["build_id"]
 
 
 def test_constraints_pin_the_base_toolchain(monkeypatch, tmp_path):
     versions = {"vllm": "0.33.0", "torch": "2.14.0+cu130", "nvidia-cutlass-dsl": "4.8.0"}
-    monkeypatch.setattr(buildid, "_version", lambda d: versions.get(d))
+    monkeypatch.setattr(buildid, "installed_version", lambda d: versions.get(d))
     out = tmp_path / "pins.txt"
     entrypoint.write_constraints(out)
     assert out.read_text().splitlines() == [
@@ -522,10 +522,11 @@ def test_the_registry_recorded_at_image_build_is_read_without_importing(
     missing, another schema or written for other versions, nothing is known (the import probe
     then decides), never an empty registry."""
     record = tmp_path / "vllm-registry.json"
-    env = {can_serve.REGISTRY_ENV: str(record)}
+    env = {registryfile.REGISTRY_ENV: str(record)}
     monkeypatch.setattr(can_serve, "vllm_root", lambda: tmp_path / "vllm")
     monkeypatch.setattr(can_serve, "installed_vllm_version", lambda: "9.9")
-    assert can_serve.read_registry(env=env) == Registry(None, None, f"vLLM 9.9 at {tmp_path}/vllm")
+    unknown = Registry(None, None, f"vLLM 9.9 at {tmp_path}/vllm")
+    assert registryfile.read_registry(env=env) == unknown
     versions = buildid.build_info({})["versions"]
     written = {
         "schema": vllm_registry.SCHEMA,
@@ -534,23 +535,42 @@ def test_the_registry_recorded_at_image_build_is_read_without_importing(
         "quantizations": ["exl3", "fp8"],
     }
     record.write_text(json.dumps(written))
-    read = can_serve.read_registry(env=env)
+    read = registryfile.read_registry(env=env)
     assert read.attention_backends == {"FLASH_ATTN", "B12X_MLA_SPARSE"}
     assert read.quantizations == {"fp8", "exl3"} and "(recorded)" in read.where
     moved = {**written, "versions": {**versions, "vllm": "0.0.1"}}
     for stale in (moved, {**written, "schema": "other"}, ["not", "a", "record"]):
         record.write_text(json.dumps(stale))
-        assert can_serve.read_registry(env=env).attention_backends is None, stale
+        assert registryfile.read_registry(env=env).attention_backends is None, stale
     record.write_text("{oops")
-    assert can_serve.read_registry(env=env).quantizations is None
+    assert registryfile.read_registry(env=env).quantizations is None
     assert f"vLLM registry record {record} is unreadable" in capsys.readouterr().err  # said
+
+
+def test_can_serve_reads_no_file_it_says_what_the_record_it_is_handed_says(monkeypatch):
+    """The record's file is ``registryfile``'s: ``can_serve`` calls the reader it is handed,
+    and only where a vLLM is installed (no note about a record where there is no vLLM)."""
+    calls = []
+
+    def recorded():
+        calls.append(1)
+        return vllm_registry.VllmRegistryRecord(attention_backends=["FLASH_ATTN"])
+
+    monkeypatch.setattr(can_serve, "vllm_root", lambda: None)
+    assert can_serve.read_registry(recorded=recorded) is None and not calls
+    monkeypatch.setattr(can_serve, "vllm_root", lambda: Path("/v"))
+    monkeypatch.setattr(can_serve, "installed_vllm_version", lambda: "9.9")
+    read = can_serve.read_registry(recorded=recorded)
+    assert calls == [1]
+    assert read == Registry(frozenset({"FLASH_ATTN"}), None, "vLLM 9.9 at /v (recorded)")
+    assert can_serve.read_registry() == Registry(None, None, "vLLM 9.9 at /v")
 
 
 def test_the_image_build_records_the_registry_it_reads(tmp_path, monkeypatch):
     seen = Registry(frozenset({"FLASH_ATTN", "CPU_ATTN"}), frozenset({"fp8"}), "vLLM 9.9")
-    monkeypatch.setattr(can_serve, "read_registry", lambda plugins=False, env=None: seen)
+    monkeypatch.setattr(can_serve, "read_registry", lambda plugins=False, recorded=None: seen)
     path = tmp_path / "opt" / "vllm-registry.json"
-    can_serve.record_registry(path, env={})
+    registryfile.record_registry(path, env={})
     data = json.loads(path.read_text())
     assert data["attention_backends"] == ["CPU_ATTN", "FLASH_ATTN"]
     assert data["quantizations"] == ["fp8"]
@@ -618,7 +638,7 @@ def test_an_image_built_from_this_one_with_other_packages_gets_its_own_build(
     """A derived image (FROM b12x-launch, vLLM upgraded) keeps its parent's build.json: its
     compiled objects must not land in, or be loaded from, the parent's cache tree."""
     versions = {"vllm": "0.33.0", "torch": "2.14.0+cu130", "b12x": "1.5.1"}
-    monkeypatch.setattr(buildid, "_version", lambda d: versions.get(d))
+    monkeypatch.setattr(buildid, "installed_version", lambda d: versions.get(d))
     info = tmp_path / "build.json"
     parent = entrypoint.write_build_info(info, {entrypoint.EPOCH_ENV: "1"})
     env = {
