@@ -246,6 +246,9 @@ class KernelEnumeration(Frozen):
     """Arguments never varied."""
     as_launched: list[str] = Field(default_factory=list)
     """Arguments held as launched (``NAME=value``)."""
+    derived: str = ""
+    """What a call site's rule derived whole (its arguments that move together, how many
+    combinations, on what basis); empty: each argument by its own rule."""
     compiled: Count | None = None
     """Keys compiled by enumeration (None: a record older than the count)."""
     failed: Count | None = None

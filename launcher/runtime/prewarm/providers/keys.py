@@ -41,6 +41,7 @@ from launcher.runtime.prewarm.flow import NONE, Fact
 from launcher.runtime.prewarm.model import call_sites
 from launcher.runtime.prewarm.providers import key_json
 from launcher.vllm.internals import read_on
+from launcher.vllm.request_features import MAX_LOGPROB_TOKEN_IDS
 
 ONE, MULTIPLE_OF_16, OTHER = "1", "16k", "other"
 ALIGNED, UNALIGNED = "aligned", "unaligned"
@@ -87,6 +88,8 @@ class Ranges:
     """The most logprobs a request may ask for (``--max-logprobs``)."""
     sampler_flags: tuple[tuple[bool, bool], ...] = ((False, True), (True, False), (True, True))
     """The (top-k, top-p) combinations the accepted request features turn on."""
+    max_logprob_token_ids: int = MAX_LOGPROB_TOKEN_IDS
+    """The most ``logprob_token_ids`` a request may name (vLLM's cap, not a flag)."""
 
     @classmethod
     def of(
@@ -347,6 +350,9 @@ class Enumeration:
     held: list[str] = field(default_factory=list)
     """Arguments never varied, each as launched (``NAME=value|value``): constexprs that no
     rule derives and None arguments. Each is an assumption, so the record names it."""
+    derived: str = ""
+    """For a ``WHOLE_RULES`` call site: what its rule combined and on what basis (empty: every
+    argument by its own rule)."""
 
     def to_dict(self) -> dict[str, Any]:
         names = [r.name for r in self.args if not r.derived]
@@ -360,6 +366,7 @@ class Enumeration:
             "args": [r.describe() for r in self.args],
             "assumed": list(dict.fromkeys(names + [h.partition("=")[0] for h in self.held])),
             "as_launched": self.held,
+            "derived": self.derived,
         }
 
 
@@ -367,8 +374,17 @@ def enumerate_keys(
     kernel: str, params: Sequence[Param], launches: Iterable[Launch], ranges: Ranges
 ) -> Enumeration:
     """Every key over the classes each argument reaches, around each launched key (and each
-    variant a ``VARIANT_RULES`` call site makes of it)."""
+    variant a ``VARIANT_RULES`` call site makes of it); a ``WHOLE_RULES`` call site's arguments
+    as the call site combines them."""
     launches = list(dict.fromkeys(launches))
+    whole = _enumerate_whole(kernel, params, launches, ranges)
+    return whole if whole is not None else _enumerate_each(kernel, params, launches, ranges)
+
+
+def _enumerate_each(
+    kernel: str, params: Sequence[Param], launches: list[Launch], ranges: Ranges
+) -> Enumeration:
+    """Every key over the classes each argument reaches, taken one argument at a time."""
     templates = list(dict.fromkeys(_variants(kernel, params, launches, ranges)))
     seen: dict[int, tuple[str, set[str]]] = {}
     int_type: dict[int, str] = {}
@@ -472,6 +488,176 @@ def _variants(
         for spec, options in launches:
             out += [(v, options) for v in rule(params, spec, r)]
     return out
+
+
+# ------------------------------------------------------------- call sites derived whole
+
+
+@dataclass(frozen=True)
+class WholeSpace:
+    """The arguments one call site computes together, and every combination it makes."""
+
+    names: tuple[str, ...]
+    rows: tuple[tuple[int | str, ...], ...]
+    """Per combination, each named argument: a constexpr's value, a plain int's class. In the
+    order the step's counts grow, so that a cut under the cap keeps the smaller requests."""
+    basis: str
+
+
+def int_class(v: int) -> str:
+    """Triton's class of one plain int."""
+    return ONE if v == 1 else MULTIPLE_OF_16 if v % 16 == 0 else OTHER
+
+
+FILL_COLUMNS = (
+    "NUM_TOPK",
+    "PADDED_COLS",
+    "out_token_ids_stride",
+    "out_valid_mask_stride",
+    "topk_indices_stride",
+    "per_req_token_ids_stride",
+)
+
+
+def _logprob_token_id_columns(r: Ranges) -> WholeSpace:
+    """vLLM's V2 ``compute_topk_scores`` (0.26.0, 0.32.0: the same) launches the kernel when a
+    request of the batch names ``logprob_token_ids``: with the batch's logprobs k and its most
+    named ids m, ``num_cols = max(k, m)``; ``NUM_TOPK`` is k, ``PADDED_COLS`` the next power of
+    2 of num_cols, both outputs are fresh ``[batch, 1 + num_cols]`` (row stride 1 + num_cols);
+    the top-k ids are a fresh int32 ``[batch, k]`` (stride k), at k = 0 the per-request ids'
+    state (stride: the cap, as ``per_req_token_ids_stride`` always)."""
+    cap = r.max_logprob_token_ids
+    rows: dict[tuple[int | str, ...], None] = {}
+    for k in range(max(0, r.max_logprobs) + 1):
+        topk_stride = int_class(k) if k else int_class(cap)
+        for cols in range(max(k, 1), max(k, cap) + 1):  # m in 1..cap
+            out = int_class(1 + cols)
+            rows[(k, _next_power_of_2(cols), out, out, topk_stride, int_class(cap))] = None
+    return WholeSpace(
+        FILL_COLUMNS,
+        tuple(rows),
+        f"the call site's arithmetic over 0..{r.max_logprobs} logprobs and 1..{cap} "
+        "logprob_token_ids: NUM_TOPK = logprobs, PADDED_COLS = next power of 2 of "
+        "max(logprobs, ids), output strides 1 + that max, top-k stride the logprobs (the "
+        f"ids' row, {cap}, at 0)",
+    )
+
+
+WHOLE_RULES = {"_fill_logprob_token_ids_kernel": _logprob_token_id_columns}
+"""Call sites whose keys are derived whole (kernel's short name -> the combinations of the
+arguments it computes from one count). The rules above take each argument apart: where a call
+site computes a constexpr, a padded width and the strides of tensors it allocates at that
+width from the same count, their product holds keys no step makes (``PADDED_COLS`` below
+``NUM_TOPK``), and past ``MAX_KEYS_PER_KERNEL`` it is cut one argument at a time, which drops
+the pairs the call site does make: the H100's MoE boot of 2026-12-06 compiled three keys of
+``_fill_logprob_token_ids_kernel`` late (NUM_TOPK/PADDED_COLS 0/4, 16/16, 0/1) after the waves
+had launched 0/16 and 0/128. A rule here lists exactly what the call site reaches; the
+kernel's other arguments keep the per-argument rules."""
+
+
+def _enumerate_whole(
+    kernel: str, params: Sequence[Param], launches: list[Launch], ranges: Ranges
+) -> Enumeration | None:
+    """``kernel``'s keys by its ``WHOLE_RULES`` rule (None: it has none): each combination the
+    call site makes, over every key of the other arguments (their own rules; as launched when
+    over the cap)."""
+    rule = WHOLE_RULES.get(kernel.rsplit(".", 1)[-1])
+    if rule is None:
+        return None
+    space = rule(ranges)
+    names = [p.name for p in params]
+    absent = [n for n in space.names if n not in names]
+    if absent:  # another release's signature: the per-argument rules, and the record says so
+        out = _enumerate_each(kernel, params, launches, ranges)
+        out.derived = f"not derived whole: the kernel has no {', '.join(absent)}"
+        return out
+    at = [names.index(n) for n in space.names]
+    launches = [(s, o) for s, o in launches if len(s) >= len(params)]
+    # the rule's arguments blanked (a None: never varied), the rest by the per-argument rules
+    blank = list(
+        dict.fromkeys(
+            (tuple(NO_VALUE if i in at else e for i, e in enumerate(s)), o) for s, o in launches
+        )
+    )
+    others = _enumerate_each(kernel, params, blank, ranges)
+    int_type = {i: s[i][0] for s, _ in launches for i in at if s[i][0] in INT_TYPES}
+
+    def filled(templates: Sequence[Launch]) -> dict[Launch, None]:
+        """Each row on each template, row by row (a cut keeps the first rows on all), the
+        first ``MAX_KEYS_PER_KERNEL`` + 1 at most: rows and templates are each distinct, so
+        their product is the count."""
+        keys: dict[Launch, None] = {}
+        for row in space.rows:
+            for spec, options in templates:
+                if len(keys) > MAX_KEYS_PER_KERNEL:
+                    return keys
+                variant = list(spec)
+                for i, value in zip(at, row, strict=True):
+                    variant[i] = _entry_of(params[i], value, int_type.get(i, "i32"))
+                keys[(tuple(variant), options)] = None
+        return keys
+
+    out = Enumeration(kernel, [], len(launches), too_many=others.too_many)
+    out.reduced = others.reduced
+    keys = filled(others.keys)
+    if len(keys) > MAX_KEYS_PER_KERNEL:
+        out.too_many, out.reduced = True, "the other arguments as launched"
+        keys = filled(blank)
+        if len(keys) > MAX_KEYS_PER_KERNEL:
+            last = list(keys)[MAX_KEYS_PER_KERNEL - 1][0][at[0]][1]
+            out.reduced = (
+                f"the first {MAX_KEYS_PER_KERNEL} of {len(blank) * len(space.rows)} keys in "
+                f"the rule's order ({space.names[0]} up to {last}), the other arguments as "
+                "launched: the rest is left to the census"
+            )
+    made = set(space.rows)
+    unmade = [k for k in dict.fromkeys(launches) if _row_of(k[0], at, params) not in made]
+    out.derived = f"{len(space.rows)} combinations of {', '.join(space.names)}: {space.basis}"
+    if unmade:  # held already; a rule that misses a launched key is behind its call site
+        out.derived += f"; {len(unmade)} launched keys outside them (the call site changed?)"
+    reaches = {names.index(r.name): r for r in others.args}
+    for j, i in enumerate(at):
+        values = list(dict.fromkeys(str(row[j]) for row in space.rows))
+        kind = "constexpr" if params[i].is_constexpr else "int"
+        reaches[i] = Reach(names[i], kind, _shown(values), "derived whole (see derived)", True)
+    out.args = [reaches[i] for i in sorted(reaches)]
+    out.held = [h for h in others.held if h.partition("=")[0] not in space.names]
+    out.keys = [*dict.fromkeys([*list(keys)[:MAX_KEYS_PER_KERNEL], *unmade])]
+    held = set(launches)
+    out.missing = [k for k in out.keys if k not in held]
+    return out
+
+
+NO_VALUE = ("constexpr", None)
+"""What a blanked argument holds while the other arguments are enumerated (Triton's own
+entry for a None, which no rule varies)."""
+
+
+def _entry_of(param: Param, value: int | str, int_type: str) -> tuple[str, Any]:
+    """The binder's entry for a rule's value: a constexpr's own, a plain int's class."""
+    if param.is_constexpr:
+        return ("constexpr", value)
+    return entry_for((int_type, ""), str(value), int_type, param.annotation)
+
+
+def _row_of(spec: Spec, at: Sequence[int], params: Sequence[Param]) -> tuple[Any, ...]:
+    """The rule's arguments of a launched key, as a rule's row holds them."""
+    out = []
+    for i in at:
+        found = class_of(spec[i], params[i])
+        out.append(spec[i][1] if found is None else found[1])
+    return tuple(out)
+
+
+def _shown(values: list[str]) -> tuple[str, ...]:
+    """A rule's values for the record: a run of consecutive ints as ``lo..hi``."""
+    if len(values) <= 2 * SHOWN_VALUES:
+        return tuple(values)
+    if all(v.isdigit() for v in values):
+        ints = sorted(int(v) for v in values)
+        if ints == list(range(ints[0], ints[-1] + 1)):
+            return (f"{ints[0]}..{ints[-1]}",)
+    return (*values[:SHOWN_VALUES], f"+{len(values) - SHOWN_VALUES} more")
 
 
 def _constexpr_reaches(
@@ -844,6 +1030,8 @@ class KeysProvider:
             "fixed as seen (named in the record as assumed)",
             "dtypes, constexprs (but those a rule derives) and None arguments: as launched, "
             "never varied (the record names each kernel's as assumed)",
+            "call sites that compute several arguments from one count, their keys derived "
+            f"whole (never a product of each argument's classes): {', '.join(WHOLE_RULES)}",
             f"a kernel over {MAX_KEYS_PER_KERNEL} reachable keys: the arguments a rule or a name "
             "derives varied together, the rest as launched (still over: one at a time)",
             "only kernels the serving waves, capture shapes and MoE buckets launched: a kernel "
@@ -856,6 +1044,8 @@ class KeysProvider:
             lines += [f"    {a}" for a in e.args]
             if e.as_launched:
                 lines.append(f"    as launched (assumed): {', '.join(e.as_launched)}")
+            if e.derived:
+                lines.append(f"    derived whole: {e.derived}")
             if e.autotuned is not None:
                 lines.append(f"    {_autotune_note(e.autotuned)}")
         return lines
