@@ -497,6 +497,17 @@ DECLARED: tuple[Internal, ...] = (
         params=("self", "num_tokens"),
     ),
     _f(
+        "scratch.dummy_sampler_run",
+        f"{RUNNER}:GPUModelRunner._dummy_sampler_run",
+        "vllm",
+        skip(
+            "vLLM's own sampler warmup does not run in the stage: what its dummy metadata "
+            "reaches and serving does not (top-k as int64 in the rejection sampler's expand "
+            "kernel) compiles in vLLM's memory profile, outside the stage"
+        ),
+        params=("self", "hidden_states"),
+    ),
+    _f(
         "scratch.kv_config_from_groups",
         f"{KV_UTILS}:get_kv_cache_config_from_groups",
         "vllm",

@@ -168,6 +168,7 @@ VLLM_LINES: dict[str, VllmLine] = {
                 "compiled_helpers",
                 "serving_batches",
                 "capture_shapes",
+                "sampler_warmup",
             ),
             markers=(),
             tables=capabilities.upstream_tables(),
@@ -191,6 +192,7 @@ VLLM_LINES: dict[str, VllmLine] = {
                 "compiled_helpers",
                 "serving_batches",
                 "capture_shapes",
+                "sampler_warmup",
             ),
             # Not warmup/sparse_mla_triton_warmup.py: stock 0.26 ships it (the H200 kit's
             # vLLM was taken for this line). Its backend exists only in the forks, and the
@@ -222,6 +224,7 @@ VLLM_LINES: dict[str, VllmLine] = {
                 "compiled_helpers",
                 "serving_batches",
                 "capture_shapes",
+                "sampler_warmup",
             ),
             # Not utils/b12x.py: upstream has it too (0.32: accessors for the optional b12x
             # package behind its paged B12X backend), and it is no sign of this line.

@@ -268,6 +268,51 @@ def test_on_vllms_v2_runner_the_stage_builds_its_cache_and_puts_the_runner_back(
     assert "runner.kv_cache_config" in result.scratch["restored"]["dropped"]
 
 
+def test_vllms_sampler_warmup_runs_on_the_scratch_stage_after_the_capture_shapes(
+    fork_modules, monkeypatch
+):
+    """The runner's own dummy sampler run (vLLM's memory profile calls it after the stage):
+    handed to the warmup on the scratch cache, after the waves and the capture shapes."""
+    from launcher.runtime.prewarm.stage import serving_batches
+
+    def warmup(worker, run):
+        fork_modules.append(("sampler", run.__func__.__name__))
+        worker.model_runner.log.append("sampled")
+        return ""
+
+    monkeypatch.setattr(serving_batches, "sampler_warmup", warmup)
+    monkeypatch.setattr(
+        Runner, "_dummy_sampler_run", lambda self, hidden_states: None, raising=False
+    )
+    ctx = ctx_for("gilded-gnosis", 1, 1)
+    ctx.model_runner.vllm_config.parallel_config.pipeline_parallel_size = 1
+    result = run_in_config(ctx)
+    assert list(ctx.model_runner.log) == ["scratch built", "served", "sampled", "scratch released"]
+    assert fork_modules.index(("capture",)) < fork_modules.index(("sampler", "<lambda>"))
+    point = next(e for e in result.entry_points if "_dummy_sampler_run" in e["name"])
+    assert point["status"] == "no-op", point  # a stand-in compiles nothing
+
+
+def test_without_vllms_dummy_sampler_run_the_warmup_is_missing_and_says_what_it_costs(
+    fork_modules,
+):
+    result = run_in_config(ctx_for("gilded-gnosis", 1, 1))
+    point = next(e for e in result.entry_points if e["name"] == "sampler_warmup")
+    assert point["status"] == "missing"
+    assert "scratch.dummy_sampler_run" in point["detail"] and "int64" in point["detail"]
+
+
+def test_under_pipeline_parallelism_the_sampler_warmup_is_skipped(fork_modules, monkeypatch):
+    monkeypatch.setattr(
+        Runner, "_dummy_sampler_run", lambda self, hidden_states: None, raising=False
+    )
+    ctx = ctx_for("gilded-gnosis", 1, 1)
+    ctx.model_runner.vllm_config.parallel_config.pipeline_parallel_size = 2
+    result = run_in_config(ctx)
+    point = next(e for e in result.entry_points if e["name"] == "sampler_warmup")
+    assert point["status"] == "skipped" and "last pipeline stage" in point["detail"]
+
+
 def moe_model(torch):
     """Two MoE blocks of one expert shape around a stand-in of vLLM's fused-MoE layer."""
 

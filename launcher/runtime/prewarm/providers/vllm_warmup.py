@@ -309,6 +309,23 @@ def _capture(ctx: PrewarmContext):
     ]
 
 
+def _sampler_warmup(ctx: PrewarmContext):
+    from launcher.runtime.prewarm.stage import serving_batches as sb
+
+    runner = ctx.model_runner
+    run = resolve("scratch.dummy_sampler_run", on=runner)
+    if isinstance(run, Missing):
+        return f"missing: {run}"
+    if int(ctx.worker.vllm_config.parallel_config.pipeline_parallel_size) > 1:
+        return "skipped: only the last pipeline stage samples (vLLM's own warmup asks which)"
+    return [
+        (
+            "model_runner._dummy_sampler_run: vLLM's sampler warmup",
+            lambda: sb.sampler_warmup(ctx.worker, run),
+        )
+    ]
+
+
 ENTRY_POINTS: dict[str, EntryPoint] = {
     e.name: e
     for e in (
@@ -393,6 +410,16 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             needs_kv=True,
             serving=True,
         ),
+        EntryPoint(
+            "sampler_warmup",
+            lambda c: (
+                "vLLM's own sampler warmup (the runner's dummy sampler run, which its memory "
+                "profile and its V1 worker after sizing call): its dummy metadata's keys, such "
+                "as top-k as int64 in the rejection sampler, which no served request reaches"
+            ),
+            _sampler_warmup,
+            needs_kv=True,
+        ),
     )
 }
 
@@ -429,7 +456,7 @@ def profile_shape(ctx: PrewarmContext):
     )
 
 
-CPU_POINTS = ("serving_batches", "capture_shapes")
+CPU_POINTS = ("serving_batches", "capture_shapes", "sampler_warmup")
 """On vLLM's CPU backend only the scratch stage's own batches apply (no GPU kernels to warm);
 the integration tier runs them there on the real vLLM."""
 

@@ -17,6 +17,12 @@ features reach has a template for the key enumeration.
 Then the runner's own dummy batches that vLLM's CUDA-graph capture runs after sizing: a
 uniform decode at every capture size (the MTP width included) and a mixed batch.
 
+Last, vLLM's own sampler warmup (:func:`sampler_warmup`): the runner's dummy sampler run, which
+vLLM's memory profile calls after the stage and its V1 worker again after sizing. Its dummy
+metadata reaches keys no served request does: it fills top-k from a Python int, an int64
+tensor, where the runner's input batch holds top-k as int32, so under MTP the rejection
+sampler's ``expand_kernel`` takes an int64 input only there.
+
 The waves are a pure function of the deployment's numbers (:func:`waves`), so
 ``b12x-launch prewarm --list`` prints them without a GPU.
 """
@@ -603,3 +609,20 @@ def capture_shapes(worker: Any) -> str:
         force_attention=True,
     )
     return f"uniform decode at {sizes}, a mixed batch of {mixed} tokens"
+
+
+def sampler_warmup(worker: Any, sampler_run: Callable[[Any], Any]) -> str:
+    """vLLM's own sampler warmup, as its V1 worker runs it after sizing: a dummy batch of
+    ``min(max_num_seqs, max_num_batched_tokens)`` one-token rows, eager and without EPLB's
+    bookkeeping, then ``sampler_run`` (the runner's dummy sampler run) on the rows it samples:
+    the sampler and, under speculative decoding, the rejection sampler on vLLM's dummy
+    metadata (every row sampled at top-k and top-p, top-k an int64 tensor)."""
+    from vllm.config import CUDAGraphMode
+
+    config = worker.vllm_config.scheduler_config
+    rows = min(int(config.max_num_seqs), int(config.max_num_batched_tokens))
+    _, sampled = worker.model_runner._dummy_run(
+        num_tokens=rows, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE
+    )
+    sampler_run(sampled)
+    return f"the runner's dummy sampler run on {rows} rows"
