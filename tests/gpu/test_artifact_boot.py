@@ -321,13 +321,26 @@ class FreshNodeOfBoot1(FreshNode):
     from the same records on the same card, so the two size alike, to the block."""
 
     def test_it_plans_and_allocates_the_baked_nodes_calibrated_blocks(self, booted, lab):
+        """To the block, but for what the card held at each launch: ``other_processes`` is
+        NVML's reading at launch, which moves by a few pages between launches (2026-12-06,
+        H100: 64 KiB, one block of the MoE model)."""
         again = earlier_boot(lab, SPECS[self.name]["baked-again"])
         assert again is not None, "run Test*BakedAgain first, on this machine"
         theirs, ours = again.plan["kv"]["blocks_per_rank"], booted.plan["kv"]["blocks_per_rank"]
-        assert ours == theirs, f"fresh node {ours:,} blocks, baked node's boot 2 {theirs:,}"
-        assert {r: rec["kv"]["blocks"] for r, rec in booted.records.items()} == {
-            r: rec["kv"]["blocks"] for r, rec in again.records.items()
-        }
+        page = booted.plan["kv"]["page_bytes_per_rank"]
+
+        def others(plan: dict) -> int:
+            comps = plan["ranks"][0]["components"]
+            return comps.get("other_processes", {}).get("bytes", 0)
+
+        moved = abs(others(booted.plan) - others(again.plan))
+        allowed = -(-moved // page)
+        assert abs(ours - theirs) <= allowed, (
+            f"fresh node {ours:,} blocks, baked node's boot 2 {theirs:,} (launch readings "
+            f"{moved:,} bytes apart: {allowed} block(s))"
+        )
+        for rank, rec in booted.records.items():
+            assert rec["kv"]["blocks"] == booted.plan["kv"]["blocks_per_rank"], rank
 
 
 def earlier_boot(lab: Lab, spec: BootSpec) -> BootResult | None:
