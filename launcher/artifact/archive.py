@@ -89,7 +89,8 @@ class _Hashing(io.RawIOBase):
 
 def copy_verified(src: BinaryIO, dest: Path, entry: FileEntry) -> None:
     """Copy ``src`` into the new file ``dest`` (never an existing one, never through a link),
-    checking its size while it copies and its sha256 after; set its mode.
+    checking its size while it copies and its sha256 after; set its mode and, where the
+    manifest has it, the time it was modified when baked.
 
     Raises:
         Mismatch: the bytes are not the manifest's (``dest`` is left for the caller to remove;
@@ -98,7 +99,7 @@ def copy_verified(src: BinaryIO, dest: Path, entry: FileEntry) -> None:
     """
     mode = 0o755 if entry.executable else 0o644
     try:  # at most one byte past the entry's size is read, none of it written
-        sha256, size = owned_write.copy_limited(src, dest, entry.size, mode)
+        sha256, size = owned_write.copy_limited(src, dest, entry.size, mode, entry.mtime_ns)
     except bounded.TooLarge:
         raise Mismatch(entry, entry.size + 1, "") from None
     if (sha256, size) != (entry.sha256, entry.size):

@@ -155,8 +155,13 @@ def collect(cache_root: Path, fingerprint: str) -> Collected:
     files, sources = [], {}
     for rel, path in sorted(found):
         sha, size = hash_file(path)
-        executable = bool(path.stat().st_mode & stat.S_IXUSR)
-        files.append(FileEntry(path=rel, size=size, sha256=sha, executable=executable))
+        st = path.stat()
+        executable = bool(st.st_mode & stat.S_IXUSR)
+        files.append(
+            FileEntry(
+                path=rel, size=size, sha256=sha, executable=executable, mtime_ns=st.st_mtime_ns
+            )
+        )
         sources[rel] = path
     try:  # a linked plan folder was left out above: its records are not this root's
         owned_paths.inside(cache_root, f"{CALIBRATION}/{fingerprint}")

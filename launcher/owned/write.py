@@ -72,9 +72,12 @@ def write_json(path: str | os.PathLike, data: Any, *, root: Path | None = None) 
     return write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n", root=root)
 
 
-def copy_limited(src: BinaryIO, dest: Path, limit: int, mode: int = 0o644) -> tuple[str, int]:
+def copy_limited(
+    src: BinaryIO, dest: Path, limit: int, mode: int = 0o644, mtime_ns: int | None = None
+) -> tuple[str, int]:
     """Copy ``src`` into the new file ``dest`` (never an existing one, never through a link):
     (sha256, size). It stops as soon as more than ``limit`` bytes came, before writing them.
+    ``mtime_ns``: the modification time ``dest`` is given (None: the time of the copy).
 
     Raises:
         TooLarge: ``src`` holds more than ``limit`` bytes (``dest`` is removed).
@@ -90,7 +93,10 @@ def copy_limited(src: BinaryIO, dest: Path, limit: int, mode: int = 0o644) -> tu
                     raise TooLarge(f"{dest.name}: more than {limit:,} bytes")
                 h.update(chunk)
                 out.write(chunk)
+            out.flush()
             os.fchmod(out.fileno(), mode)
+            if mtime_ns is not None:
+                os.utime(out.fileno(), ns=(mtime_ns, mtime_ns))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(dest)
@@ -113,7 +119,8 @@ def place(src: Path, dest: Path) -> None:
             raise
     tmp = dest.parent / f".blaunch-place-{dest.name}.tmp"
     with open(src, "rb") as fh:
-        copy_limited(fh, tmp, os.fstat(fh.fileno()).st_size, stat.S_IMODE(os.stat(src).st_mode))
+        st = os.fstat(fh.fileno())  # a copy keeps the link's times: ninja reads them
+        copy_limited(fh, tmp, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
     try:
         if os.path.lexists(dest):
             raise FileExistsError(errno.EEXIST, "appeared meanwhile", str(dest))

@@ -72,11 +72,16 @@ MODELS = {"glm": ("glm-dsa-h200.yaml", "glm_dsa"), "moe": ("dsv2-moe-h200.yaml",
 
 def specs(name: str) -> dict[str, BootSpec]:
     """The boots of one model: plain vLLM cold then warm on one cache root, the baked node's
-    boots 1 and 2 on another, the fresh node from the artifact on an empty third."""
+    boots 1 and 2 on another, the fresh node from the artifact on that root emptied."""
     profile, model = MODELS[name]
 
     def spec(boot_name: str, cache: str, **kw) -> BootSpec:
         return BootSpec(f"{name}-art-{boot_name}", profile, model, cache=f"{name}-{cache}", **kw)
+
+    # A fresh node is another node of the same deployment: the profile's one cache root, at
+    # the baked node's path, emptied before it boots (``boot_from_artifact``). FlashInfer's
+    # JIT names that path in its build files: restored elsewhere, its modules build again.
+    node = "art-baked"
 
     return {
         "plain": spec("plain", "art-plain", plain=True),
@@ -85,20 +90,20 @@ def specs(name: str) -> dict[str, BootSpec]:
         "plain-warm-3": spec("plain-warm-3", "art-plain", plain=True),
         "baked": spec("baked", "art-baked"),
         "baked-again": spec("baked-2", "art-baked"),
-        "fresh": spec("fresh", "art-fresh", cache_from=f"{name}-art"),
-        "fresh-2": spec("fresh-2", "art-fresh-2", cache_from=f"{name}-art"),
-        "fresh-3": spec("fresh-3", "art-fresh-3", cache_from=f"{name}-art"),
+        "fresh": spec("fresh", node, cache_from=f"{name}-art"),
+        "fresh-2": spec("fresh-2", node, cache_from=f"{name}-art"),
+        "fresh-3": spec("fresh-3", node, cache_from=f"{name}-art"),
         # A fresh node from the artifact baked after boot 2: the baked node's warm boot saved
         # vLLM's pieces under the config-hash directory every planned warm boot uses, which
         # boot 1 does not (2026-12-04), so vLLM may load them directly.
-        "fresh-b2": spec("fresh-b2", "art-fresh-b2", cache_from=f"{name}-art-2"),
+        "fresh-b2": spec("fresh-b2", node, cache_from=f"{name}-art-2"),
         # The same fresh node again, on another empty cache root, with the stage's thread
         # sampled (prewarm.compile_times, which the fingerprint leaves out, so the artifact
         # still restores): where its prewarm's seconds go, beside the boot of
         # record, whose timing the sampler and hooks would touch.
         "fresh-traced": spec(
             "fresh-traced",
-            "art-fresh-traced",
+            node,
             cache_from=f"{name}-art",
             # TORCH_LOGS: Dynamo's "start tracing <function> <file>:<line>" for each frame it
             # traces, which the samples cannot name (2026-12-04: 12 s of the GLM node's first

@@ -52,14 +52,15 @@ def test_caches_are_summarised_by_name(tmp_path):
 
 @pytest.mark.parametrize("name", ["art", "art.tar", "art.tar.gz"])
 def test_the_same_caches_give_the_same_manifest_and_bytes(tmp_path, name):
-    """Reproducible: no time, host or walk order in it (the second root is written in another
-    order, with other modification times)."""
+    """Reproducible: no build time, host or walk order in it (the second root is written in
+    another order); each file's own modification time is in it, the same in both."""
     own = fill(tmp_path / "a")
     second = tmp_path / "b"
     for rel in sorted(own, reverse=True):
         (second / rel).parent.mkdir(parents=True, exist_ok=True)
         (second / rel).write_bytes(own[rel])
-        os.utime(second / rel, (1_000_000, 1_000_000))
+        st = (tmp_path / "a" / rel).stat()
+        os.utime(second / rel, ns=(st.st_atime_ns, st.st_mtime_ns))
     (second / "vllm/deep_gemm/cache/kernel.abc/kernel.so").chmod(0o755)
     one = bake(tmp_path / "a", tmp_path / "1" / name, profile="p", keys=keys())
     two = bake(second, tmp_path / "2" / name, profile="p", keys=keys())
@@ -90,7 +91,7 @@ def test_the_manifest_reads_back_as_written(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.replace(b'"version": 2', b'"version": 1'), "manifest version 1"),
+        (lambda d: d.replace(b'"version": 3', b'"version": 2'), "manifest version 2"),
         (lambda d: d.replace(b"b12x-launch/cache-artifact", b"x"), "not a b12x-launch cache"),
         (lambda d: d.replace(b'"path": "b12x/', b'"path": "../b12x/'), "not a relative path"),
         (lambda d: d.replace(b'"path": "b12x/', b'"path": "runs/'), "under none of the caches"),
@@ -109,8 +110,8 @@ def test_a_damaged_or_foreign_manifest_is_refused_with_the_reason(tmp_path, edit
 def test_an_unsorted_file_list_is_refused():
     raw = make_manifest("p", keys(), [], Calibration()).model_dump(mode="json")
     raw["files"] = [
-        {"path": "triton/b", "size": 0, "sha256": "0" * 64, "executable": False},
-        {"path": "triton/a", "size": 0, "sha256": "0" * 64, "executable": False},
+        {"path": "triton/b", "size": 0, "sha256": "0" * 64, "executable": False, "mtime_ns": 0},
+        {"path": "triton/a", "size": 0, "sha256": "0" * 64, "executable": False, "mtime_ns": 0},
     ]
     raw.update(file_count=2, caches={"triton": {"files": 2, "bytes": 0}})
     with pytest.raises(ManifestError, match="not sorted"):

@@ -155,7 +155,7 @@ def test_seed_refuses_an_artifact_larger_than_the_volume_has_room_for(
 def _bomb(tmp_path, member_bytes: int):
     """A .tar.gz whose manifest lists a 16-byte file and whose member holds ``member_bytes``."""
     small = b"0123456789abcdef"
-    entry = FileEntry(path="triton/x/k.bin", size=len(small), sha256=sha(small))
+    entry = FileEntry(path="triton/x/k.bin", size=len(small), sha256=sha(small), mtime_ns=0)
     m = make_manifest("p", keys(), [entry], _cal())
     out = tmp_path / "bomb.tar.gz"
     with gzip.open(out, "wb") as gz, tarfile.open(fileobj=gz, mode="w") as tar:
@@ -211,7 +211,7 @@ def test_an_artifact_listing_another_plans_records_is_refused(tmp_path):
     rel = f"calibration/{OTHER_FP}/qualified.json"
     (art / FILES_DIR / rel).parent.mkdir(parents=True)
     (art / FILES_DIR / rel).write_bytes(planted)
-    entry = FileEntry(path=rel, size=len(planted), sha256=sha(planted))
+    entry = FileEntry(path=rel, size=len(planted), sha256=sha(planted), mtime_ns=0)
     files = sorted([*m.files, entry], key=lambda f: f.path)
     forged = Manifest.model_construct(  # as a forger writes it: the reader must check
         **{
