@@ -229,7 +229,7 @@ watch = JitWatch()
 """The process-wide watchdog the worker arms."""
 
 
-def _jit_functions() -> list[Any]:
+def jit_functions() -> list[Any]:
     """Every ``@triton.jit`` function a loaded module holds at top level (autotuned and
     heuristic wrappers unwrapped), each once."""
     try:
@@ -319,7 +319,7 @@ def loaded() -> dict[str, int]:
     one compiled or loaded from the disk cache here. Reads Triton's in-process caches and
     installs nothing, so counting cannot change what a launch does."""
     out: dict[str, int] = {}
-    for fn in _jit_functions():
+    for fn in jit_functions():
         held = sum(len(caches[0]) for caches in list(fn.device_caches.values()))
         if held:
             name = f"{fn.fn.__module__}.{fn.fn.__qualname__}"
@@ -351,7 +351,7 @@ def launched_in_block() -> Iterator[set[str]]:
         return layer
 
     try:
-        with run_chain.observing(_jit_functions(), counting):
+        with run_chain.observing(jit_functions(), counting):
             yield found
     finally:
         found.update(new_since(before))

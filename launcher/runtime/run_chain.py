@@ -3,7 +3,7 @@ instance): every observer of a kernel's launches is a layer of one chain, under 
 protocol.
 
 A layer is a function given the ``run`` below it that returns the ``run`` to call in its
-place (``parallel_compile._compiling`` is one). ``observe`` puts a layer on top of the chain
+place (``parallel_compile.compile_only_run`` is one). ``observe`` puts a layer on top of the chain
 and returns its ``Layered``; ``Layered.remove`` takes that layer out wherever it sits, in any
 order. The chain is one instance attribute, ``run``, that calls the layers' composition of
 the moment; when the last layer goes, the kernel's ``run`` is what it was before the first

@@ -54,7 +54,7 @@ def launched_once(tmp_path, monkeypatch):
     fn.compile, fn.ASTSource = compile, ASTSource  # what Triton's create_binder sets
     key_cache = {(LAUNCHED, OPTIONS): "launched"}
     fn.device_caches = {0: ({"launched": object()}, key_cache, target, make_backend(target), None)}
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [fn])
     return fn, tmp_path
 
 
@@ -103,7 +103,7 @@ def _served_kernel_missing(specs: str, thunk, monkeypatch) -> early_keys.EarlyKe
     from launcher.runtime import jit_watch
 
     fn = SimpleNamespace(fn=SimpleNamespace(__module__="vllm.fake", __qualname__="k"), params=[])
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [fn])
     monkeypatch.setattr(keys, "launched", lambda f: {0: [("launched", OPTIONS)]})
     monkeypatch.setattr(keys, "params_of", lambda f: [])
     missing = SimpleNamespace(missing=[(spec, OPTIONS) for spec in specs])
@@ -146,7 +146,7 @@ def test_a_failing_enumeration_stops_early_submitting_and_never_raises(monkeypat
     def broken() -> list:
         raise RuntimeError("a cache layout of another Triton")
 
-    monkeypatch.setattr(jit_watch, "_jit_functions", broken)
+    monkeypatch.setattr(jit_watch, "jit_functions", broken)
     early = early_keys.EarlyKeys(RANGES, threads=1)
     assert early.submit() == 0
     assert "early submitting stopped: RuntimeError: a cache layout" in early.account()
@@ -170,7 +170,7 @@ def test_each_serving_pass_hands_its_live_launches_to_the_early_enumeration(monk
     from launcher.runtime.prewarm import PrewarmResult
     from launcher.runtime.prewarm.providers import vllm_warmup
 
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [])
     seen: list[set[str]] = []
 
     class Recording:

@@ -184,15 +184,15 @@ def test_a_compile_only_pass_inside_a_serving_block_leaves_both_wrappers_sound()
             self.calls += 1
 
     kernel = Kernel()
-    real = jit_watch._jit_functions
-    jit_watch._jit_functions = lambda: [kernel]
+    real = jit_watch.jit_functions
+    jit_watch.jit_functions = lambda: [kernel]
     try:
         with jit_watch.launched_in_block() as found:
             with parallel_compile.compile_only([kernel]):
                 kernel.run(grid=(1,), warmup=False)
             kernel.run(grid=(1,), warmup=False)  # our wrapper is back on after the pass
     finally:
-        jit_watch._jit_functions = real
+        jit_watch.jit_functions = real
     assert found == {"vllm.fake.k"} and "run" not in vars(kernel) and kernel.calls == 2
 
 
@@ -220,7 +220,7 @@ def test_the_kernel_census_reads_a_module_again_only_when_it_grew_or_was_replace
     module = types.ModuleType("fake_kernels_census")
     module.first = kernel_named("first")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    names = lambda: {f.fn.__name__ for f in jit_watch._jit_functions()}  # noqa: E731
+    names = lambda: {f.fn.__name__ for f in jit_watch.jit_functions()}  # noqa: E731
     assert "first" in names()
     held = jit_watch._SCANNED[module.__name__]
     assert "first" in names() and jit_watch._SCANNED[module.__name__] is held  # not read again

@@ -333,7 +333,7 @@ def test_one_kernel_that_cannot_be_enumerated_or_compiled_stops_no_other(monkeyp
 
     old = FakeKernel("old_layout_kernel", {0: ({"k": object()}, object(), None, None)})
     rejected = FakeKernel("rejected_kernel", _ran(3))
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [old, rejected])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [old, rejected])
     result = K.KeysProvider().run(_keys_ctx())
     assert "vllm.fake.old_layout_kernel: enumeration: AttributeError" in result.skipped
     assert "vllm.fake.rejected_kernel: KeyError: 'Keyword argument num_warpz" in result.skipped
@@ -350,7 +350,7 @@ def test_a_kernel_over_the_cap_gets_a_reduced_space_compiled_not_nothing(monkeyp
 
     monkeypatch.setattr(K, "MAX_KEYS_PER_KERNEL", 5)
     fn = FakeKernel("wide_kernel", _ran(3, 1))
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [fn])
     tried: list = []
 
     def compile_missing(jobs, done, until=None):
@@ -377,7 +377,7 @@ def test_a_kernel_only_a_warmup_launched_is_not_enumerated_once_serving_ran(monk
     from launcher.runtime import jit_watch
 
     served, warmup = FakeKernel("served_kernel", _ran(3)), FakeKernel("warmup_kernel", _ran(3))
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [served, warmup])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [served, warmup])
     ctx = _keys_ctx()
     ctx.given[Fact.SERVED_KERNELS] = ServedKernels(frozenset({"vllm.fake.served_kernel"}))
     result = K.KeysProvider().run(ctx)
@@ -398,7 +398,7 @@ def test_a_kernel_whose_module_the_waves_import_counts_as_served(monkeypatch):
 
     imported = FakeKernel("bitmask_kernel", {})
     present: list[FakeKernel] = []
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: list(present))
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: list(present))
 
     def waves() -> None:  # the structured rows import the kernel's module and launch it
         imported.device_caches = _ran(8, 3, 1)
@@ -453,7 +453,7 @@ def test_an_autotuned_kernel_is_reported_with_what_serving_still_times(monkeypat
     assert id(tuned.fn) in tuners and id(single.fn) not in tuners  # one config: nothing timed
 
     fn = FakeKernel("tuned_kernel", _ran(3))
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [fn])
     monkeypatch.setattr(jit_watch, "autotuners", lambda: {id(fn): tuners[id(tuned.fn)]})
     result = K.KeysProvider().run(_keys_ctx())
     (record,) = result.enumeration
@@ -472,7 +472,7 @@ def test_past_the_passs_deadline_no_further_kernel_is_compiled(monkeypatch):
     from launcher.runtime.prewarm.accelerators import parallel_compile
 
     fn = FakeKernel("late_kernel", _ran(3))
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [fn])
     monkeypatch.setattr(parallel_compile, "deadline", lambda: time.monotonic() - 1)
     result = K.KeysProvider().run(_keys_ctx())
     assert "vllm.fake.late_kernel: 3 keys not compiled: past the deadline" in result.skipped
@@ -519,7 +519,7 @@ def test_the_missing_keys_of_every_kernel_compile_in_one_pool(monkeypatch):
     monkeypatch.setattr(parallel_compile, "COMPILE_THREADS", 8)
     barrier = threading.Barrier(6)  # 3 missing keys per kernel (as the deadline test shows)
     kernels = [CompilingKernel(n, _ran(3), barrier) for n in ("first_kernel", "second_kernel")]
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: kernels)
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: kernels)
     result = K.KeysProvider().run(_keys_ctx())
     counts = [(r["missing"], r["compiled"], r["failed"]) for r in result.enumeration]
     assert counts == [(3, 3, 0), (3, 3, 0)], result.skipped
@@ -534,7 +534,7 @@ def _the_only_kernel(monkeypatch, fn, module: str = "vllm.fake") -> None:
     mod = types.ModuleType(module)
     setattr(mod, fn.__name__, fn)
     monkeypatch.setitem(sys.modules, module, mod)
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [fn])
     monkeypatch.setattr(jit_watch, "unwrap", lambda obj: obj)
 
 
@@ -648,7 +648,7 @@ def test_a_held_key_with_no_json_form_is_left_out_and_counted(monkeypatch):
     caches[0][1][odd[0]] = odd[1]
     caches[0][0][odd[1]] = object()
     fn = FakeKernel("odd_kernel", caches)
-    monkeypatch.setattr(jit_watch, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(jit_watch, "jit_functions", lambda: [fn])
     held, dropped = K.held_keys()
     assert dropped == 1 and len(held[0]["keys"]) == 2
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from launcher.runtime.prewarm.accelerators.parallel_compile import (
-    _compiling,
     compile_only,
+    compile_only_run,
     parallel_compiles,
     settle,
 )
@@ -44,7 +44,7 @@ def test_settle_loads_what_compiled_and_drops_what_failed():
 
 def test_a_compile_only_launch_asks_triton_for_warmup():
     calls = []
-    run = _compiling(lambda *a, grid, warmup, **k: calls.append((a, grid, warmup, k)))
+    run = compile_only_run(lambda *a, grid, warmup, **k: calls.append((a, grid, warmup, k)))
     run(1, 2, grid=(4,), warmup=False, BLOCK=8)
     assert calls == [((1, 2), (4,), True, {"BLOCK": 8})]
 

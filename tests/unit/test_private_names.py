@@ -13,24 +13,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "launcher"
 
-ALLOWED: dict[tuple[str, str], str] = {
-    (
-        "launcher.runtime.prewarm.accelerators.parallel_compile",
-        "_compiling",
-    ): "runtime/prewarm/ is being split by another change of issue 65; make it public there",
-    (
-        "launcher.runtime.prewarm.accelerators.parallel_compile",
-        "_DaemonPool",
-    ): "runtime/prewarm/ is being split by another change of issue 65; make it public there",
-    (
-        "launcher.runtime.prewarm.stage.serving_batches",
-        "_max_logprobs",
-    ): "runtime/prewarm/ is being split by another change of issue 65; make it public there",
-    (
-        "launcher.runtime.jit_watch",
-        "_jit_functions",
-    ): "read by runtime/prewarm/ providers (another change of issue 65): make it public with them",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 """(defining module, private name) pairs still reached from outside, each with why."""
 
 

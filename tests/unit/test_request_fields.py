@@ -106,7 +106,7 @@ def test_the_stage_serves_the_live_max_logprobs_blocks_and_minus_one_is_the_voca
         def get_vocab_size(self) -> int:
             return 154_880
 
-    most = sb._max_logprobs(ModelConfig())
+    most = sb.live_max_logprobs(ModelConfig())
     assert most == 154_880
     shape = sb.Shape(
         max_model_len=8192,

@@ -61,7 +61,7 @@ def test_nested_observers_each_see_the_launches_of_their_block():
 
     kernel, seen = Kernel(), []
     with run_chain.observing([kernel], lambda fn: tagging("outer", seen)):
-        with run_chain.observing([kernel], lambda fn: parallel_compile._compiling):
+        with run_chain.observing([kernel], lambda fn: parallel_compile.compile_only_run):
             kernel.run(grid=(1,), warmup=False)
         kernel.run(grid=(1,), warmup=False)
     kernel.run(grid=(1,), warmup=False)

@@ -102,8 +102,10 @@ def test_a_kv_config_without_num_blocks_is_refused_not_read_as_zero_blocks():
 def test_a_model_config_without_max_logprobs_is_refused_not_read_as_20():
     config = SimpleNamespace(get_vocab_size=lambda: 1000)
     with pytest.raises(InternalMissing, match=r"config\.ModelConfig\.max_logprobs missing"):
-        serving_batches._max_logprobs(config)
-    assert serving_batches._max_logprobs(SimpleNamespace(max_logprobs=-1, **vars(config))) == 1000
+        serving_batches.live_max_logprobs(config)
+    assert (
+        serving_batches.live_max_logprobs(SimpleNamespace(max_logprobs=-1, **vars(config))) == 1000
+    )
 
 
 def test_the_live_reads_join_the_checks_downgrades_once_each():

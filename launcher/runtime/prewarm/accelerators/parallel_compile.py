@@ -46,7 +46,7 @@ def parallel_compiles(until: float | None = None) -> Iterator[bool]:
     if getattr(_async_compile, "AsyncCompileMode", None) is None:
         yield False
         return
-    pool = _DaemonPool(COMPILE_THREADS)
+    pool = DaemonPool(COMPILE_THREADS)
     try:
         with _bounded(_async_compile, pool, deadline() if until is None else until):
             yield True
@@ -54,7 +54,7 @@ def parallel_compiles(until: float | None = None) -> Iterator[bool]:
         pool.shutdown()
 
 
-class _DaemonPool:
+class DaemonPool:
     """The executor Triton's compile mode submits to, on daemon threads: a stuck compile's
     thread must not hold the worker at its exit (``ThreadPoolExecutor`` joins its threads
     there, finished or not)."""
@@ -164,7 +164,7 @@ def _compile_only_launches(kernels: Sequence[Any]) -> contextlib.AbstractContext
     layer: what other layers observe stays observed, and each comes off alone)."""
     from launcher.runtime import run_chain
 
-    return run_chain.observing(kernels, lambda fn: _compiling)
+    return run_chain.observing(kernels, lambda fn: compile_only_run)
 
 
 class Compiling:
@@ -174,7 +174,7 @@ class Compiling:
     def __init__(self, kernels: Sequence[Any], module: Any) -> None:
         self._kernels, self._module = kernels, module
         self._until = deadline()
-        self._pool = _DaemonPool(COMPILE_THREADS)
+        self._pool = DaemonPool(COMPILE_THREADS)
         # Triton's own mode: its exit (which waits without a limit) never runs; settle waits.
         self._mode = module.AsyncCompileMode(self._pool, ignore_errors=True)
         self.keys = 0
@@ -231,7 +231,7 @@ class Compiling:
         return loaded, failed, time.monotonic() - start
 
 
-def _compiling(run: Any, thread: int | None = None) -> Any:
+def compile_only_run(run: Any, thread: int | None = None) -> Any:
     """``run`` whose launches compile only (Triton's ``warmup``): every launch, or those made
     on ``thread`` alone (the others run as before)."""
 

@@ -87,9 +87,9 @@ class CompileOnlyHere:
         from functools import partial
 
         from launcher.runtime import run_chain
-        from launcher.runtime.prewarm.accelerators.parallel_compile import _compiling
+        from launcher.runtime.prewarm.accelerators.parallel_compile import compile_only_run
 
-        self._layer = run_chain.observe(fn, partial(_compiling, thread=thread))
+        self._layer = run_chain.observe(fn, partial(compile_only_run, thread=thread))
 
     def close(self) -> None:
         self._layer.remove()

@@ -40,7 +40,7 @@ class EarlyKeys:
 
     def __init__(self, ranges: Any, threads: int = THREADS) -> None:
         self._ranges = ranges
-        self._pool = parallel_compile._DaemonPool(threads)
+        self._pool = parallel_compile.DaemonPool(threads)
         self._futures: list[Future] = []
         self._submitted: set[tuple[int, Any]] = set()
         self._params: dict[int, Any] = {}
@@ -71,7 +71,7 @@ class EarlyKeys:
         from launcher.runtime import jit_watch
 
         handed = 0
-        longest_first = sorted(jit_watch._jit_functions(), key=lambda f: -keys.source_size(f))
+        longest_first = sorted(jit_watch.jit_functions(), key=lambda f: -keys.source_size(f))
         for fn in longest_first:  # as the key pass orders its jobs (keys.biggest_first)
             name = keys.kernel_name(fn)
             if name not in served:

@@ -936,7 +936,7 @@ def held_keys() -> tuple[list[dict[str, Any]], int]:
     from launcher.runtime import jit_watch
 
     out, dropped = [], 0
-    for fn in jit_watch._jit_functions():
+    for fn in jit_watch.jit_functions():
         try:
             keys = list(dict.fromkeys(k for ks in launched(fn).values() for k in ks))
         except (AttributeError, TypeError, ValueError):  # a cache layout of another Triton
@@ -999,9 +999,9 @@ def ranges_of(ctx: PrewarmContext) -> Ranges:
         spec = int(read_on("keys.num_speculative_tokens", drafts, 0) or 0) if drafts else 0
         model = read_on("keys.model_config", live)
         if model is not None:  # --max-logprobs as vLLM took it (-1: the vocabulary)
-            from launcher.runtime.prewarm.stage.serving_batches import _max_logprobs
+            from launcher.runtime.prewarm.stage.serving_batches import live_max_logprobs
 
-            logprobs = _max_logprobs(model)
+            logprobs = live_max_logprobs(model)
     elif logprobs < 0:
         logprobs = ctx.facts.vocab
     return Ranges.of(seqs, tokens, spec, ctx.facts.experts_per_token or 1, logprobs)
@@ -1076,7 +1076,7 @@ class KeysProvider:
         handed = ctx.received(Fact.SERVED_KERNELS)  # None: no waves ran, every kernel counts
         served = handed.names if handed is not None else None
         pending: list[tuple[Job, dict[str, Any]]] = []
-        for fn in jit_watch._jit_functions():
+        for fn in jit_watch.jit_functions():
             if served is not None and launched(fn) and kernel_name(fn) not in served:
                 result.enumeration.append(_warmup_only(fn))
                 continue

@@ -350,11 +350,11 @@ def shape_of(worker: Any) -> Shape:
         vocab=int(config.model_config.get_vocab_size()),
         index_topk=int(getattr(config.model_config.hf_config, "index_topk", 0) or 0),
         sampling=str(read_on("serving.device_type", config.device_config, "cuda")) != "cpu",
-        max_logprobs=_max_logprobs(config.model_config),
+        max_logprobs=live_max_logprobs(config.model_config),
     )
 
 
-def _max_logprobs(model_config: Any) -> int:
+def live_max_logprobs(model_config: Any) -> int:
     """``--max-logprobs`` as vLLM reads it (-1: the vocabulary): the features serve logprob
     counts up to it, each V2 ``TOPK_BLOCK_SIZE`` it reaches (``request_features``)."""
     n = resolve("config.ModelConfig.max_logprobs", on=model_config)
