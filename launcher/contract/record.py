@@ -394,12 +394,16 @@ class Counter(Frozen):
 
 
 class CacheFile(Frozen):
-    """A file that appeared in a compile cache after the stage, and when."""
+    """A file that appeared in a compile cache after the stage, when, and for which kernel."""
 
     name: str
     """``VAR/relative/path``: the cache's variable and the file under it."""
     window: Window
     """When it appeared (at the poll that first saw it)."""
+    kernel: str = ""
+    """The kernel this file was built for, where the window decides it
+    (``cache_oracle.built_for``); empty: not decidable (or a worker from before it was
+    recorded)."""
 
 
 class Canary(Frozen):

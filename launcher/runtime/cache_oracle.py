@@ -9,7 +9,7 @@ whoever made it. The worker writes the listing at that moment (``cache-baseline-
 and polls for new files, tagging each with its window (``runtime.worker.late``);
 ``report RUN_DIR`` and the GPU tier compare the caches with the baselines again at the end.
 Which kernel a new file was built for, where its name or its window tells, is
-:func:`built_for`'s.
+:func:`built_for`'s; the record carries its answer (``CacheFile.kernel``).
 """
 
 from __future__ import annotations
@@ -136,9 +136,12 @@ def built_for(files: Iterable[CacheFile], compiles: Iterable[CensusEntry]) -> di
     out: dict[str, str] = {}
     for window, names in by_window.items():
         compiled = kernels.get(window, set())
+        by_stem: dict[str, list[str]] = {}  # the worker asks at each new file: no scan per file
+        for k in compiled:
+            by_stem.setdefault(k.rsplit(".", 1)[-1], []).append(k)
         launchers = [n for n in names if _is_launcher(n)]
         for name in names:
-            owners = [k for k in compiled if _stem(name) == k.rsplit(".", 1)[-1]]
+            owners = by_stem.get(_stem(name), [])
             if len(owners) == 1:
                 out[name] = owners[0]
         rest = {out.get(n) for n in names if n not in launchers}

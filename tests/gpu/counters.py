@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from launcher.contract.census import CANARY_PREFIX
 from launcher.contract.record import CounterName, RankRecord
-from launcher.runtime.cache_oracle import built_for
 
 LATE = ("warmup", "serving")
 """The windows after sizing: each held to 0 late compiles."""
@@ -47,13 +46,13 @@ def late(records: dict[int, RankRecord], canary: bool = False) -> list[str]:
     """Every late compile or cache file each armed counter saw after sizing, canaries left out
     unless ``canary``; an unarmed counter's window is itself a finding, never a 0.
 
-    A canary's cache file is one named for it, or one the runtime's cache oracle says was built
-    for it (``cache_oracle.built_for``: the launcher module its new signature built, H100,
-    2026-12-06, one in ``warmup``); a launcher module beside no compile, or beside another, is
-    nobody's canary and counts."""
+    A canary's cache file is one named for it, or one the worker recorded as built for it
+    (``CacheFile.kernel``: the launcher module its new signature built, H100, 2026-12-06, one in
+    ``warmup``); a launcher module beside no compile, or beside another, has no kernel in the
+    record, is nobody's canary and counts."""
     out = []
     for rank, rec in records.items():
-        owner = built_for(rec.cache_files, [*rec.before_sizing, *rec.late_compiles])
+        owner = {f.name: f.kernel for f in rec.cache_files}
         for name in WATCHED:
             for window in LATE:
                 seen = rec.late_by(name, window)

@@ -179,12 +179,3 @@ def test_a_launcher_module_whose_kernel_is_not_decidable_is_nobodys():
     }
     for why, (compiles, files) in undecidable.items():
         assert launcher_so not in oracle.built_for(files, compiles), why
-
-
-def test_the_h100_canary_boot_has_no_late_finding_and_each_canary_file_is_one():
-    from tests.gpu import counters
-
-    rec = h100_canary_record()
-    assert counters.late({0: rec}) == []
-    every = counters.late({0: rec}, canary=True)
-    assert len([f for f in every if "cache_oracle" in f]) == len(rec.cache_files)

@@ -84,17 +84,19 @@ def test_a_canary_a_counter_missed_is_named():
     assert "canary not compiled" in counters.canary_missed({0: skipped}, "")[0]
 
 
-def test_a_launcher_module_beside_only_the_canary_is_the_canarys_and_beside_another_is_late():
+def test_a_launcher_module_the_worker_recorded_as_the_canarys_is_and_one_of_nobody_is_late():
     """Triton builds a launcher per new signature; the H100's canary boot built one in its
-    warmup window (2026-12-06). Beside another late kernel it may be that kernel's: late."""
+    warmup window (2026-12-06). The worker records its kernel where the window decides it
+    (``test_late_counters``); beside another late kernel, or none, it records none: late."""
     launcher_so = "TRITON_CACHE_DIR/h3/__triton_launcher.cpython-312-x86_64-linux-gnu.so"
     rec = armed(
         canary=Canary(kernels={"warmup": CANARY_W, "serving": CANARY_S}),
         late_compiles=[census.entry("triton", CANARY_W, "", window="warmup")],
-        cache_files=[CacheFile(name=launcher_so, window="warmup")],
+        cache_files=[CacheFile(name=launcher_so, window="warmup", kernel=CANARY_W)],
     )
     assert counters.late({0: rec}) == []
     rec.late_compiles.append(census.entry("triton", "vllm.k_capture", "", window="warmup"))
+    rec.cache_files = [CacheFile(name=launcher_so, window="warmup")]
     assert f"rank 0: cache_oracle warmup: {launcher_so}" in counters.late({0: rec})
     alone = armed(cache_files=[CacheFile(name=launcher_so, window="serving")])
     assert counters.late({0: alone}) == [f"rank 0: cache_oracle serving: {launcher_so}"]

@@ -14,7 +14,8 @@ from launcher import pipeline
 from launcher.contract.record import RankRecord
 from launcher.runtime import jit_watch
 from launcher.runtime.worker.planned import PlannedMixin
-from tests.conftest import PROFILES
+from tests.conftest import PROFILES, ROOT
+from tests.gpu import counters as tier
 
 
 class Slots:
@@ -23,8 +24,10 @@ class Slots:
 
 
 def compile_now(slots: Slots, kernel: str) -> None:
-    """What Triton does when a ``@triton.jit`` function meets a new specialization."""
-    fn = SimpleNamespace(module="vllm.kernels", name=kernel)
+    """What Triton does when a ``@triton.jit`` function meets a new specialization (``kernel``:
+    its name, or ``module.name``)."""
+    module, _, name = kernel.rpartition(".")
+    fn = SimpleNamespace(module=module or "vllm.kernels", name=name)
     kw = dict(key=kernel, repr=kernel, fn=fn, compile={}, is_manual_warmup=False)
     for hook in (slots.pre, slots.post):
         if hook is not None:
@@ -33,17 +36,25 @@ def compile_now(slots: Slots, kernel: str) -> None:
 
 class CompilingVllmWorker:
     """vLLM's worker, as far as the mixin calls it; each step compiles what ``compiles``
-    names for it, and the warmup may write a file into a compile cache."""
+    names for it, and writes its files into the compile cache (``files``: Triton's names for
+    them; otherwise one ``<kernel>.cubin``)."""
 
     def __init__(self, available: int, slots: Slots, compiles: dict[str, str], cache: Path):
         self.available, self.slots, self.compiles, self.cache = available, slots, compiles, cache
+        self.files: dict[str, list[str]] = {}
         self.rank = 0
         self.model_runner = None
 
     def _step(self, name: str) -> None:
         if name in self.compiles:
             compile_now(self.slots, self.compiles[name])
-            (self.cache / f"{self.compiles[name]}.cubin").write_bytes(b"x")
+            self.write(self.files.get(name, [f"TRITON_CACHE_DIR/{self.compiles[name]}.cubin"]))
+
+    def write(self, names: list[str]) -> None:
+        for name in names:
+            path = self.cache / name.removeprefix("TRITON_CACHE_DIR/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x")
 
     def determine_available_memory(self) -> int:
         self._step("profile")
@@ -93,6 +104,11 @@ def start(worker: Worker) -> str:
 
 def record_at(path: Path) -> RankRecord:
     return RankRecord.model_validate(json.loads(path.read_text()))
+
+
+def poll_now(worker: Worker) -> None:
+    """The cache oracle's next tick, now (its poller looks every few seconds)."""
+    worker._state.late._flush_files()
 
 
 def test_a_compile_in_vllms_warmup_after_sizing_is_late_and_so_is_serving(
@@ -204,3 +220,75 @@ def test_a_canary_is_never_learned_by_the_next_boot():
     canary = census.entry("triton", "b12x_canary_warmup_7.b12x_canary_warmup_7", "", 0, "{}")
     real = census.entry("triton", "vllm.k", "", 0, "{}")
     assert census.merge([canary, real]) == [real]
+
+
+# --- which kernel each new cache file was built for, in the record ---------------------------
+
+H100_RUN = ROOT / "docs/gpu-runs/2026-12-06-h100-glm-users-and-canary-after-sizing"
+H100_CANARY = H100_RUN / "glm-canary.measure-rank0.json"
+"""A canary boot on the H100 (Triton 3.6): the files each canary left, under Triton's names, and
+one launcher module (``__triton_launcher...so``, named by no kernel) in the warmup window."""
+
+
+def h100_canary_boot(tmp_path, monkeypatch, slots) -> tuple[Worker, Path, RankRecord]:
+    """The stand-in vLLM's warmup compiles the H100's warmup canary and leaves its files; the
+    serving canary compiles after, and its files are polled."""
+    h100 = RankRecord.model_validate(json.loads(H100_CANARY.read_text()))
+    kernels = h100.canary.kernels
+    files = {w: [f.name for f in h100.cache_files if f.window == w] for w in kernels}
+    worker, path = boot(tmp_path, monkeypatch, slots, {"warmup": kernels["warmup"]})
+    worker.files = {"warmup": files["warmup"]}
+    start(worker)
+    compile_now(slots, kernels["serving"])
+    worker.write(files["serving"])
+    poll_now(worker)
+    return worker, path, h100
+
+
+def test_the_worker_records_the_kernel_each_canary_file_and_its_launcher_module_was_built_for(
+    tmp_path, monkeypatch, slots
+):
+    _, path, h100 = h100_canary_boot(tmp_path, monkeypatch, slots)
+    record = record_at(path)
+    kernels = h100.canary.kernels
+    assert sorted((f.name, f.window) for f in record.cache_files) == sorted(
+        (f.name, f.window) for f in h100.cache_files
+    )
+    (launcher_so,) = [f for f in record.cache_files if "__triton_launcher" in f.name]
+    assert launcher_so.kernel == kernels["warmup"]
+    assert {f.name: f.kernel for f in record.cache_files} == {
+        f.name: kernels[f.window] for f in h100.cache_files
+    }
+    # the tier reads that from the record: each canary file is the canary's, and none is late
+    assert tier.late({0: record}) == []
+    every = tier.late({0: record}, canary=True)
+    assert len([f for f in every if "cache_oracle" in f]) == len(record.cache_files)
+
+
+def test_a_launcher_module_is_nobodys_once_another_kernel_compiles_in_its_window(
+    tmp_path, monkeypatch, slots
+):
+    """The answer is asked again at each compile: a second kernel after the module was
+    recorded makes it undecidable, so the record says so and the tier counts it late."""
+    worker, path, h100 = h100_canary_boot(tmp_path, monkeypatch, slots)
+    launcher_so = "TRITON_CACHE_DIR/W3YBC/__triton_launcher.cpython-312-x86_64-linux-gnu.so"
+    worker.write([launcher_so])
+    poll_now(worker)
+    assert {f.name: f.kernel for f in record_at(path).cache_files}[launcher_so] == (
+        h100.canary.kernels["serving"]
+    )
+    compile_now(slots, "k_sampler")  # no file of its own yet: it still makes two kernels
+    record = record_at(path)
+    owner = {f.name: f.kernel for f in record.cache_files}
+    assert owner[launcher_so] == ""
+    assert all(owner[f.name] == h100.canary.kernels[f.window] for f in h100.cache_files)
+    assert f"rank 0: cache_oracle serving: {launcher_so}" in tier.late({0: record})
+
+
+def test_a_record_from_before_the_kernel_was_recorded_reads_every_file_as_nobodys():
+    """The H100's record was written before ``CacheFile.kernel``: it still reads, and the tier
+    counts its launcher module late, not the canary's."""
+    old = RankRecord.model_validate(json.loads(H100_CANARY.read_text()))
+    assert {f.kernel for f in old.cache_files} == {""}
+    (launcher_so,) = [f.name for f in old.cache_files if "__triton_launcher" in f.name]
+    assert tier.late({0: old}) == [f"rank 0: cache_oracle warmup: {launcher_so}"]

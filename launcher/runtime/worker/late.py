@@ -10,6 +10,9 @@ stage ends and tags what it sees with a window (``contract.census.Window``):
 - ``warmup``: from sizing through vLLM's own warmup. Late.
 - ``serving``: after. Late.
 
+Each new cache file is recorded with the kernel it was built for, where its window decides it
+(``cache_oracle.built_for``), so ``report`` and the GPU tier read that from the record.
+
 Each counter records whether it ran (``RankRecord.counters``), so a count from a counter that
 was off reads "not measured", never 0; a canary boot (``prewarm.canary``) compiles a new kernel
 in each late window, which every armed counter must report.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,7 @@ from typing import Any
 from launcher.contract import census
 from launcher.contract.census import Window
 from launcher.contract.record import CacheFile, Canary, Counter, CounterName, RankRecord
-from launcher.runtime import jit_watch
+from launcher.runtime import cache_oracle, jit_watch
 
 logger = logging.getLogger("vllm.b12x_launch")
 
@@ -49,6 +53,7 @@ class LateCounters:
         self._files: list[CacheFile] = []
         self._poller: Any = None
         self._providers: list[tuple[Any, Any]] = []
+        self._attributing = threading.Lock()  # files come on the poller's thread
 
     # -- arming ---------------------------------------------------------------------------
     def arm(self, providers: list[tuple[Any, Any]], run_dir: str | None) -> None:
@@ -71,8 +76,6 @@ class LateCounters:
         )
 
     def _arm_oracle(self, run_dir: str | None) -> None:
-        from launcher.runtime import cache_oracle
-
         dirs = cache_oracle.cache_dirs()
         if not dirs:
             self._set("cache_oracle", False, "no compile cache directory is set")
@@ -94,6 +97,7 @@ class LateCounters:
         record.before_sizing.extend(self._before)
         record.cache_files.extend(self._files)
         record.counters = list(self._counters.values())
+        self._attribute()
 
     def sized(self) -> None:
         """The KV cache is sized: from here every compile is late."""
@@ -168,6 +172,7 @@ class LateCounters:
     def _seen(self, e: census.CensusEntry) -> None:
         if self.window == "profile":
             (self.record.before_sizing if self.record else self._before).append(e)
+            self._attribute(e.window)
             logger.info(
                 "b12x-launch rank %d: compiled in vLLM's memory profile (before sizing, not "
                 "late; the stage did not cover it): %s%s",
@@ -177,6 +182,7 @@ class LateCounters:
             )
             return
         self.record.late_compiles.append(e)
+        self._attribute(e.window)
         logger.warning(
             "b12x-launch rank %d: LATE COMPILE after sizing (%s): %s%s",
             self.rank,
@@ -192,6 +198,7 @@ class LateCounters:
             self._files.append(found)
             return
         self.record.cache_files.append(found)
+        self._attribute(found.window)
         if self.window != "profile":
             self.record.late_files.append(name)
             logger.warning(
@@ -208,6 +215,23 @@ class LateCounters:
             return
         with contextlib.suppress(OSError):  # a cache rewritten under us: the next poll sees it
             self._poller.poll()
+
+    def _attribute(self, window: Window | None = None) -> None:
+        """Record which kernel each new file of ``window`` (None: every window) was built for.
+        A window's answer changes with each file or compile it gains (a second kernel makes its
+        launcher module nobody's), so it is asked again at each, before any save."""
+        record = self.record
+        if record is None:
+            return
+        with self._attributing:
+            files = record.cache_files
+            mine = [i for i, f in enumerate(files) if window is None or f.window == window]
+            compiles = [*record.before_sizing, *record.late_compiles]
+            owner = cache_oracle.built_for([files[i] for i in mine], compiles)
+            for i in mine:
+                kernel = owner.get(files[i].name, "")
+                if files[i].kernel != kernel:
+                    files[i] = files[i].model_copy(update={"kernel": kernel})
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _set(
