@@ -383,6 +383,15 @@ DECLARED: tuple[Internal, ...] = (
         )
     ),
     _a(
+        "stage.spec_tokens",
+        f"{CONFIG}:SpeculativeConfig.num_speculative_tokens",
+        "vllm",
+        refuse(
+            "the stage sizes its draft rows (max_num_seqs x (1 + speculative tokens)) from it; "
+            "without it the rejection sampler's keys would compile after sizing"
+        ),
+    ),
+    _a(
         "keys.live_config",
         f"{GPU_WORKER}:Worker.vllm_config",
         "keys",

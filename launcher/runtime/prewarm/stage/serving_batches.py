@@ -343,7 +343,7 @@ def shape_of(worker: Any) -> Shape:
         max_model_len=int(config.model_config.max_model_len),
         max_num_batched_tokens=int(config.scheduler_config.max_num_batched_tokens),
         max_num_seqs=int(config.scheduler_config.max_num_seqs),
-        spec_tokens=int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec else 0,
+        spec_tokens=int(read_on("stage.spec_tokens", spec, 0) or 0),
         block_size=int(config.cache_config.block_size),
         dcp=int(config.parallel_config.decode_context_parallel_size),
         capture_sizes=tuple(config.compilation_config.cudagraph_capture_sizes or ()),
