@@ -16,6 +16,7 @@ from launcher.contract.plan import ComponentRecord, PlanRecord
 from launcher.contract.record import RankRecord
 from launcher.contract.runfile import plan_of
 from launcher.errors import EnvironmentProblem
+from launcher.report.late_files import counter_line, late_file_lines
 from launcher.report.vllm_log import parse_kv_lines
 from launcher.units import format_size, in_unit, table_unit
 from launcher.vllm.check import downgrade_lines
@@ -132,6 +133,10 @@ def render_run(run_dir: Path, log_file: Path | None = None) -> str:
             console.print(f"  free memory: {free}")
         for entry in r.late_compiles:  # each late kernel, and what the next boot does about it
             console.print(f"  late: {entry.describe()}")
+        if counters := counter_line(r):  # which counters those counts come from
+            console.print(f"  {counters}", soft_wrap=True)
+            for line in late_file_lines(r):
+                console.print(f"  {line}", soft_wrap=True)
         for line in downgrade_lines(r.internals) if r.internals is not None else ():
             console.print(f"  downgrade: {line}")  # a declared vLLM internal this release lacks
     if not records:
