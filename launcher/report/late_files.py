@@ -36,7 +36,7 @@ def late_file_lines(record: RankRecord) -> list[str]:
         return [f"late cache files: not measured, the cache oracle did not run{why}"]
     out = []
     for window in LATE:
-        if window not in oracle.windows:
+        if record.late_by("cache_oracle", window) is None:  # the oracle did not watch it
             out.append(f"late cache files in {window}: not measured")
             continue
         files = [f for f in record.cache_files if f.window == window]

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from launcher.contract.names import ComponentName
+from launcher.contract.plan import ComponentRecord
 from launcher.contract.record import RankRecord
+from launcher.contract.runfile import read_run_file
 from launcher.plan.planner import Component, RankPlan, lowest_free
 
 RUNS = Path(__file__).resolve().parents[2] / "docs" / "gpu-runs"
@@ -26,18 +29,20 @@ CALIBRATED = [  # (run, the boot, the boot its newest record came from)
 ]
 
 
-def _component(name: str, c: dict) -> Component:
-    parts = tuple(_component(n, p) for n, p in (c.get("parts") or {}).items())
-    return Component(name, c["bytes"], c["source"], c.get("detail", ""), parts)
+def _component(name: str, c: ComponentRecord) -> Component:
+    parts = tuple(_component(n, p) for n, p in c.parts.items())
+    return Component(name, c.bytes, c.source, c.detail, parts)
 
 
 def _rank_plan(run: str, boot: str, dip: int | None) -> tuple[RankPlan, int]:
-    plan = json.loads((RUNS / run / f"{boot}.plan.json").read_text())
-    rank, kv = plan["ranks"][0], plan["kv"]
-    comps = tuple(_component(n, c) for n, c in rank["components"].items() if n != "kv_cache")
-    blocks = kv["blocks_per_rank"]
-    page = kv["page_bytes_per_rank"]
-    r = RankPlan(0, 0, rank["total_bytes"], comps, blocks * page, blocks, serving_dip=dip)
+    """The plan the boot ran (its run file, typed), as the planner's rank with ``dip``."""
+    plan = read_run_file(RUNS / run / f"{boot}.plan.json")
+    rank, kv = plan.rank(0), plan.kv
+    comps = tuple(
+        _component(n, c) for n, c in rank.components.items() if n != ComponentName.KV_CACHE
+    )
+    blocks, page = kv.blocks_per_rank, kv.page_bytes_per_rank
+    r = RankPlan(0, 0, rank.total_bytes, comps, blocks * page, blocks, serving_dip=dip)
     return r, page
 
 

@@ -77,7 +77,7 @@ class Snapshot:
                 else:
                     box.clear()
                     box.update(saved)
-        _synchronize_device()  # no copy into or out of a buffer is still in flight
+        synchronize_device()  # no copy into or out of a buffer is still in flight
         for c in self.copies:
             if c.saved is None:
                 out.uncopied.append(c.path)
@@ -96,7 +96,7 @@ def take(runner: Any, owned: Callable[[Any], bool] | None = None) -> Snapshot:
     snap = Snapshot()
     seen: set[int] = set()
     budget = [COPY_LIMIT]
-    _synchronize_device()
+    synchronize_device()
     for path, obj in _walk(runner, "runner", is_owned, seen):
         saved = dict(vars(obj))
         snap.attrs.append((path, obj, saved))
@@ -240,7 +240,8 @@ def _items(box: Any) -> Any:
     return [(k, id(v)) for k, v in pairs]
 
 
-def _synchronize_device() -> None:
+def synchronize_device() -> None:
+    """Wait for the device's queued work (none before CUDA is initialised, or without torch)."""
     try:
         import torch
     except ImportError:

@@ -337,7 +337,9 @@ def scratch_kv(
         if v1:
             runner._cleanup_profiling_kv_cache()
         else:
-            _synchronize()
+            from launcher.runtime.prewarm.stage.runner_state import synchronize_device
+
+            synchronize_device()
         # Whatever the served steps wrote and initialize_kv_cache made on the runner, back as
         # vLLM had it: its own next steps read some of those buffers as they stand.
         scratch.restored = put_back()
@@ -405,15 +407,6 @@ def _put_graph_settings(runner: Any, saved: dict[str, Any]) -> None:
 def _layers(runner: Any) -> dict[str, Any]:
     """vLLM's attention layers by name (``static_forward_context``), or none."""
     return dict(read_on("compile.static_forward_context", _compilation_config(runner)) or {})
-
-
-def _synchronize() -> None:
-    try:
-        import torch
-    except ImportError:
-        return
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
 def _release_memory() -> None:
