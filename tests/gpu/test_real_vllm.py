@@ -245,6 +245,22 @@ class LearnsLateCompiles:
         assert all(e["kind"] == "triton" and e["specialization"] for e in late), late
 
 
+PROFILED = ("cuda_context", "weights", "workspaces")
+"""Components vLLM holds when it profiles: what they weigh on this boot is taken from the room
+the worker measures, so growth since the calibrating boot comes out of the KV cache."""
+
+
+def grown_since_calibration(plan: dict, rank: int, record: dict) -> int:
+    """Bytes the profiled components grew on this boot over the plan's measured figures."""
+    comps = plan["ranks"][rank]["components"]
+    measured = record.get("measured") or {}
+    return sum(
+        max(0, measured[n] - comps[n]["bytes"])
+        for n in PROFILED
+        if n in measured and comps.get(n, {}).get("source") == "measured"
+    )
+
+
 class Calibrated(Served):
     """A second boot of the same deployment on the idle card: its plan, made from the
     first boot's records, is what vLLM allocates, to the block."""
@@ -256,11 +272,18 @@ class Calibrated(Served):
         need("gpu-idle", not booted.ballast, "a ballasted card is shared; this needs an idle one")
         kv = booted.plan["kv"]
         planned = kv["blocks_per_rank"]
+        per_block = kv["block_tokens"] * kv["dcp"]
         logged = parse_kv_lines(booted.log()).tokens
-        assert logged == planned * kv["block_tokens"] * kv["dcp"], _why(booted)
         for rank, rec in booted.records.items():
             room = rec["budget"]["measured_room"] // booted.page_bytes
-            assert room >= planned, f"rank {rank}: room for {room:,} blocks, plan {planned:,}"
+            grew = -(-grown_since_calibration(booted.plan, rank, rec) // booted.page_bytes)
+            # To the block, unless what vLLM held at its profile grew since the calibrating
+            # boot (2026-12-06, H100: the MoE model's workspaces by 64 KiB, one block short):
+            # then the worker gives the room it measured, short by no more than that growth.
+            assert room >= planned - grew, (
+                f"rank {rank}: room for {room:,} blocks, plan {planned:,}; grown {grew} block(s)"
+            )
+            assert logged == min(planned, room) * per_block, _why(booted)
         sources = {n: c["source"] for n, c in booted.plan["ranks"][0]["components"].items()}
         assert sources["cudagraph_pool"] == sources["cuda_context"] == "measured", sources
 

@@ -19,14 +19,28 @@ from launcher.plan.planner import Component, RankPlan, lowest_free
 RUNS = Path(__file__).resolve().parents[2] / "docs" / "gpu-runs"
 MOE = "2026-12-06-h100-moe-users-calibrated-and-canary"
 GLM = "2026-12-06-h100-glm-users-and-calibrated"
+BOOT1 = "2026-12-06-h100-moe-and-glm-users-boot-1-logprob-keys"
+BOOT2 = "2026-12-06-h100-moe-and-glm-users-calibrated-logprob-keys"
+CANARY = "2026-12-06-h100-moe-canary-logprob-keys"
+BAKE = "2026-12-06-h100-moe-fresh-node-bar-mtimes-kept-cold-and-bake"
+FRESH = "2026-12-06-h100-moe-fresh-node-bar-mtimes-kept-samples"
 TOLERANCE = 128 << 20
 """Issue 63: predicted lowest free within 128 MiB of the measured."""
 
-CALIBRATED = [  # (run, the boot, the boot its newest record came from)
-    (MOE, "moe-users-calibrated", "moe-users"),
-    (MOE, "moe-canary", "moe-users-calibrated"),
-    (GLM, "glm-users-calibrated", "glm-users"),
+CALIBRATED = [  # (run, the boot; run, the boot its newest record came from)
+    (MOE, "moe-users-calibrated", MOE, "moe-users"),
+    (MOE, "moe-canary", MOE, "moe-users-calibrated"),
+    (GLM, "glm-users-calibrated", GLM, "glm-users"),
+    (BOOT2, "moe-users-calibrated", BOOT1, "moe-users"),
+    (BOOT2, "glm-users-calibrated", BOOT1, "glm-users"),
+    (CANARY, "moe-canary", BOOT2, "moe-users-calibrated"),
+    (BAKE, "moe-art-baked-2", BAKE, "moe-art-baked"),
+    # fresh nodes: the artifact holds the baked node's boot-1 records
+    (FRESH, "moe-art-fresh", BAKE, "moe-art-baked"),
+    (FRESH, "moe-art-fresh-2", BAKE, "moe-art-baked"),
+    (FRESH, "moe-art-fresh-3", BAKE, "moe-art-baked"),
 ]
+IDS = [f"{c[0][16:]}:{c[1]}" for c in CALIBRATED]
 
 
 def _component(name: str, c: ComponentRecord) -> Component:
@@ -55,9 +69,11 @@ def _measured_low(run: str, boot: str) -> int:
     return next(b["low_water_free"] for b in rows if b["boot"] == boot)
 
 
-@pytest.mark.parametrize("run,boot,before", CALIBRATED, ids=[c[1] for c in CALIBRATED])
-def test_the_calibrated_forecast_lands_within_128_mib_of_the_measured_low(run, boot, before):
-    dip = _record(run, before).serving_dip()
+@pytest.mark.parametrize("run,boot,before_run,before", CALIBRATED, ids=IDS)
+def test_the_calibrated_forecast_lands_within_128_mib_of_the_measured_low(
+    run, boot, before_run, before
+):
+    dip = _record(before_run, before).serving_dip()
     assert dip is not None, "the earlier boot served nothing: no dip to forecast from"
     r, page = _rank_plan(run, boot, max(0, dip[0]))
     measured = _measured_low(run, boot)
@@ -65,8 +81,10 @@ def test_the_calibrated_forecast_lands_within_128_mib_of_the_measured_low(run, b
     assert abs(forecast - measured) <= TOLERANCE, (forecast >> 20, measured >> 20)
 
 
-@pytest.mark.parametrize("run,boot,before", CALIBRATED, ids=[c[1] for c in CALIBRATED])
-def test_without_the_dip_every_reserve_counts_and_the_forecast_misses(run, boot, before):
+@pytest.mark.parametrize("run,boot,before_run,before", CALIBRATED, ids=IDS)
+def test_without_the_dip_every_reserve_counts_and_the_forecast_misses(
+    run, boot, before_run, before
+):
     """The same plans forecast with every reserve at its peak (what the plans printed) miss
     by more than the tolerance: the dip is what makes the figure a forecast."""
     r, page = _rank_plan(run, boot, None)
