@@ -51,6 +51,10 @@ print("cuda", torch.version.cuda, "devices", torch.cuda.device_count())
 print(subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total,memory.used,driver_version",
                       "--format=csv,noheader"], capture_output=True, text=True).stdout.strip())
 PY
+# The launcher's tree this call ran: its commit where the copy has git, and always a hash of
+# the files under launcher/ and tests/gpu/ that a checkout reproduces (tests/gpu/tree-id.sh).
+{ echo "launcher commit $(git rev-parse --short HEAD 2>/dev/null || echo 'not in this copy')"
+  echo "launcher tree $(tests/gpu/tree-id.sh)"; } | tee -a "$GPU_TIER_DIR/versions.txt"
 cp "$GPU_TIER_DIR/versions.txt" "$OUT/versions.txt"
 
 LEFT=$(( ${TIER_SECONDS:-560} - (SECONDS - START) ))
