@@ -333,40 +333,56 @@ def bars(
     ``B-plain[-N]`` against ``B[-N]``: the first boot against plain vLLM's (``ratio``).
     Warm samples are checked for vLLM's load fault when ``logs`` is given.
     """
-    seen = faults(logs) if logs is not None else {}
-    boots = _ready_rows(data)
-    names = {r["boot"] for r in boots}
-    base = {n: _stem(n, names) for n in names}
+    names = {r["boot"] for r in _ready_rows(data)}
     found: list[Bar] = []
-    for stem in dict.fromkeys(base[r["boot"]] for r in boots):  # run order
+    for stem in dict.fromkeys(_stem(r["boot"], names) for r in _ready_rows(data)):  # run order
         if stem.endswith("-plain-warm"):
-            model = stem[: -len("-plain-warm")]
-            pair, kind, limit, warm = (stem, f"{model}-fresh"), "margin", slack_s, True
+            pair = (stem, stem[: -len("-plain-warm")] + "-fresh")
+            bar = bar_between(data, *pair, kind="margin", limit=slack_s, logs=logs)
         elif stem.endswith("-plain"):
-            pair, kind, limit, warm = (stem, stem[: -len("-plain")]), "ratio", ratio, False
+            bar = bar_between(data, stem, stem[: -len("-plain")], kind="ratio", limit=ratio)
         else:
             continue
-        if pair[1] not in base.values():
-            continue
-        samples = []
-        for r in boots:
-            side = {pair[0]: "plain", pair[1]: "launcher"}.get(base[r["boot"]])
-            if side is None:
-                continue
-            checked = (r["boot"] in seen) if warm else None
-            fault = seen.get(r["boot"]) if checked else None
-            samples.append(Sample(r["boot"], side, r["ready_seconds"], fault, checked))
-        found.append(
-            Bar(
-                name=f"{pair[1]} against {pair[0]}",
-                plain=Side(tuple(s for s in samples if s.side == "plain")),
-                launcher=Side(tuple(s for s in samples if s.side == "launcher")),
-                order="".join("A" if s.side == "plain" else "B" for s in samples),
-                kind=kind,
-                limit=limit,
-            )
-        )
+        if bar is not None:
+            found.append(bar)
     return found
+
+
+def bar_between(
+    data: list[dict[str, Any]],
+    plain: str,
+    launcher: str,
+    kind: str = "ratio",
+    limit: float = 1.2,
+    logs: str | None = None,
+) -> Bar | None:
+    """The bar of the boots named ``plain[-N]`` against ``launcher[-N]``, in run order (None
+    where either side has no boot). Samples are checked for vLLM's warm-load fault where
+    ``logs`` is given and the bar is a warm one (``margin``)."""
+    boots = _ready_rows(data)
+    names = {r["boot"] for r in boots}
+    warm = kind == "margin"
+    seen = faults(logs) if logs is not None and warm else {}
+    samples = []
+    for r in boots:
+        side = {plain: "plain", launcher: "launcher"}.get(_stem(r["boot"], names))
+        if side is None:
+            continue
+        checked = (r["boot"] in seen) if warm else None
+        fault = seen.get(r["boot"]) if checked else None
+        samples.append(Sample(r["boot"], side, r["ready_seconds"], fault, checked))
+    if not any(s.side == "plain" for s in samples) or not any(
+        s.side == "launcher" for s in samples
+    ):
+        return None
+    return Bar(
+        name=f"{launcher} against {plain}",
+        plain=Side(tuple(s for s in samples if s.side == "plain")),
+        launcher=Side(tuple(s for s in samples if s.side == "launcher")),
+        order="".join("A" if s.side == "plain" else "B" for s in samples),
+        kind=kind,
+        limit=limit,
+    )
 
 
 def report(runs: list[Path], logs: Path | None = None) -> str:

@@ -84,6 +84,16 @@ GLM_39_PLAIN = BootSpec(
 )
 GLM_39 = BootSpec("glm39", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache="glm39")
 GLM_39_AGAIN = BootSpec("glm39-calibrated", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache="glm39")
+# Boot 1's bar takes three cold samples a side: each on its own empty cache root.
+GLM_39_PLAIN_2, GLM_39_PLAIN_3 = (
+    BootSpec(f"glm39-plain-{n}", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache=f"glm39-plain-{n}",
+             plain=True)
+    for n in (2, 3)
+)  # fmt: skip
+GLM_39_2, GLM_39_3 = (
+    BootSpec(f"glm39-{n}", "glm-dsa-h200.yaml", "glm_dsa", ISSUE_39, cache=f"glm39-{n}")
+    for n in (2, 3)
+)  # fmt: skip
 # Issue 40: every request feature the API accepts, at 1, 8 and max_num_seqs rows, streamed
 # and not, on each model from empty caches of its own (boot 1, then the calibrated boot 2),
 # and plain vLLM beside it on the same workload.
@@ -551,20 +561,31 @@ class TestGlm3Mixed(LearnsNothing):
     spec = THREE["mixed"][2]
 
 
-class TestGlmBoot1Time:
-    """Issue 29: the planned boot 1 costs at most 1.2x plain vLLM's cold boot, both from
-    empty caches in the same device call. Select it after both boots:
-    ``::TestGlmPlain ::TestGlm3Mixed ::TestGlmBoot1Time``."""
+class Boot1Bar:
+    """The planned boot 1 within 1.2x plain vLLM's cold boot, both from empty caches: the
+    medians of three samples a side or more, interleaved in one call (``plain[-N]`` and
+    ``planned[-N]`` booted in turn). Fewer samples fail: no bar is met on one."""
 
+    plain: str
+    planned: str
     BAR = 1.2
 
     def test_boot_1_takes_at_most_1_2x_plain_vllms_cold_boot(self, lab):
-        plain, planned = summary.ready_seconds("glm-plain"), summary.ready_seconds("glm3-mixed")
-        assert plain and planned, (
-            "run TestGlmPlain and TestGlm3Mixed first, in the same call "
-            f"(ready: plain {plain}, planned {planned})"
-        )
-        assert planned <= self.BAR * plain, f"boot 1 {planned:.0f} s, plain {plain:.0f} s"
+        bar = summary.bar_between(summary.rows(), self.plain, self.planned, "ratio", self.BAR)
+        if bar is None:
+            pytest.fail(f"run {self.plain} and {self.planned} first, in this call")
+        said = bar.render()
+        print(said)
+        if bar.verdict().startswith((summary.NOT_ENOUGH, "not interleaved")):
+            pytest.fail(said)
+        assert bar.met(), said
+
+
+class TestGlmBoot1Time(Boot1Bar):
+    """Issue 29's bar on the GLM model: ``::TestGlmPlain ::TestGlm3Mixed`` and their
+    samples in turn, then this."""
+
+    plain, planned = "glm-plain", "glm3-mixed"
 
 
 class TestGlm39Plain(TestGlmPlain):
@@ -591,16 +612,28 @@ class TestGlm39Calibrated(LearnsNothing, Calibrated):
     spec = GLM_39_AGAIN
 
 
-class TestGlm39Boot1Time:
-    """Boot 1 of issue 39's deployment at most 1.2x plain vLLM's cold boot, same call. Select it
-    after both: ``::TestGlm39Plain ::TestGlm39 ::TestGlm39Boot1Time``."""
+class TestGlm39Boot1Time(Boot1Bar):
+    """Boot 1 of issue 39's deployment against plain vLLM's cold boot: ``::TestGlm39Plain
+    ::TestGlm39 ::TestGlm39Plain2 ::TestGlm39Sample2 ::TestGlm39Plain3 ::TestGlm39Sample3``
+    (about 230 s each on an H200: two calls do not make one bar), then this."""
 
-    def test_boot_1_takes_at_most_1_2x_plain_vllms_cold_boot(self, lab):
-        plain, planned = summary.ready_seconds("glm39-plain"), summary.ready_seconds("glm39")
-        assert plain and planned, f"run TestGlm39Plain and TestGlm39 first ({plain}, {planned})"
-        assert planned <= TestGlmBoot1Time.BAR * plain, (
-            f"boot 1 {planned:.0f} s, plain {plain:.0f} s"
-        )
+    plain, planned = "glm39-plain", "glm39"
+
+
+class TestGlm39Plain2(TestGlm39Plain):
+    spec = GLM_39_PLAIN_2
+
+
+class TestGlm39Sample2(LearnsNothing):
+    spec = GLM_39_2
+
+
+class TestGlm39Plain3(TestGlm39Plain):
+    spec = GLM_39_PLAIN_3
+
+
+class TestGlm39Sample3(LearnsNothing):
+    spec = GLM_39_3
 
 
 class TestGlm3Qualify(LearnsNothing):

@@ -156,3 +156,42 @@ def test_a_run_that_booted_nothing_has_no_summary_to_print():
     helper once shadowed the boots' list, and every run's summary hook then crashed)."""
     assert isinstance(summary._boots, list)
     assert summary.booted() is bool(summary._boots)
+
+
+def _cold(order: str, plain: list[float], planned: list[float]) -> list[dict]:
+    """Rows of a boot-1 call: ``A`` plain vLLM cold (``g-plain[-N]``), ``B`` the launcher's
+    boot 1 under another stem (``g3-mixed[-N]``), in run order."""
+    a, b = iter(plain), iter(planned)
+    rows, seen = [], {"A": 0, "B": 0}
+    for side in order:
+        stem = "g-plain" if side == "A" else "g3-mixed"
+        name = stem if seen[side] == 0 else f"{stem}-{seen[side] + 1}"
+        seen[side] += 1
+        rows.append({"boot": name, "rank": 0, "ready_seconds": next(a if side == "A" else b)})
+    return rows
+
+
+def test_the_boot_1_bar_pairs_stems_that_do_not_share_a_name_and_takes_their_samples():
+    bar = summary.bar_between(
+        _cold("ABABAB", [100, 110, 120], [115, 130, 150]), "g-plain", "g3-mixed"
+    )
+    assert bar is not None and bar.order == "ABABAB"
+    assert bar.figure() == "1.18x (medians)"
+    assert bar.met()
+
+
+def test_the_boot_1_bar_on_one_sample_a_side_is_not_met_however_close():
+    bar = summary.bar_between(_cold("AB", [100], [101]), "g-plain", "g3-mixed")
+    assert bar is not None and not bar.met()
+    assert bar.verdict().startswith(summary.NOT_ENOUGH)
+
+
+def test_the_boot_1_bar_over_1_2x_by_the_medians_is_missed():
+    bar = summary.bar_between(
+        _cold("ABABAB", [100, 100, 100], [119, 121, 125]), "g-plain", "g3-mixed"
+    )
+    assert bar.verdict() == "missed (bar 1.2x)"
+
+
+def test_no_boot_1_bar_where_a_side_never_booted():
+    assert summary.bar_between(_cold("AAA", [1, 2, 3], []), "g-plain", "g3-mixed") is None
