@@ -285,8 +285,8 @@ def compiled_parts(*models: Any) -> dict[str, set[str]]:
         if model is None or not hasattr(model, "modules"):
             continue
         for module in model.modules():
-            fn = getattr(module, "aot_compiled_fn", None)
-            if fn is None or getattr(module, "was_aot_compile_fn_loaded_from_disk", True):
+            fn = read_on("compile.aot_compiled_fn", module)  # None: not a compiled part
+            if fn is None or read_on("compile.was_aot_compile_fn_loaded_from_disk", module, True):
                 continue
             artifacts = getattr(fn, "_artifacts", None)
             part = read_on("compile.piece_prefix", getattr(artifacts, "compiled_fn", None))

@@ -24,7 +24,14 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["module", "function", "class", "method", "attribute", "kernel"]
+Kind = Literal["module", "function", "class", "method", "attribute", "kernel", "assigned"]
+"""``assigned``: an attribute vLLM sets on an object it does not define as a class member (the
+model's ``aot_compiled_fn``, set by ``support_torch_compile``'s generated code; a MoE layer's
+``w13_weight``, registered by its quant method); ``module`` is where vLLM sets it and ``path``
+the attribute's name. The scanner looks for the assignment in that one module; where a release
+sets it elsewhere, that module is another entry of the same ``group``, as for a moved function
+(a package-wide search would accept any model file's ``.w13_weight = ...``, and a check that
+accepts anything says nothing)."""
 WithoutKind = Literal["refuse", "skip", "fallback"]
 
 
@@ -65,7 +72,8 @@ class Internal:
     refusal say."""
     module: str
     path: str | None
-    """``name`` or ``Class.member`` in ``module``; None: the module itself."""
+    """``name`` or ``Class.member`` in ``module``; the attribute's name for ``assigned``;
+    None: the module itself."""
     kind: Kind
     needed_by: str
     """``worker`` (every planned boot), ``cuda`` (every boot on a GPU), or a prewarm
@@ -84,6 +92,8 @@ class Internal:
 
     @property
     def where(self) -> str:
+        if self.kind == "assigned":
+            return f"{self.module} (sets .{self.path})"
         return self.module if self.path is None else f"{self.module}:{self.path}"
 
 
@@ -119,6 +129,11 @@ def _f(
 
 def _a(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> Internal:
     return _f(name, where, needed_by, without, kind="attribute", **kw)
+
+
+def _set(name: str, where: str, needed_by: str, without: Without, **kw: Any) -> Internal:
+    """``module:attr``: an attribute ``module`` sets on a live object (kind ``assigned``)."""
+    return _f(name, where, needed_by, without, kind="assigned", **kw)
 
 
 _NO_WORKER = refuse("the planned worker subclasses it; without it there is no planned worker")
@@ -469,6 +484,18 @@ DECLARED: tuple[Internal, ...] = (
         "cuda",
         skip("the compile directory is not recorded"),
     ),
+    *(
+        _set(
+            f"compile.{attr}",
+            f"vllm.compilation.decorators:{attr}",
+            "cuda",
+            skip(
+                "the parts vLLM AOT-compiled on this boot are not found on the model: their "
+                "pieces are not linked where a warm boot looks, so it compiles them again"
+            ),
+        )
+        for attr in ("aot_compiled_fn", "was_aot_compile_fn_loaded_from_disk")
+    ),
     _a(
         "compile.static_forward_context",
         f"{CONFIG}:CompilationConfig.static_forward_context",
@@ -806,6 +833,32 @@ DECLARED: tuple[Internal, ...] = (
         skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
         kind="class",
     ),
+    # the runner's registry: set in the runner's __init__ (0.29), then by the
+    # JitWarmupRegistry.capture decorator on it (0.30 on)
+    _set(
+        "warmup.runner_jit_registry",
+        f"{RUNNER}:jit_warmup_registry",
+        "vllm",
+        fallback(f"the registry {WARMUP}.jit_warmup's capture sets on the runner (0.30 on)"),
+        group="runner_jit_registry",
+    ),
+    _set(
+        "warmup.runner_jit_registry_capture",
+        f"{WARMUP}.jit_warmup:jit_warmup_registry",
+        "vllm",
+        skip("vLLM's JIT warmup registry is not run before sizing: its kernels " + LATE),
+        group="runner_jit_registry",
+    ),
+    _set(
+        "warmup.ckv_extend_plan",
+        f"{MLA}.b12x_mla_sparse:_ckv_extend_plan",
+        "vllm",
+        fallback(
+            "the attention plan's log line leaves out the full-CKV local-head note (the "
+            "impl's prewarm method runs as before)"
+        ),
+        fork_only=True,
+    ),
     # -- Triton launchers the triton provider runs (runtime/prewarm/providers/triton_kernels.py)
     _f(
         "triton.correct_attn_out",
@@ -925,6 +978,20 @@ DECLARED: tuple[Internal, ...] = (
             "are not run, their kernels " + LATE
         ),
     ),
+    # the expert weights the quant method registers on the layer (the unquantised method's
+    # module: every layer's weights are named as it names them)
+    *(
+        _set(
+            f"moe.{weight}",
+            f"{FUSED_MOE}.unquantized_fused_moe_method:{weight}",
+            "vllm",
+            skip(
+                "the fused-MoE layers' expert weights are not found: the MoE buckets are not "
+                "run, their kernels " + LATE
+            ),
+        )
+        for weight in ("w13_weight", "w2_weight")
+    ),
     *(
         _a(f"moe.{field}", f"{EXPERTS}.{field}", "vllm", without)
         for field, without in (
@@ -999,6 +1066,8 @@ def resolve(entry: Internal | str, on: Any = None) -> Any:
     (a worker's ``peak_activation_memory``, a config's field); without it, the module is
     imported and the path walked."""
     entry = by_name(entry) if isinstance(entry, str) else entry
+    if entry.kind == "assigned" and on is None:  # no module-level name to import
+        raise TypeError(f"{entry.name} is set on a live object: read it with read_on")
     if on is not None:
         member = (entry.path or "").rpartition(".")[2]
         try:

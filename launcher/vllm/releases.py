@@ -21,6 +21,8 @@ def read(release: Release, entry: Internal) -> Reading:
     """What ``release`` has of ``entry``, from its source."""
     if entry.kind == "module":
         return release.module(entry.module) is not None
+    if entry.kind == "assigned":
+        return release.assignment(entry.module, entry.path or "") is not None
     node = release.member(entry.module, entry.path or "")
     if node is None:
         return False

@@ -1,6 +1,8 @@
 """A vLLM release read as source, never imported: modules, their top-level names, classes
 with their members (methods, class attributes, ``self.x`` set in any method, through the
-bases the release defines) and the parameter names of a function or method.
+bases the release defines), the parameter names of a function or method, and the attributes
+a module sets on objects it does not define (``x.attr = ...``, ``setattr(x, "attr", ...)``,
+``x.register_parameter("attr", ...)``).
 
 ``scan`` reads each supported release's wheel with it; ``check`` reads the installed vLLM's
 files with it, so an image build and a worker answer the same question the table answers.
@@ -61,6 +63,37 @@ def params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
     if a.kwarg:
         names.append("**" + a.kwarg.arg)
     return tuple(names)
+
+
+def _sets(node: ast.AST, attr: str) -> bool:
+    """Whether ``node`` sets ``attr`` on some object: ``x.attr = ...`` (annotated,
+    augmented, or among a tuple's targets), ``setattr(x, "attr", ...)``, or
+    ``x.register_parameter("attr", ...)`` (torch's way of setting a module's weight).
+    A read (``x.attr``, ``getattr(x, "attr")``) is not one."""
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "setattr":
+            named = node.args[1:2]
+        elif isinstance(func, ast.Attribute) and func.attr == "register_parameter":
+            named = node.args[:1]
+        else:
+            return False
+        return any(isinstance(a, ast.Constant) and a.value == attr for a in named)
+    else:
+        return False
+    while targets:
+        target = targets.pop()
+        if isinstance(target, ast.Attribute) and target.attr == attr:
+            return True
+        if isinstance(target, (ast.Tuple, ast.List)):
+            targets += target.elts
+        elif isinstance(target, ast.Starred):
+            targets.append(target.value)
+    return False
 
 
 @dataclass
@@ -149,6 +182,15 @@ class Release:
         sources = [found.imported_from(name)] if stmt is not None else found.star_sources
         hits = (self.find_class(s, name, depth + 1) for s in sources if s)
         return next((hit for hit in hits if hit is not None), None)
+
+    def assignment(self, module: str, attr: str) -> ast.AST | None:
+        """The first statement or call in ``module`` (anywhere: a method, a closure a
+        decorator returns, module level) that sets ``attr`` on an object; None where none
+        does. Only ``module`` itself is read: the entry names where vLLM sets it."""
+        found = self.module(module)
+        if found is None:
+            return None
+        return next((node for node in ast.walk(found.tree) if _sets(node, attr)), None)
 
     def member(self, module: str, path: str) -> ast.AST | None:
         """``path`` (``name`` or ``Class.member``) in ``module``: the binding node, or None.

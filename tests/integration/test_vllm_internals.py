@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import re
 from typing import Any
 
 from launcher.vllm import releases
@@ -46,12 +47,30 @@ def _exists(module: str) -> bool:
         return False
 
 
+def _sets(module: str, name: str) -> bool:
+    """Whether the imported ``module``'s source sets ``name`` on an object, matched as text
+    (not the scanner's syntax tree): ``.name = ``/``: T =``/``+=``, ``setattr(x, "name"``,
+    ``register_parameter("name"``."""
+    try:
+        text = inspect.getsource(importlib.import_module(module))
+    except Exception:  # does not import here: not there, as far as this vLLM goes
+        return False
+    q = rf"[\"']{re.escape(name)}[\"']"
+    return bool(
+        re.search(rf"\.{re.escape(name)}\s*(:[^=\n]*)?[-+*/|&]?=(?!=)", text)
+        or re.search(rf"setattr\([^,()]+,\s*{q}", text)
+        or re.search(rf"register_parameter\(\s*{q}", text)
+    )
+
+
 def imported(entry: Internal) -> releases.Reading:
     """What the imported vLLM has of ``entry``, in the table's terms."""
     if entry.kind == "module":
         return _exists(entry.module)
     if not _exists(entry.module):
         return False
+    if entry.kind == "assigned":
+        return _sets(entry.module, entry.path or "")
     if entry.kind == "attribute":
         cls_path, _, name = (entry.path or "").rpartition(".")
         cls = resolve(Internal(entry.name, entry.module, cls_path, "class", "-", entry.without))
@@ -91,6 +110,9 @@ def test_the_comparison_sees_a_rename_and_a_new_parameter():
     assert imported(renamed) is False
     assert imported(call) == ["self", "graph", "example_inputs"]
     assert releases.unmet(call, [*imported(call), "extra"]) is not None
+    weight = by_name("moe.w13_weight")  # registered by the quant method, not a class member
+    assert imported(weight) is True
+    assert imported(dataclasses.replace(weight, path="w13_weight_renamed")) is False
 
 
 def test_the_planned_worker_checks_the_installed_vllm_before_the_weights(tiny_model, tmp_path):

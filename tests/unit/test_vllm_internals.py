@@ -140,3 +140,19 @@ def test_a_patch_wraps_only_the_signature_it_was_written_for(monkeypatch):
         monkeypatch.setitem(sys.modules, "vllm.compilation.compiler_interface", None)
         wrapped = compile_dir.install()
         assert wrapped == ([] if extra else ["VllmBackend.__call__"]), extra
+
+
+def test_an_assigned_internal_is_read_on_a_live_object_never_imported():
+    """An attribute vLLM sets on an object (``assigned``): ``read_on`` gives it or the
+    declared fallback; ``resolve`` without the object has no module-level name to import,
+    and says so rather than reading the module."""
+    entry = internals.by_name("compile.aot_compiled_fn")
+    assert entry.where == "vllm.compilation.decorators (sets .aot_compiled_fn)"
+
+    class Model:
+        aot_compiled_fn = "fn"
+
+    assert internals.read_on(entry, Model()) == "fn"
+    assert internals.read_on("compile.was_aot_compile_fn_loaded_from_disk", Model(), True)
+    with pytest.raises(TypeError, match="read it with read_on"):
+        internals.resolve(entry)

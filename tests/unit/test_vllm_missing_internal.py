@@ -39,7 +39,9 @@ def stand_in(root: Path, drop: set[str], version: str = "0.99.0") -> Path:
         if e.path is None:
             continue
         head, _, member = e.path.partition(".")
-        if member:
+        if e.kind == "assigned":  # set on a live object, as vLLM's code does
+            modules[e.module].append(f"def _sets_{head}(obj):\n    obj.{head} = None\n")
+        elif member:
             body = (
                 f"    def {member}({_params(e)}): ...\n"
                 if e.kind == "method"

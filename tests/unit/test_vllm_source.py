@@ -74,3 +74,76 @@ def test_a_class_marked_after_its_definition_is_still_the_class(tmp_path):
     )
     assert release.member("vllm.experts", "Experts.top_k") is not None
     assert all(release.member("vllm.experts", n) is not None for n in ("a", "b", "c"))
+
+
+def test_an_attribute_set_on_an_object_the_module_does_not_define_is_found(tmp_path):
+    """An ``assigned`` internal: ``x.attr = ...`` inside a closure a decorator returns
+    (annotated, augmented, among a tuple's targets), ``setattr(x, "attr", ...)`` and
+    ``layer.register_parameter("w13_weight", p)`` each set it; a read or a name only
+    mentioned does not, nor an assignment in another module."""
+    release = _tree(
+        tmp_path,
+        {
+            "vllm/__init__.py": "",
+            "vllm/decorators.py": """
+                def compile_it(cls):
+                    def __call__(self, *args):
+                        self.aot_compiled_fn = object()
+                        self.calls: int = 0
+                        self.depth += 1
+                        self.first, (self.second, *self.rest) = 1, (2, 3)
+                    cls.__call__ = __call__
+                    return cls
+            """,
+            "vllm/moe.py": """
+                class Method:
+                    def create_weights(self, layer, p):
+                        layer.register_parameter("w13_weight", p)
+                        setattr(layer, "w2_weight", p)
+            """,
+            "vllm/reads.py": """
+                def peek(model, layer):
+                    fn = model.aot_compiled_fn
+                    w = getattr(layer, "w13_weight", None)
+                    name = "w2_weight"
+                    layer.w13_weight.data = w
+                    return fn, w, name, model.register_buffer("depth", w)
+            """,
+        },
+    )
+    for attr in ("aot_compiled_fn", "calls", "depth", "first", "second", "rest"):
+        assert release.assignment("vllm.decorators", attr) is not None, attr
+    assert release.assignment("vllm.moe", "w13_weight") is not None  # register_parameter
+    assert release.assignment("vllm.moe", "w2_weight") is not None  # setattr
+    for attr in ("aot_compiled_fn", "w13_weight", "w2_weight", "depth"):
+        assert release.assignment("vllm.reads", attr) is None, attr  # reads only
+    assert release.assignment("vllm.moe", "aot_compiled_fn") is None  # set elsewhere
+    assert release.assignment("vllm.nowhere", "aot_compiled_fn") is None
+
+
+def test_an_assigned_entry_reads_present_only_where_its_module_sets_it(tmp_path):
+    """The table's rule for the ``assigned`` kind (``releases.read``): the runner's JIT
+    registry set in the runner (0.29's layout) is present for that entry and absent for its
+    group's other one, whose module only reads it."""
+    from launcher.vllm import releases
+    from launcher.vllm.internals import by_name
+
+    runner = by_name("warmup.runner_jit_registry")
+    capture = by_name("warmup.runner_jit_registry_capture")
+    release = _tree(
+        tmp_path,
+        {
+            runner.module.replace(".", "/") + ".py": """
+                class GPUModelRunner:
+                    def __init__(self, cfg):
+                        self.jit_warmup_registry = Registry(cfg)
+            """,
+            capture.module.replace(".", "/") + ".py": """
+                def warm(runner):
+                    return runner.jit_warmup_registry.warmup()
+            """,
+        },
+    )
+    assert releases.read(release, runner) is True
+    assert releases.read(release, capture) is False
+    assert releases.outcome(capture, {runner.name: True, capture.name: False}) is None

@@ -114,7 +114,7 @@ def moe_config_changes(layer: Any, max_tokens: int, dtype: Any = None) -> list[i
     runtime asks it for this layer (its quantisation's table, its block shape): the tile
     sizes are constexprs, so each config is a kernel of its own."""
     choose = runtime_function(MOE_CONFIG)
-    w13, w2 = getattr(layer, "w13_weight", None), getattr(layer, "w2_weight", None)
+    w13, w2 = read_on("moe.w13_weight", layer), read_on("moe.w2_weight", layer)
     top_k = read_on("moe.top_k", layer)
     if choose is None or w13 is None or w2 is None or not top_k:
         return []

@@ -203,7 +203,7 @@ def _attention_plans(ctx: PrewarmContext):
                 unfilled.add(f"{type(impl).__name__}.{found}")
                 continue
             name, kwargs = found
-            ckv = getattr(impl, "_ckv_extend_plan", None)
+            ckv = read_on("warmup.ckv_extend_plan", impl)
             note = " (+ full-CKV local-head plan)" if ckv is not None else ""
             shown = ", ".join(f"{k}={v}" for k, v in kwargs.items())
             method = getattr(impl, name)
@@ -222,8 +222,7 @@ def _attention_plans(ctx: PrewarmContext):
 
 def _jit_registry(ctx: PrewarmContext):
     kernel_config = read_on("config.kernel_config", ctx.worker.vllm_config)
-    # set on the runner by JitWarmupRegistry.capture from 0.30: no member the table can read
-    registry = getattr(ctx.model_runner, "jit_warmup_registry", None)
+    registry = read_on("warmup.runner_jit_registry", ctx.model_runner)
     if registry is None:
         return "missing: model_runner.jit_warmup_registry"
     if not read_on("config.enable_jit_warmup", kernel_config, False):
