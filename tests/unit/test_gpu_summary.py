@@ -35,12 +35,15 @@ def _bar(path: Path, logs: Path | None = LOGS) -> summary.Bar:
     return bar
 
 
-def _call(order: str, plain: list[float], launcher: list[float]) -> list[dict]:
-    """Rows of one call: ``A`` a plain warm boot, ``B`` a fresh node, in run order."""
+def _call(
+    order: str, plain: list[float], launcher: list[float], stems=("m-plain-warm", "m-fresh")
+) -> list[dict]:
+    """Rows of one call: ``A`` a plain boot, ``B`` the launcher's (by default a plain warm
+    boot and a fresh node), named ``stem[-N]``, in run order."""
     a, b = iter(plain), iter(launcher)
     rows, seen = [], {"A": 0, "B": 0}
     for side in order:
-        stem = "m-plain-warm" if side == "A" else "m-fresh"
+        stem = stems[0] if side == "A" else stems[1]
         name = stem if seen[side] == 0 else f"{stem}-{seen[side] + 1}"
         seen[side] += 1
         rows.append({"boot": name, "rank": 0, "ready_seconds": next(a if side == "A" else b)})
@@ -159,16 +162,9 @@ def test_a_run_that_booted_nothing_has_no_summary_to_print():
 
 
 def _cold(order: str, plain: list[float], planned: list[float]) -> list[dict]:
-    """Rows of a boot-1 call: ``A`` plain vLLM cold (``g-plain[-N]``), ``B`` the launcher's
-    boot 1 under another stem (``g3-mixed[-N]``), in run order."""
-    a, b = iter(plain), iter(planned)
-    rows, seen = [], {"A": 0, "B": 0}
-    for side in order:
-        stem = "g-plain" if side == "A" else "g3-mixed"
-        name = stem if seen[side] == 0 else f"{stem}-{seen[side] + 1}"
-        seen[side] += 1
-        rows.append({"boot": name, "rank": 0, "ready_seconds": next(a if side == "A" else b)})
-    return rows
+    """Rows of a boot-1 call: plain vLLM cold and the launcher's boot 1 under stems that
+    share no name (``g-plain``, ``g3-mixed``)."""
+    return _call(order, plain, planned, ("g-plain", "g3-mixed"))
 
 
 def test_the_boot_1_bar_pairs_stems_that_do_not_share_a_name_and_takes_their_samples():
