@@ -54,7 +54,12 @@ PY
 # The launcher's tree this call ran: its commit where the copy has git, and always a hash of
 # the files under launcher/ and tests/gpu/ that a checkout reproduces (tests/gpu/tree-id.sh).
 { echo "launcher commit $(git rev-parse --short HEAD 2>/dev/null || echo 'not in this copy')"
-  echo "launcher tree $(tests/gpu/tree-id.sh)"; } | tee -a "$GPU_TIER_DIR/versions.txt"
+  echo "launcher tree $(tests/gpu/tree-id.sh)"
+  # which machine: calls on one held machine share these (a bar or a check split over
+  # back-to-back calls names them); a fresh machine has another boot id
+  echo "machine boot $(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)" \
+    "gpu $(nvidia-smi --query-gpu=uuid --format=csv,noheader | paste -sd, -)"
+} | tee -a "$GPU_TIER_DIR/versions.txt"
 cp "$GPU_TIER_DIR/versions.txt" "$OUT/versions.txt"
 
 LEFT=$(( ${TIER_SECONDS:-560} - (SECONDS - START) ))
