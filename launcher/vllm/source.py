@@ -35,22 +35,33 @@ def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-def _assigned(stmt: ast.stmt) -> list[str]:
-    targets: list[ast.expr] = []
-    if isinstance(stmt, ast.Assign):
-        targets = list(stmt.targets)
-    elif isinstance(stmt, ast.AnnAssign):
-        targets = [stmt.target]
-    names: list[str] = []
-    while targets:  # names bound, through tuples; not ``X.attr = ...`` (that binds no X)
-        target = targets.pop()
-        if isinstance(target, ast.Name):
-            names.append(target.id)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            targets += target.elts
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """What an assignment binds, through tuples, lists and starred targets (``[]`` for any
+    other node): names, and attributes such as ``x.attr``."""
+    if isinstance(node, ast.Assign):
+        pending = list(node.targets)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        pending = [node.target]
+    else:
+        return []
+    out: list[ast.expr] = []
+    while pending:
+        target = pending.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            pending += target.elts
         elif isinstance(target, ast.Starred):
-            targets.append(target.value)
-    return names
+            pending.append(target.value)
+        else:
+            out.append(target)
+    return out
+
+
+def _assigned(stmt: ast.stmt) -> list[str]:
+    """Names a statement binds; not ``X.attr = ...`` (that binds no X). An augmented
+    assignment rebinds nothing new."""
+    if isinstance(stmt, ast.AugAssign):
+        return []
+    return [t.id for t in _targets(stmt) if isinstance(t, ast.Name)]
 
 
 def params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
@@ -70,11 +81,7 @@ def _sets(node: ast.AST, attr: str) -> bool:
     augmented, or among a tuple's targets), ``setattr(x, "attr", ...)``, or
     ``x.register_parameter("attr", ...)`` (torch's way of setting a module's weight).
     A read (``x.attr``, ``getattr(x, "attr")``) is not one."""
-    if isinstance(node, ast.Assign):
-        targets = list(node.targets)
-    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-        targets = [node.target]
-    elif isinstance(node, ast.Call):
+    if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Name) and func.id == "setattr":
             named = node.args[1:2]
@@ -83,17 +90,7 @@ def _sets(node: ast.AST, attr: str) -> bool:
         else:
             return False
         return any(isinstance(a, ast.Constant) and a.value == attr for a in named)
-    else:
-        return False
-    while targets:
-        target = targets.pop()
-        if isinstance(target, ast.Attribute) and target.attr == attr:
-            return True
-        if isinstance(target, (ast.Tuple, ast.List)):
-            targets += target.elts
-        elif isinstance(target, ast.Starred):
-            targets.append(target.value)
-    return False
+    return any(isinstance(t, ast.Attribute) and t.attr == attr for t in _targets(node))
 
 
 @dataclass
