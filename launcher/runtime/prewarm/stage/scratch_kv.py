@@ -337,9 +337,7 @@ def scratch_kv(
         if v1:
             runner._cleanup_profiling_kv_cache()
         else:
-            from launcher.runtime.prewarm.stage.runner_state import synchronize_device
-
-            synchronize_device()
+            runner_state.synchronize_device()
         # Whatever the served steps wrote and initialize_kv_cache made on the runner, back as
         # vLLM had it: its own next steps read some of those buffers as they stand.
         scratch.restored = put_back()
