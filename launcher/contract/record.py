@@ -475,6 +475,20 @@ class RankRecord(Contract):
     serving_low_reserved: Bytes | None = None
     """Torch's reserved segments at serving's low-water (None: not read): what serving took
     past the warmup splits into segments torch grew and memory outside its allocator."""
+    forecast_lowest_free: SignedBytes | None = None
+    """This boot's own forecast of its lowest free memory, made as the KV cache was built:
+    free device memory then, less the reserves vLLM's warmup and serving draw on (the
+    CUDA-graph pool, the activations, the transients). The activation and transient reserves
+    are held from the warmup on (``held_for_serving``), so only the graph pool's estimate
+    stands between it and the card (None: on CPU)."""
+    held_for_serving: Bytes | None = None
+    """Torch's segments the worker added after vLLM's warmup to hold the activation and
+    transient reserves in its cache, where serving draws on them (None: not held)."""
+    allocated_after_warmup: Bytes | None = None
+    """Torch's allocated bytes once the reserves were held (None: not read)."""
+    serving_peak_allocated: Bytes | None = None
+    """Torch's allocated peak while serving, to 16 MiB (None: not read): what serving drew
+    on the held reserves is this less ``allocated_after_warmup``."""
     activation: Activation | None = None
     """The activation peak and what vLLM's warmup left cached (None: not measured)."""
     internals: InternalsCheck | None = None
@@ -483,13 +497,22 @@ class RankRecord(Contract):
 
     def serving_dip(self) -> tuple[int, int | None] | None:
         """What serving took past vLLM's warmup at its low, and how much of it was torch's
-        segments growing (None where not read); None before both free readings."""
+        segments growing past the hold (None where not read); None before both free readings.
+
+        With the reserves held, free memory falls only by what serving took past the hold;
+        what it drew inside the hold is torch's allocated peak over the hold's start, and
+        what it took outside torch's allocator is the fall its segments do not explain."""
         if self.free_after_warmup is None or self.serving_low_free is None:
             return None
+        held = self.held_for_serving or 0
         grown = None
         if self.serving_low_reserved is not None and self.reserved_after_warmup is not None:
-            grown = self.serving_low_reserved - self.reserved_after_warmup
-        return self.free_after_warmup - self.serving_low_free, grown
+            grown = self.serving_low_reserved - self.reserved_after_warmup - held
+        fell = self.free_after_warmup - held - self.serving_low_free
+        if self.serving_peak_allocated is None or self.allocated_after_warmup is None:
+            return fell, grown
+        drawn = max(0, self.serving_peak_allocated - self.allocated_after_warmup)
+        return drawn + max(0, fell - max(0, grown or 0)), grown
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

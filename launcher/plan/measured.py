@@ -22,5 +22,4 @@ class Measured:
     """Component -> how the worker made the figure, where it is more than one reading."""
     serving_dip: int | None = None
     """What serving took past vLLM's warmup at its low (None: that boot served nothing, or
-    ran on the CPU): the predicted lowest free memory's figure for serving, in place of the
-    activation and transient reserves, which are a bound, not a forecast."""
+    ran on the CPU): how much of the held activation and transient reserves it used."""

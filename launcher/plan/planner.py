@@ -90,8 +90,8 @@ class RankPlan:
     lowest_free: int = 0
     """The predicted lowest free memory after sizing (``lowest_free``)."""
     serving_dip: int | None = None
-    """What serving took past vLLM's warmup on the boot this rank is calibrated from (None:
-    not measured): ``lowest_free``'s figure for serving."""
+    """What serving drew on the held activation and transient reserves on the boot this
+    rank is calibrated from (None: not measured): how much of them that traffic used."""
 
     def component(self, name: str) -> Component:
         return next(c for c in self.components if c.name == name)
@@ -346,20 +346,15 @@ FREE_AFTER_SIZING = (Name.SAFETY_MARGIN, Name.JIT_HEADROOM)
 prewarm part peaked in the stage, before the KV cache existed (its late-compile part is used
 after sizing and is counted)."""
 
-SERVING = (Name.ACTIVATION_PEAK, Name.TRANSIENTS)
-"""The reserves serving draws on past vLLM's warmup: a bound the budget keeps back. Once a boot
-measured what serving took past the warmup (``RankPlan.serving_dip``), that figure stands in
-for them in the forecast: on the H100 (vLLM 0.26, the users' traffic) the MoE tier model took
-0.62-0.71 GiB of its 1.65 GiB, and GLM's warmup cache held all of its 0.61 GiB transient."""
-
 
 def lowest_free(r: RankPlan, page_bytes: int) -> int:
     """The predicted lowest free memory on rank ``r`` after sizing: the card's total less every
-    component at its peak (all at once) and the KV cache's blocks; where the rank is calibrated
-    from a boot that served, what serving took past the warmup replaces the activation and
-    transient reserves. The GPU tier compares it with the lowest free memory a boot measured."""
-    kept = FREE_AFTER_SIZING + (SERVING if r.serving_dip is not None else ())
-    held = sum(c.bytes for c in r.components if c.name not in kept) + (r.serving_dip or 0)
+    component at its peak and the KV cache's blocks. The worker holds the activation and
+    transient reserves in torch's cache from vLLM's warmup on (``runtime.worker.hold``), so
+    serving draws on them without moving free memory: the safety margin and the JIT
+    headroom's prewarm part are what the card shows. The GPU tier compares it with the lowest
+    free memory a boot measured."""
+    held = sum(c.bytes for c in r.components if c.name not in FREE_AFTER_SIZING)
     late = next((c for c in r.components if c.name == Name.JIT_HEADROOM), None)
     late_bytes = (
         sum(p.bytes for p in late.parts if p.name == HeadroomPart.LATE_COMPILES) if late else 0

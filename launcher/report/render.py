@@ -11,7 +11,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from launcher.contract.command import command_line, command_record
-from launcher.contract.names import ComponentName, Source
+from launcher.contract.names import MEASURABLE, ComponentName, Source
 from launcher.plan.advice import fix_hint
 from launcher.plan.planner import Component, MemoryPlan
 from launcher.secrets import redact_env
@@ -191,16 +191,23 @@ def _lowest_free(plan: MemoryPlan) -> str:
         if len(values) == 1
         else ", ".join(f"rank {r.rank} {r.lowest_free / GiB:.2f}" for r in plan.ranks) + " GiB"
     )
+    basis = (
+        "the card less every component at its peak and the KV blocks: the worker holds the "
+        "activation and transient reserves from vLLM's warmup on, so the safety margin and "
+        "the JIT headroom's prewarm part stay free"
+    )
+    measured = all(
+        c.source is Source.MEASURED
+        for r in plan.ranks
+        for c in r.components
+        if c.name in MEASURABLE
+    )
+    basis = f"{'measured' if measured else 'estimate'}: {basis}"
     dips = [r.serving_dip for r in plan.ranks if r.serving_dip is not None]
     if dips:
-        basis = (
-            f"measured: serving took {max(dips) / GiB:.2f} GiB past vLLM's warmup on the boot "
-            "this plan is calibrated from, in place of the activation and transient reserves"
-        )
-    else:
-        basis = (
-            "estimate: the card less every component at its peak and the KV blocks; the "
-            "safety margin and the JIT headroom's prewarm part stay free"
+        basis += (
+            f"; serving drew {max(dips) / GiB:.2f} GiB of those reserves on the boot this "
+            "plan is calibrated from"
         )
     return f"Predicted lowest free after sizing: {shown} per rank ({basis})"
 

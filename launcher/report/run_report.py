@@ -182,8 +182,14 @@ def _free_memory(record: RankRecord, margin: ComponentRecord | None) -> str:
     if not read:
         return ""
     text = ", ".join(f"{what} {format_size(value)}" for what, value in read.items())
+    held = record.held_for_serving
     dip = record.serving_dip()
-    if dip is not None and dip[1] is not None:  # whose memory serving took
+    if held is not None and dip is not None:  # the reserves held, and what serving drew
+        text += (
+            f" (held {format_size(held)} for serving's reserves; serving took {format_size(dip[0])}"
+        )
+        text += f", torch's segments {format_size(dip[1])} past the hold)" if dip[1] else ")"
+    elif dip is not None and dip[1] is not None:  # whose memory serving took
         text += (
             f" (of the {format_size(dip[0])} serving took, torch's segments {format_size(dip[1])})"
         )

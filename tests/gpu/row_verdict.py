@@ -82,3 +82,41 @@ def under_margin(r: BootResult) -> list[str]:
         elif low[device] < r.margin:
             out.append(f"GPU {device}: {low[device] / GIB:.2f} GiB free at the lowest")
     return out
+
+
+FORECAST = 128 * 2**20
+"""Issue 63: the predicted lowest free memory within this of the measured, on every boot."""
+
+
+def forecast_of(r: BootResult, rank: int) -> tuple[int | None, str]:
+    """The lowest free memory predicted for ``rank``, and whose: a calibrated plan's own
+    figure (every measurable component an earlier boot's), else the worker's forecast made as
+    the KV cache was built, since a first boot's plan is an estimate the worker re-measures."""
+    from launcher.contract.names import MEASURABLE
+
+    rank_plan = r.plan["ranks"][rank]
+    comps = rank_plan["components"]
+    present = [comps[n] for n in MEASURABLE if n in comps and comps[n]["bytes"]]
+    if present and all(c["source"] == "measured" for c in present):
+        return rank_plan["predicted_lowest_free"], "the calibrated plan's"
+    record = r.records.get(rank) or {}
+    return record.get("forecast_lowest_free"), "the worker's, at sizing"
+
+
+def forecast_missed(r: BootResult) -> list[str]:
+    """Where NVML's lowest free memory under the workload is more than ``FORECAST`` from the
+    forecast (``forecast_of``), or either was not read."""
+    out = []
+    low = r.outcome.low_free if r.outcome else {}
+    for rank, device in enumerate(r.devices):
+        predicted, whose = forecast_of(r, rank)
+        if predicted is None:
+            out.append(f"rank {rank}: no forecast of its lowest free memory ({whose})")
+        elif device not in low:
+            out.append(f"GPU {device}: no low-water reading under the workload")
+        elif abs(low[device] - predicted) > FORECAST:
+            out.append(
+                f"rank {rank}: {whose} forecast {predicted / 2**20:.0f} MiB free at the lowest, "
+                f"measured {low[device] / 2**20:.0f} MiB"
+            )
+    return out

@@ -27,7 +27,7 @@ import pytest
 from tests.gpu import summary
 from tests.gpu.boot import boot
 from tests.gpu.matrix import Generated, generate
-from tests.gpu.row_verdict import failure, late, under_margin
+from tests.gpu.row_verdict import failure, forecast_missed, late, under_margin
 
 pytestmark = pytest.mark.gpu
 
@@ -78,13 +78,15 @@ def test_each_row_boots_within_the_margin_and_compiles_nothing_late(lab, deploym
         failures.append(f"boot 1 under the {planned.margin / 2**30:.2f} GiB margin: {short}")
     if compiled := late(planned):
         failures.append(f"boot 1 late compiles: {compiled}")
+    failures += [f"boot 1: {p}" for p in forecast_missed(planned)]
     if _again(deployment.name):
         calibrated = boot(lab, deployment.again())
         summary.add(calibrated)
         if why := failure(calibrated):
             failures.append(f"boot 2: {why}")
         else:
-            failures += [f"boot 2: {p}" for p in under_margin(calibrated) + late(calibrated)]
+            missed = under_margin(calibrated) + late(calibrated) + forecast_missed(calibrated)
+            failures += [f"boot 2: {p}" for p in missed]
         blocks = calibrated.plan.get("kv", {}).get("blocks_per_rank")
         got = {r: rec["kv"]["blocks"] for r, rec in calibrated.records.items()}
         if not got or got != {r: blocks for r in got}:

@@ -30,7 +30,15 @@ def _boot(tmp_path: Path, ranks: int = 2, log: str = "") -> BootResult:
     r.devices = [4 + rank for rank in range(ranks)]  # device numbers differ from ranks
     r.healthy = True
     r.plan = {"profile_data": {"memory": {"safety_margin": MARGIN}}, "vllm": {"argv": list(ARGV)}}
-    r.records = {rank: {"late_compiles": [], "free_after_warmup": 2 * GIB} for rank in range(ranks)}
+    r.records = {
+        rank: {"late_compiles": [], "free_after_warmup": 2 * GIB, "forecast_lowest_free": GIB}
+        for rank in range(ranks)
+    }
+    estimate = {"bytes": GIB, "source": "estimate"}
+    r.plan["ranks"] = [
+        {"components": {"weights": estimate}, "predicted_lowest_free": 3 * GIB}
+        for _ in range(ranks)
+    ]
     r.outcome = Outcome(sent=3, ok=3, low_free={d: GIB for d in r.devices})
     r.late_files = []  # the oracle read after the workload: nothing new
     return r
@@ -41,6 +49,7 @@ def test_a_clean_boot_has_no_problem(tmp_path):
     assert row_verdict.failure(r) is None
     assert row_verdict.late(r) == []
     assert row_verdict.under_margin(r) == []
+    assert row_verdict.forecast_missed(r) == []
 
 
 BREAKS = {
@@ -92,3 +101,31 @@ def test_every_pair_of_breaks_gives_one_line_per_counter_broken(tmp_path, a, b):
         assert 1 <= len(found) <= 2, found
     else:
         assert len(found) == len(counters), found
+
+
+MiB = 2**20
+FORECAST_BREAKS = {
+    "low under the worker's forecast": lambda r: r.outcome.low_free.update({5: GIB - 129 * MiB}),
+    "low over the worker's forecast": lambda r: r.outcome.low_free.update({4: GIB + 129 * MiB}),
+    "no worker forecast": lambda r: r.records[1].pop("forecast_lowest_free"),
+    "no record": lambda r: r.records.pop(0),
+    "card not sampled": lambda r: r.outcome.low_free.pop(5),
+    "calibrated plan's own figure missed": lambda r: r.plan["ranks"][0]["components"].update(
+        weights={"bytes": GIB, "source": "measured"}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORECAST_BREAKS))
+def test_the_forecast_fails_past_128_mib_either_way_or_unread(tmp_path, name):
+    """A first boot is held to the worker's forecast (its plan is an estimate); a calibrated
+    rank to its plan's own figure (3 GiB here, 2 GiB from the low)."""
+    r = _boot(tmp_path)
+    FORECAST_BREAKS[name](r)
+    assert len(row_verdict.forecast_missed(r)) == 1, row_verdict.forecast_missed(r)
+
+
+def test_within_128_mib_either_way_the_forecast_holds(tmp_path):
+    r = _boot(tmp_path)
+    r.outcome.low_free.update({4: GIB - 128 * MiB, 5: GIB + 128 * MiB})
+    assert row_verdict.forecast_missed(r) == []

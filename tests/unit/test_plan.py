@@ -156,22 +156,28 @@ def test_device_memory_overrides_the_catalog(write, gpu_memory):
 
 
 @pytest.mark.parametrize("dip_gib", [0.0, 0.25, 0.62, 3.0])
-def test_a_measured_serving_dip_replaces_the_serving_reserves_in_the_lowest_free_forecast(
-    write, dip_gib
-):
-    """Calibrated from a boot that served, the forecast takes what serving took past vLLM's
-    warmup instead of the activation and transient reserves (still reserved: the KV is the
-    same), so it moves by exactly their difference; an uncalibrated rank keeps every reserve."""
+def test_a_measured_serving_dip_is_said_and_moves_neither_the_kv_nor_the_forecast(write, dip_gib):
+    """The reserves are held from vLLM's warmup on, so what serving drew on them on an
+    earlier boot is information, not a term of the forecast: every reserve counts."""
     dip = int(dip_gib * GiB)
     base = planned(write)
     p = planned(write, measured={r: Measured({}, "2026-12-06", serving_dip=dip) for r in range(4)})
     assert p.kv.blocks_per_rank == base.kv.blocks_per_rank
     for before, after in zip(base.ranks, p.ranks, strict=True):
-        reserves = sum(
-            c.bytes for c in before.components if c.name in ("activation_peak", "transients")
-        )
         assert before.serving_dip is None and after.serving_dip == dip
-        assert after.lowest_free - before.lowest_free == reserves - dip
+        assert after.lowest_free == before.lowest_free
+
+
+def test_the_forecast_is_the_margin_and_the_headroom_s_prewarm_part_to_the_block(write):
+    """On the rank that bounds the KV cache, every other component and the blocks come off
+    the card: what stays is the margin, the JIT headroom less its late part, and less than
+    one block."""
+    p = planned(write)
+    r = p.ranks[p.kv.bounding_rank]
+    headroom = r.component("jit_headroom")
+    late = sum(q.bytes for q in headroom.parts if q.name == "late_compiles")
+    kept = r.component("safety_margin").bytes + headroom.bytes - late
+    assert 0 <= r.lowest_free - kept < p.kv.layout.page_bytes
 
 
 def test_the_dry_run_says_what_its_lowest_free_forecast_rests_on(write):
@@ -181,4 +187,5 @@ def test_the_dry_run_says_what_its_lowest_free_forecast_rests_on(write):
     est = " ".join(render_table(planned(write), None).split())
     cal = " ".join(render_table(planned(write, measured=calibrated), None).split())
     assert "(estimate: the card less every component at its peak" in est
-    assert "measured: serving took 1.00 GiB past vLLM's warmup" in cal
+    assert "holds the activation and transient reserves from vLLM's warmup on" in est
+    assert "serving drew 1.00 GiB of those reserves on the boot this plan is" in cal

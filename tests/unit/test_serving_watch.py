@@ -65,8 +65,8 @@ def test_a_low_within_the_activation_figure_changes_no_reserve():
 
 
 def test_what_late_compiles_kept_is_left_to_the_census():
-    assert serving_reserve(100, 1000, 400, late=200) == 400
-    assert serving_reserve(500, 1000, 400, late=200) == 500
+    assert serving_reserve(100, 600, late=200) == 400
+    assert serving_reserve(500, 600, late=200) == 500
 
 
 def test_nothing_is_read_before_the_warmup_measured_free_memory():
@@ -90,6 +90,7 @@ def test_the_worker_reads_free_memory_at_every_serving_steps_edges(monkeypatch, 
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
     worker = GpuWorker(warmed(GiB // 2, 2 * GiB), margin=512 * MiB, activation=GiB // 2)
     worker.model_runner = Runner()
     worker._watch_steps()
@@ -119,6 +120,7 @@ def test_serving_s_dip_splits_into_torch_s_grown_segments_and_what_is_outside_th
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (state["free"], 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: state["reserved"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
     record = warmed(1000 * MiB, 1600 * MiB)
     record.reserved_after_warmup = 200 * MiB
     worker = GpuWorker(record, margin=512 * MiB, activation=1000 * MiB)
@@ -144,11 +146,12 @@ def test_a_watch_that_fails_stops_and_the_step_goes_on(monkeypatch, caplog):
             return "stepped"
 
     class Broken(ServingWatch):
-        def seen(self, free: int, reserved: int | None = None) -> bool:
+        def seen(self, free: int, reserved: int | None = None, peak: int | None = None) -> bool:
             raise ValueError("a reading no record takes")
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (GiB, 4 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
     worker = GpuWorker(warmed(0, GiB), Broken, margin=0, activation=0)
     worker.model_runner = Runner()
     worker._watch_steps()
@@ -156,3 +159,55 @@ def test_a_watch_that_fails_stops_and_the_step_goes_on(monkeypatch, caplog):
     assert worker.model_runner.execute_model() == "stepped"
     assert worker._serving.stopped
     assert sum("watch stopped" in r.getMessage() for r in caplog.records) == 1
+
+
+def held(activation: int, free_after_warmup: int, hold: int, allocated: int) -> RankRecord:
+    record = warmed(activation, free_after_warmup)
+    record.reserved_after_warmup = 0
+    record.held_for_serving = hold
+    record.allocated_after_warmup = allocated
+    return record
+
+
+def test_with_the_reserves_held_serving_draws_on_them_and_free_memory_stays():
+    """The H100's MoE row: 2.19 GiB free after the warmup, 1.65 GiB held; serving drew 0.72
+    GiB of torch's allocations inside the hold, so free memory stayed where the hold left it
+    and what serving took is torch's allocated peak, under the activation figure."""
+    record = held(int(1.04 * GiB), int(2.19 * GiB), int(1.65 * GiB), 80 * GiB)
+    watch = ServingWatch(record, margin=512 * MiB, activation=int(1.04 * GiB))
+    ready = int(2.19 * GiB) - int(1.65 * GiB)
+    assert watch.seen(ready, int(1.65 * GiB), 80 * GiB + int(0.72 * GiB))
+    assert record.serving_dip() == (int(0.72 * GiB), 0)
+    assert record.measured[ComponentName.ACTIVATION_PEAK] == int(1.04 * GiB)
+    assert not watch.release_due()
+
+
+def test_a_draw_past_the_activation_figure_raises_it_though_free_memory_never_fell():
+    record = held(GiB // 2, 2 * GiB, GiB, 10 * GiB)
+    watch = ServingWatch(record, margin=512 * MiB, activation=GiB // 2)
+    assert watch.seen(GiB, GiB, 10 * GiB + 900 * MiB)
+    assert record.measured[ComponentName.ACTIVATION_PEAK] == 900 * MiB
+    assert not watch.seen(GiB, GiB, 10 * GiB + 900 * MiB + STEP - 1)  # within a step: no write
+
+
+def test_serving_past_the_hold_counts_the_draw_and_what_fell_outside_torch():
+    """Torch's segments grew 100 MiB past the hold and 50 MiB more left outside them: what
+    serving took is the allocated draw and the 50 MiB outside."""
+    record = held(0, 2 * GiB, GiB, 0)
+    watch = ServingWatch(record, margin=512 * MiB, activation=0)
+    assert watch.seen(GiB - 150 * MiB, GiB + 100 * MiB, GiB + 100 * MiB)
+    assert record.serving_dip() == (GiB + 150 * MiB, 100 * MiB)
+
+
+def test_the_held_reserves_go_back_once_when_free_memory_falls_below_the_margin():
+    record = held(0, 2 * GiB, GiB, 0)
+    watch = ServingWatch(record, margin=GiB, activation=0)
+    assert watch.seen(GiB - 64 * MiB, GiB, 0)
+    assert watch.release_due() and not watch.release_due()
+
+
+def test_without_a_hold_below_the_margin_nothing_is_released():
+    record = warmed(0, GiB)
+    watch = ServingWatch(record, margin=GiB, activation=0)
+    assert watch.seen(GiB // 4)
+    assert not watch.release_due()

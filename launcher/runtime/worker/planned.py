@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.contract.names import ComponentName as Name
-from launcher.contract.record import KvActual
+from launcher.contract.record import Budget, KvActual
 from launcher.runtime import phases
 from launcher.runtime.budget import BudgetError, beside_kv, kv_budget
-from launcher.runtime.worker import activation, compiled, headroom, recording, sizing, stage
+from launcher.runtime.worker import activation, compiled, headroom, hold, recording, sizing, stage
 from launcher.runtime.worker.log import delta, logger, say
 from launcher.runtime.worker.runplan import NO_PLAN, RunPlan
 from launcher.runtime.worker.serving import ServingWatch
@@ -95,6 +95,9 @@ class PlannedMixin:
         after = take(state.device)
         if before and after:
             state.beside_kv = beside_kv(after.taken_since(before), kv_cache_config)
+        if after:  # what vLLM built beside the KV cache is inside a measured graph reserve
+            free = after.free + state.beside_kv
+            state.sized.forecast_lowest_free = forecast(state.sized.budget, free)
         blocks = int(state.vllm.read("kv.num_blocks", kv_cache_config))  # refused if missing
         kv = state.run.kv
         tokens = blocks * kv.block_tokens * kv.dcp
@@ -144,6 +147,7 @@ def _warmed(state: WorkerState, warmup: int, free: int, reserved: int) -> None:
     activation.net(record, state.activation, state.device)
     figure = record.measured.get(Name.ACTIVATION_PEAK, 0)
     state.serving = ServingWatch(record, margin, figure)
+    _hold(state, free)
     if free < margin:
         logger.warning(
             "b12x-launch rank %d: %s free after vLLM's warmup, below the safety margin %s",
@@ -151,3 +155,44 @@ def _warmed(state: WorkerState, warmup: int, free: int, reserved: int) -> None:
             format_size(free),
             format_size(margin),
         )
+
+
+def forecast(budget: Budget, free: int) -> int:
+    """The lowest free memory this boot forecasts from ``free``, the device's free memory
+    once the KV cache exists with what vLLM built beside it given back (a calibrated graph
+    reserve holds that, a first boot's, vLLM's estimate, does not): what vLLM's warmup and
+    serving draw on comes off, the JIT headroom and the margin stay."""
+    drawn = (Name.CUDAGRAPH_POOL, *hold.HELD)
+    return free - sum(budget.reserved.get(n, 0) for n in drawn)
+
+
+def _hold(state: WorkerState, free: int) -> None:
+    """Hold the activation and transient reserves in torch's cache (``hold``), and start
+    reading what serving draws on them: torch's allocated peak from here."""
+    record, device = state.sized, state.device
+    if device is None:
+        return
+    import torch
+
+    size = hold.hold_size(record.budget, free)
+    try:
+        record.held_for_serving = hold.hold(device, size.bytes)
+    except Exception as exc:  # never the boot (issue 39): the reserves stay free instead
+        logger.warning(
+            "b12x-launch rank %d: could not hold the serving reserves: %s: %s",
+            state.rank,
+            type(exc).__name__,
+            exc,
+        )
+    torch.cuda.reset_peak_memory_stats(device)
+    record.allocated_after_warmup = torch.cuda.memory_allocated(device)
+    held = record.held_for_serving
+    if held is None:
+        return
+    capped = f" (of {format_size(size.reserves)}: {size.capped})" if size.capped else ""
+    said = record.forecast_lowest_free
+    say(
+        f"rank {state.rank}: holding {format_size(held)}{capped} in torch's cache for the "
+        f"activation and transient reserves; {format_size(free - held)} free from here"
+        + (f" (forecast at sizing {format_size(said)})" if said is not None else "")
+    )

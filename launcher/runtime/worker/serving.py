@@ -21,10 +21,11 @@ STEP = 16 * MiB
 """A new low is recorded when it is this much below the last (bounds the record's writes)."""
 
 
-def serving_reserve(activation: int, free_after_warmup: int, low_free: int, late: int) -> int:
+def serving_reserve(activation: int, took: int, late: int) -> int:
     """The activation figure the next plan reserves: the larger of the recorded one and what
-    serving took past the warmup, less what late compiles kept (the census reserves that)."""
-    return max(activation, free_after_warmup - low_free - late)
+    serving took past the warmup (``RankRecord.serving_dip``), less what late compiles kept
+    (the census reserves that)."""
+    return max(activation, took - late)
 
 
 def dip_words(took: int, grown: int | None) -> str:
@@ -49,28 +50,48 @@ class ServingWatch:
     """The record's activation figure when serving began (after the warmup's netting)."""
     warned: bool = False
     stopped: bool = False
+    released: bool = False
+    """Whether the held reserves went back (``release_due``)."""
     """Set by the worker when a reading failed: the watch reads no more."""
 
-    def seen(self, free: int, reserved: int | None = None) -> bool:
-        """Take one reading (free device memory, and torch's reserved segments then); True
-        when the record changed (the caller saves it)."""
+    def seen(self, free: int, reserved: int | None = None, peak: int | None = None) -> bool:
+        """Take one reading (free device memory, torch's reserved segments then, and torch's
+        allocated peak since the hold); True when the record changed (the caller saves it)."""
         rec = self.record
-        after = rec.free_after_warmup
-        if after is None or (
-            rec.serving_low_free is not None and free > rec.serving_low_free - STEP
-        ):
+        if rec.free_after_warmup is None:
             return False
-        rec.serving_low_free = free
-        rec.serving_low_reserved = reserved
+        lower = rec.serving_low_free is None or free <= rec.serving_low_free - STEP
+        higher = peak is not None and (
+            rec.serving_peak_allocated is None or peak >= rec.serving_peak_allocated + STEP
+        )
+        if not (lower or higher):
+            return False
+        if lower:
+            rec.serving_low_free = free
+            rec.serving_low_reserved = reserved
+        if higher:
+            rec.serving_peak_allocated = peak
+        took = (rec.serving_dip() or (0, None))[0]
         late = sum(e.cost_bytes or 0 for e in rec.late_compiles)
-        need = serving_reserve(self.activation, after, free, late)
+        need = serving_reserve(self.activation, took, late)
         if need > self.activation:
             rec.measured[Name.ACTIVATION_PEAK] = need
             rec.measured_why[Name.ACTIVATION_PEAK] = (
-                f"serving took {format_size(after - free)} past vLLM's warmup"
+                f"serving took {format_size(took)} past vLLM's warmup"
                 + (f", less {format_size(late)} late compiles kept" if late else "")
                 + f"; the warmup's figure was {format_size(self.activation)}"
             )
+        return True
+
+    def release_due(self) -> bool:
+        """Whether the held reserves go back now (once): free memory fell below the margin
+        while they were held, so what is not torch's (a library's workspace, another
+        process) may need it more than torch's cache does."""
+        rec = self.record
+        low = rec.serving_low_free
+        if self.released or not rec.held_for_serving or low is None or low >= self.margin:
+            return False
+        self.released = True
         return True
 
     def split(self) -> str:

@@ -50,20 +50,25 @@ def watch_steps(
                 late[seen] = late[seen].model_copy(update={"cost_bytes": cost})
             if serving is not None:  # the reading at the lower free, and torch's then
                 low = (free0, reserved0) if free0 < free1 else (free1, reserved1)
-                changed = serving_seen(serving, *low, rank) or changed
+                peak = torch.cuda.max_memory_allocated(device)
+                changed = serving_seen(serving, *low, peak, rank) or changed
+                if serving.release_due():
+                    release(rank)
             if changed:
                 save()
 
     runner.execute_model = watched
 
 
-def serving_seen(serving: ServingWatch, free: int, reserved: int, rank: int) -> bool:
-    """One low-water reading; a watch that fails is stopped with a warning, never the
-    step it reads around (issue 39: never a crash)."""
+def serving_seen(
+    serving: ServingWatch, free: int, reserved: int, peak: int | None, rank: int
+) -> bool:
+    """One low-water reading (with torch's allocated peak); a watch that fails is stopped
+    with a warning, never the step it reads around (issue 39: never a crash)."""
     if serving.stopped:
         return False
     try:
-        changed = serving.seen(free, reserved)
+        changed = serving.seen(free, reserved, peak)
     except Exception as exc:
         serving.stopped = True
         logger.warning(
@@ -83,3 +88,21 @@ def serving_seen(serving: ServingWatch, free: int, reserved: int, rank: int) -> 
             serving.split(),
         )
     return changed
+
+
+def release(rank: int) -> None:
+    """The held reserves' unused blocks go back to the card: below the safety margin, free
+    memory serves what is not torch's (a library's workspace, another process) better than
+    torch's cache does. A failure is said, never raised into the step."""
+    import torch
+
+    try:
+        torch.cuda.empty_cache()
+    except Exception as exc:
+        logger.warning("b12x-launch rank %d: could not release the held reserves: %s", rank, exc)
+        return
+    logger.warning(
+        "b12x-launch rank %d: below the safety margin: the held serving reserves' unused "
+        "blocks went back to the card",
+        rank,
+    )
