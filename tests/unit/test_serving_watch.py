@@ -211,3 +211,17 @@ def test_without_a_hold_below_the_margin_nothing_is_released():
     watch = ServingWatch(record, margin=GiB, activation=0)
     assert watch.seen(GiB // 4)
     assert not watch.release_due()
+
+
+def test_a_first_step_on_another_stream_than_the_hold_s_gives_the_hold_back_once():
+    record = held(0, 2 * GiB, GiB, 0)
+    watch = ServingWatch(record, margin=512 * MiB, activation=0)
+    watch.hold_stream = 7
+    assert watch.off_stream(8)
+    assert not watch.off_stream(8) and not watch.release_due()
+
+
+def test_a_first_step_on_the_hold_s_stream_keeps_it():
+    watch = ServingWatch(held(0, 2 * GiB, GiB, 0), margin=512 * MiB, activation=0)
+    watch.hold_stream = 7
+    assert not watch.off_stream(7) and watch.hold_stream is None and not watch.released

@@ -56,6 +56,14 @@ def hold_size(budget: Budget, free: int) -> HoldSize:
     return HoldSize(room, want, why)
 
 
+def stream(device: int) -> int:
+    """The current stream's handle: the hold's blocks serve requests on it only, so the
+    worker checks serving's first step runs on it."""
+    import torch
+
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
 def hold(device: int, size: int) -> int:
     """Hold ``size`` bytes in torch's default pool on the current stream (vLLM's) as new
     cached segments; the bytes torch's segments grew by. Nothing held on an allocation
@@ -77,10 +85,10 @@ def _free_blocks(device: int) -> list[int]:
     drain that makes the hold's request a new segment."""
     import torch
 
-    stream = torch.cuda.current_stream(device).cuda_stream
+    on = stream(device)
     sizes = []
     for seg in torch.cuda.memory_snapshot():
-        if seg.get("device") != device or seg.get("stream") != stream:
+        if seg.get("device") != device or seg.get("stream") != on:
             continue
         if tuple(seg.get("segment_pool_id") or (0, 0)) != (0, 0):
             continue  # a CUDA graph's private pool: eager requests never come from it

@@ -177,6 +177,8 @@ def _hold(state: WorkerState, free: int) -> None:
     size = hold.hold_size(record.budget, free)
     try:
         record.held_for_serving = hold.hold(device, size.bytes)
+        if state.serving is not None:
+            state.serving.hold_stream = hold.stream(device)
     except Exception as exc:  # never the boot (issue 39): the reserves stay free instead
         logger.warning(
             "b12x-launch rank %d: could not hold the serving reserves: %s: %s",

@@ -52,6 +52,9 @@ class ServingWatch:
     stopped: bool = False
     released: bool = False
     """Whether the held reserves went back (``release_due``)."""
+    hold_stream: int | None = None
+    """The stream the reserves were held on (None: not held); serving's steps must run on it
+    for its requests to draw on them."""
     """Set by the worker when a reading failed: the watch reads no more."""
 
     def seen(self, free: int, reserved: int | None = None, peak: int | None = None) -> bool:
@@ -81,6 +84,16 @@ class ServingWatch:
                 + (f", less {format_size(late)} late compiles kept" if late else "")
                 + f"; the warmup's figure was {format_size(self.activation)}"
             )
+        return True
+
+    def off_stream(self, current: int) -> bool:
+        """Whether a step runs on another stream than the hold's (once: the hold then goes
+        back, since its blocks would serve nothing and serving's own would come on top).
+        Checked on the first step only: ``hold_stream`` is cleared either way."""
+        held, self.hold_stream = self.hold_stream, None
+        if held is None or current == held or self.released:
+            return False
+        self.released = True
         return True
 
     def release_due(self) -> bool:

@@ -34,6 +34,9 @@ def watch_steps(
 
     def watched(*args: Any, **kwargs: Any) -> Any:
         seen = len(late)
+        if serving is not None and serving.hold_stream is not None:  # the first step after
+            if serving.off_stream(torch.cuda.current_stream(device).cuda_stream):
+                release(rank, "serving steps on another stream than the hold's")
         free0, _ = torch.cuda.mem_get_info(device)
         reserved0 = torch.cuda.memory_reserved(device)
         try:
@@ -53,7 +56,7 @@ def watch_steps(
                 peak = torch.cuda.max_memory_allocated(device)
                 changed = serving_seen(serving, *low, peak, rank) or changed
                 if serving.release_due():
-                    release(rank)
+                    release(rank, "below the safety margin")
             if changed:
                 save()
 
@@ -90,7 +93,7 @@ def serving_seen(
     return changed
 
 
-def release(rank: int) -> None:
+def release(rank: int, why: str) -> None:
     """The held reserves' unused blocks go back to the card: below the safety margin, free
     memory serves what is not torch's (a library's workspace, another process) better than
     torch's cache does. A failure is said, never raised into the step."""
@@ -102,7 +105,7 @@ def release(rank: int) -> None:
         logger.warning("b12x-launch rank %d: could not release the held reserves: %s", rank, exc)
         return
     logger.warning(
-        "b12x-launch rank %d: below the safety margin: the held serving reserves' unused "
-        "blocks went back to the card",
+        "b12x-launch rank %d: %s: the held serving reserves' unused blocks went back to the card",
         rank,
+        why,
     )
