@@ -34,9 +34,9 @@ def watch_steps(
 
     def watched(*args: Any, **kwargs: Any) -> Any:
         seen = len(late)
-        if serving is not None and serving.hold_stream is not None:  # the first step after
-            if serving.off_stream(torch.cuda.current_stream(device).cuda_stream):
-                release(rank, "serving steps on another stream than the hold's")
+        first = serving is not None and serving.hold_stream is not None  # after the hold
+        if first and serving.off_stream(torch.cuda.current_stream(device).cuda_stream):
+            release(rank, "serving steps on another stream than the hold's")
         free0, _ = torch.cuda.mem_get_info(device)
         reserved0 = torch.cuda.memory_reserved(device)
         try:
