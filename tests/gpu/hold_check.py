@@ -15,6 +15,8 @@ SLACK = 2 * MiB
 CASES = {
     # what vLLM's warmup left cached (freed blocks), the hold, what serving then allocates
     "small cache": ((300 * MiB, 40 * MiB), 1024 * MiB, (600 * MiB, 300 * MiB, 100 * MiB)),
+    # a free small-pool segment (a 512 KiB tensor's 2 MiB) is no large block to drain
+    "a free small segment": ((512 << 10, 64 * MiB), 512 * MiB, (300 * MiB, 200 * MiB)),
     "cache larger than the hold": ((1536 * MiB,), 512 * MiB, (1400 * MiB, 500 * MiB)),
     "nothing cached": ((), 256 * MiB, (128 * MiB, 100 * MiB)),
 }

@@ -13,6 +13,6 @@ from tests.gpu.hold_check import CASES, check
 def test_the_hold_adds_its_size_and_serving_draws_on_it(name):
     from tests.conftest import need_module
 
-    torch = need_module("torch")
+    torch = need_module("gpu", "torch", "the hold is torch's caching allocator")
     assert torch.cuda.is_available(), "the GPU tier needs a CUDA device"
     assert check(name) == []

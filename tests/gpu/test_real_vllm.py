@@ -28,7 +28,7 @@ import pytest
 
 from launcher.report.vllm_log import parse_kv_lines
 from tests.conftest import need
-from tests.gpu import counters, row_verdict, summary
+from tests.gpu import counters, row_verdict, summary, vllm_faults
 from tests.gpu.boot import BootResult, BootSpec
 
 pytestmark = pytest.mark.gpu
@@ -160,11 +160,14 @@ class Served:
     spec: BootSpec
 
     def test_it_starts_and_serves_the_whole_workload(self, booted):
+        """Every request answered, but for vLLM's own named faults, each matched by its line
+        in the server's log (``vllm_faults``)."""
         assert booted.healthy, "the server never became healthy" + _why(booted)
         out = booted.outcome
-        assert out.failed == [], _why(booted)
+        own, other = vllm_faults.split(out.failed, booted.log(), booted.plan)
+        assert other == [], _why(booted)
         assert out.sent > booted.plan["profile_data"]["serving"]["max_num_seqs"]
-        assert out.ok == out.sent
+        assert out.ok == out.sent - len(own)
         assert out.samples > 10, "NVML sampled too rarely to see a low-water mark"
         assert set(booted.records) == set(range(self.spec.ranks))
 
@@ -480,7 +483,8 @@ class UsersTraffic(LearnsNothing):
 
     def test_every_generated_request_was_served_and_its_seed_is_recorded(self, booted):
         out = booted.outcome
-        assert out.seed is not None and out.failed == [], out.failed[:20]
+        _own, other = vllm_faults.split(out.failed, booted.log(), booted.plan)
+        assert out.seed is not None and other == [], other[:20]
         assert "prompt_logprobs" in out.coverage and "stream" in out.coverage, out.coverage
 
     def test_the_predicted_lowest_free_is_within_128_mib_of_the_measured(self, booted):
@@ -491,12 +495,16 @@ class UsersTraffic(LearnsNothing):
 
     def test_the_serving_reserves_were_held_and_serving_drew_on_them(self, booted):
         """The activation and transient reserves held in torch's cache after vLLM's warmup
-        (``runtime.worker.hold``), and torch's allocated peak read while serving."""
+        (``runtime.worker.hold``: all of them, or what the warmup left past the headroom and
+        the margin), to torch's 2 MiB rounding, and torch's allocated peak read while serving."""
+        from launcher.contract.record import Budget
+        from launcher.runtime.worker.hold import hold_size
+
         for rank, rec in booted.records.items():
-            budget = rec["budget"]
-            want = budget.get("activation_peak", 0) + budget.get("transients", 0)
-            assert rec.get("held_for_serving") is not None, (rank, booted.tail())
-            assert rec["held_for_serving"] >= want - 2 * 2**20, (rank, rec["held_for_serving"])
+            size = hold_size(Budget.model_validate(rec["budget"]), rec["free_after_warmup"])
+            held = rec.get("held_for_serving")
+            assert held is not None, (rank, booted.tail())
+            assert size.bytes <= held <= size.bytes + 2 * 2**20, (rank, held, size)
             assert rec.get("serving_peak_allocated") is not None, rank
 
 

@@ -92,6 +92,9 @@ def _free_blocks(device: int) -> list[int]:
             continue
         if tuple(seg.get("segment_pool_id") or (0, 0)) != (0, 0):
             continue  # a CUDA graph's private pool: eager requests never come from it
+        if seg.get("segment_type") != "large":
+            continue  # a free small-pool segment (2 MiB) would be asked of the large pool,
+            # which makes a new 20 MiB segment for it: 22 MiB past the hold on the H100
         sizes += [
             int(b["size"])
             for b in seg.get("blocks", ())
