@@ -53,7 +53,12 @@ print(subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total,memory.
 PY
 # The launcher's tree this call ran: its commit where the copy has git, and always a hash of
 # the files under launcher/ and tests/gpu/ that a checkout reproduces (tests/gpu/tree-id.sh).
-{ echo "launcher commit $(git rev-parse --short HEAD 2>/dev/null || echo 'not in this copy')"
+# The copy's git may lag its files: a commit is named only where the files match it.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo 'not in this copy')
+if [ "$commit" != 'not in this copy' ] && ! git diff --quiet HEAD -- launcher tests/gpu 2>/dev/null; then
+  commit="$commit with changes under launcher/ or tests/gpu/ (the tree id names what ran)"
+fi
+{ echo "launcher commit $commit"
   echo "launcher tree $(tests/gpu/tree-id.sh)"
   # which machine: calls on one held machine share these (a bar or a check split over
   # back-to-back calls names them); a fresh machine has another boot id

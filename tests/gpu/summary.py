@@ -85,6 +85,7 @@ def rows() -> list[dict[str, Any]]:
                     "kv_blocks_vllm": rec.get("kv", {}).get("blocks"),
                     "kv_blocks_calibrated": calibrated.get("blocks_per_rank"),
                     "low_water_free": low,
+                    "forecast_lowest_free": _forecast(b, rank),
                     "safety_margin": b.margin if b.plan else None,
                     "free_after_warmup": rec.get("free_after_warmup"),
                     "activation": rec.get("activation"),
@@ -127,6 +128,16 @@ def _late_count(windows: dict[str, dict[str, int | None]], counter: str) -> int 
     return None if any(n is None for n in seen) else sum(seen)  # type: ignore[arg-type]
 
 
+def _forecast(b: BootResult, rank: int) -> int | None:
+    """The lowest free memory forecast for ``rank`` (``row_verdict.forecast_of``; None: plain
+    vLLM, or a boot from before the worker forecast)."""
+    if b.spec.plain or not b.plan.get("ranks"):
+        return None
+    from tests.gpu.row_verdict import forecast_of
+
+    return forecast_of(b, rank)[0]
+
+
 def _n(value: int | None) -> str:
     return "-" if value is None else str(value)
 
@@ -134,11 +145,12 @@ def _n(value: int | None) -> str:
 def render(data: list[dict[str, Any]]) -> str:
     head = (
         f"{'boot':<16}{'rk':>3}{'gpu':>4} {'prewarm':<8}{'budget':>8}{'blk plan':>10}"
-        f"{'blk vLLM':>10}{'blk calib':>10}{'low free':>9}{'margin':>7}{'late':>5}"
+        f"{'blk vLLM':>10}{'blk calib':>10}{'low free':>9}{'fcst':>6}{'margin':>7}{'late':>5}"
         f"{'mon':>5}{'file':>5}{'ready s':>8}  late kernels"
     )
     lines = [
-        "GPU tier: KV blocks, low-water free memory (GiB, NVML), late compiles (watchdog; "
+        "GPU tier: KV blocks, low-water free memory (GiB, NVML) and its forecast (fcst), late "
+        "compiles (watchdog; "
         "mon: vLLM's JIT monitor; file: new files in the compile caches after ready), time to "
         "ready",
         head,
@@ -150,7 +162,7 @@ def render(data: list[dict[str, Any]]) -> str:
             f"{_gib(r['budget']):>8}{r['kv_blocks_planned'] or '-':>10}"
             f"{r['kv_blocks_vllm'] or '-':>10}"
             f"{r['kv_blocks_calibrated'] or '-':>10}{_gib(r['low_water_free']):>9}"
-            f"{_gib(r['safety_margin']):>7}{_n(r['late_compiles']):>5}{r.get('monitor_late', 0):>5}"
+            f"{_gib(r.get('forecast_lowest_free')):>6}{_gib(r['safety_margin']):>7}{_n(r['late_compiles']):>5}{r.get('monitor_late', 0):>5}"
             f"{_n(r.get('late_files')):>5}{_ready(r.get('ready_seconds')):>8}  "
             f"{', '.join(r['late_kernels'] + r.get('late_file_names', [])[:3])}"
         )
