@@ -55,9 +55,19 @@ class ScratchKv:
     run."""
 
 
+_ABSENT = object()
+"""What a declared read gives where the runner lacks the attribute (None is a value there)."""
+
+
+def _holds_kv_config(runner: Any) -> bool:
+    """Whether the runner holds a ``KVCacheConfig`` (set by ``initialize_kv_cache``)."""
+    return read_on("scratch.kv_cache_config", runner, _ABSENT) is not _ABSENT
+
+
 def unsupported(runner: Any) -> str | None:
     """Why ``runner`` cannot build a scratch KV cache, or None when it can."""
-    missing = [n for n in ("initialize_kv_cache", "get_kv_cache_spec") if not hasattr(runner, n)]
+    entries = ("scratch.initialize_kv_cache", "scratch.get_kv_cache_spec")
+    missing = [e.rpartition(".")[2] for e in entries if read_on(e, runner) is None]
     if missing:
         return f"{type(runner).__name__} has no {', '.join(missing)} (vLLM's model runners have)"
     return None
@@ -68,9 +78,8 @@ def profiling_path(runner: Any) -> bool:
     sizing (``_init_minimal_kv_cache_for_profiling`` / ``_cleanup_profiling_kv_cache``). The V2
     runner has neither: its scratch cache is built by ``initialize_kv_cache`` and released by
     putting the runner and the layers' bindings back as they were."""
-    return hasattr(runner, "_cleanup_profiling_kv_cache") and hasattr(
-        runner, "_init_minimal_kv_cache_for_profiling"
-    )
+    entries = ("scratch.cleanup", "scratch.minimal_cache")
+    return all(read_on(e, runner) is not None for e in entries)
 
 
 def _config(runner: Any, blocks: int) -> Any:
@@ -79,7 +88,8 @@ def _config(runner: Any, blocks: int) -> Any:
 
     get_kv_cache_groups = resolve_first("kv_groups")  # kv_cache_planning from vLLM 0.33
     get_kv_cache_config_from_groups = resolve_first("kv_config_from_groups")
-    groups = get_kv_cache_groups(runner.vllm_config, runner.get_kv_cache_spec())
+    spec = read_on("scratch.get_kv_cache_spec", runner)()  # ``unsupported`` checked it
+    groups = get_kv_cache_groups(runner.vllm_config, spec)
     cache_config = runner.cache_config
     saved = cache_config.num_gpu_blocks_override
     cache_config.num_gpu_blocks_override = blocks
@@ -122,12 +132,14 @@ def _drop_requests(runner: Any) -> list[str]:
     left = list(requests)
     with _inference_mode():
         for req_id in left:
-            if batch is not None and hasattr(batch, "remove_request"):
-                batch.remove_request(req_id)
+            remove = read_on("scratch.remove_request", batch)
+            if remove is not None:
+                remove(req_id)
             requests.pop(req_id, None)
-        if left and batch is not None and hasattr(batch, "condense"):
-            batch.condense()
-    if hasattr(runner, "_draft_token_ids"):
+        condense = read_on("scratch.condense", batch)
+        if left and condense is not None:
+            condense()
+    if read_on("scratch.draft_token_ids", runner, _ABSENT) is not _ABSENT:
         runner._draft_token_ids = None
     # A removed request leaves its row of block ids behind; vLLM's own dummy batches (its
     # CUDA-graph profiling on a cache of a few blocks) read those rows: back to zeros, as
@@ -150,7 +162,7 @@ def leftovers(runner: Any) -> list[str]:
         out.append("kv_caches")
     if read_on("scratch.attn_groups", runner):
         out.append("attention groups")
-    if hasattr(runner, "kv_cache_config"):
+    if _holds_kv_config(runner):
         out.append("kv_cache_config")
     if read_on("scratch.num_gpu_blocks", runner.cache_config) is not None:
         out.append("cache_config.num_gpu_blocks")
@@ -272,7 +284,7 @@ def scratch_kv(
     why = unsupported(runner)
     if why:
         raise ScratchUnsupported(why)
-    if read_on("scratch.kv_caches", runner) or hasattr(runner, "kv_cache_config"):
+    if read_on("scratch.kv_caches", runner) or _holds_kv_config(runner):
         raise ScratchUnsupported("the runner already holds a KV cache")
     from launcher.runtime.prewarm.stage import runner_state
 
@@ -301,20 +313,20 @@ def scratch_kv(
 
     memory: list[tuple[int, int]] = []
     try:
+        initialize = read_on("scratch.initialize_kv_cache", runner)  # ``unsupported`` checked
         if v1:
-            runner.initialize_kv_cache(config, is_profiling=True)
+            initialize(config, is_profiling=True)
         else:
-            runner.initialize_kv_cache(config)
-            if read_on("scratch.needs_zeroing", config, False) and hasattr(
-                runner, "_init_kv_zero_meta"
-            ):
-                runner._init_kv_zero_meta()  # as vLLM's worker does after it
+            initialize(config)
+            zero = read_on("scratch.kv_zero_meta", runner)
+            if read_on("scratch.needs_zeroing", config, False) and zero is not None:
+                zero()  # as vLLM's worker does after it
         runner.cache_config.num_gpu_blocks = config.num_blocks
         tensors = _kv_tensors(runner, layers)
         memory = runner_state.storages(tensors)
     except Exception as exc:  # half built: put the runner back, the boot goes on without it
-        if v1 and hasattr(runner, "kv_cache_config"):
-            runner._cleanup_profiling_kv_cache()
+        if v1 and _holds_kv_config(runner):
+            read_on("scratch.cleanup", runner)()
         put_back()
         _release_memory()
         raise ScratchUnsupported(f"vLLM's initialize_kv_cache failed: {exc!r}") from exc
@@ -335,7 +347,7 @@ def scratch_kv(
     finally:
         scratch.forced = _drop_requests(runner)
         if v1:
-            runner._cleanup_profiling_kv_cache()
+            read_on("scratch.cleanup", runner)()  # ``profiling_path``: it is there
         else:
             runner_state.synchronize_device()
         # Whatever the served steps wrote and initialize_kv_cache made on the runner, back as
