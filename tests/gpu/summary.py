@@ -162,7 +162,8 @@ def render(data: list[dict[str, Any]]) -> str:
             f"{_gib(r['budget']):>8}{r['kv_blocks_planned'] or '-':>10}"
             f"{r['kv_blocks_vllm'] or '-':>10}"
             f"{r['kv_blocks_calibrated'] or '-':>10}{_gib(r['low_water_free']):>9}"
-            f"{_gib(r.get('forecast_lowest_free')):>6}{_gib(r['safety_margin']):>7}{_n(r['late_compiles']):>5}{r.get('monitor_late', 0):>5}"
+            f"{_gib(r.get('forecast_lowest_free')):>6}{_gib(r['safety_margin']):>7}"
+            f"{_n(r['late_compiles']):>5}{r.get('monitor_late', 0):>5}"
             f"{_n(r.get('late_files')):>5}{_ready(r.get('ready_seconds')):>8}  "
             f"{', '.join(r['late_kernels'] + r.get('late_file_names', [])[:3])}"
         )
