@@ -4,9 +4,10 @@ Under speculative decoding vLLM 0.26's scheduler ends a request under a grammar 
 it accepted is one the grammar rejects, token 0: ``grammar rejected tokens [0] ... Terminating
 request``, answered HTTP 500. It was seen on GLM (MTP, 2 tokens) on the H100 before the
 reserves were held (2026-12-06, at 9de033a) and after (b255a9a), once in 48 requests, on
-neither run of the same seed in between; it is not yet shown on plain vLLM. A failure counts as this fault only
-when the deployment speculates, the request had a grammar, it was answered 500, and the log
-has one such line for each such failure; every other failure is the launcher's to explain.
+neither run of the same seed in between; it is not yet shown on plain vLLM. A failure counts
+as this fault only when the deployment speculates, the request had a grammar, it was answered
+500, and the log has one such line for each such failure; every other failure is the
+launcher's to explain.
 """
 
 from __future__ import annotations
