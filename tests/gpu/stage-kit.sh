@@ -7,7 +7,8 @@
 # On the device, one call each (carry the path named):
 #   tests/gpu/stage-kit.sh 00        carry .kit/vllm-site.tar.xz.00 and .kit/SHA256SUMS
 #   tests/gpu/stage-kit.sh 01 ...    carry .kit/vllm-site.tar.xz.01, and so on
-#   tests/gpu/stage-kit.sh wheels    carry .kit/wheels
+#   tests/gpu/stage-kit.sh wheels    carry .kit/wheels, or (the tree past 14 MiB) run
+#                                    split-wheels here first and carry .kit/wheels-1, then -2
 #   (or carry the last piece and the wheels with the first run: run-tier.sh stages them itself)
 #   tests/gpu/stage-kit.sh assemble  unpack /tmp/kit into /tmp/site and /tmp/site2
 #   tests/gpu/stage-kit.sh status    what /tmp/kit holds
@@ -49,13 +50,25 @@ assemble() {
   echo "assembled: $(du -sh "$SITE" | cut -f1) in $SITE, $(ls "$KIT"/wheels | wc -l) wheels in $SITE2"
 }
 
-case "${1:?usage: stage-kit.sh NN | wheels | assemble | status}" in
+case "${1:?usage: stage-kit.sh NN | wheels | split-wheels | assemble | status}" in
   assemble) assemble ;;
   status) status ;;
   wheels)
-    [ -d .kit/wheels ] || { echo "error: .kit/wheels was not carried (carry: [\".kit/wheels\"])" >&2; exit 1; }
-    mkdir -p "$KIT/wheels" && cp .kit/wheels/* "$KIT/wheels/"
+    # .kit/wheels whole, or its halves .kit/wheels-1 and -2 (split-wheels), a call each
+    dirs=$(ls -d .kit/wheels .kit/wheels-* 2>/dev/null || true)
+    [ -n "$dirs" ] || { echo "error: no .kit/wheels* was carried (carry: [\".kit/wheels-1\"])" >&2; exit 1; }
+    mkdir -p "$KIT/wheels" && for d in $dirs; do cp "$d"/* "$KIT/wheels/"; done
     status ;;
+  split-wheels)
+    # Here, not on the device: the working tree travels with each call (64 MiB in all), and
+    # once it outgrew 14 MiB the 50 MiB of wheels no longer fit beside it. Halves by size.
+    rm -rf .kit/wheels-1 .kit/wheels-2 && mkdir -p .kit/wheels-1 .kit/wheels-2
+    a=0; b=0
+    for w in $(ls -S .kit/wheels/*.whl); do
+      n=$(stat -c %s "$w")
+      if [ "$a" -le "$b" ]; then ln "$w" .kit/wheels-1/; a=$((a + n)); else ln "$w" .kit/wheels-2/; b=$((b + n)); fi
+    done
+    du -sh .kit/wheels-1 .kit/wheels-2 ;;
   *)
     piece=$(printf '%02d' "$((10#$1))")
     src=.kit/vllm-site.tar.xz.$piece
