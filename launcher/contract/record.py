@@ -500,8 +500,10 @@ class RankRecord(Contract):
         segments growing past the hold (None where not read); None before both free readings.
 
         With the reserves held, free memory falls only by what serving took past the hold;
-        what it drew inside the hold is torch's allocated peak over the hold's start, and
-        what it took outside torch's allocator is the fall its segments do not explain."""
+        what it drew inside the pool is torch's allocated peak over the hold's start, less
+        what vLLM's warmup left cached there (counted in the graph pool already: GLM's
+        MTP drafter leaves 2.6 GiB that serving's activations reuse), and what it took
+        outside torch's allocator is the fall its segments do not explain."""
         if self.free_after_warmup is None or self.serving_low_free is None:
             return None
         held = self.held_for_serving or 0
@@ -511,7 +513,8 @@ class RankRecord(Contract):
         fell = self.free_after_warmup - held - self.serving_low_free
         if self.serving_peak_allocated is None or self.allocated_after_warmup is None:
             return fell, grown
-        drawn = max(0, self.serving_peak_allocated - self.allocated_after_warmup)
+        cached = self.activation.warmup_cached if self.activation else 0
+        drawn = max(0, self.serving_peak_allocated - self.allocated_after_warmup - cached)
         return drawn + max(0, fell - max(0, grown or 0)), grown
 
     def to_json(self) -> dict[str, Any]:

@@ -46,3 +46,31 @@ def test_the_graph_reserve_forecasts_what_vllms_warmup_took_within_128_mib(name,
     reserve = record.budget.cudagraph_pool
     took = record.measured[ComponentName.CUDAGRAPH_POOL]
     assert abs(reserve - took) <= TOLERANCE, (reserve >> 20, took >> 20)
+
+
+HELD = sorted(RUNS.glob("2026-12-06-h100-*held-reserves/*.measure-rank0.json"))
+
+
+@pytest.mark.parametrize("path", HELD, ids=[f"{p.parent.name[16:36]}:{p.stem}" for p in HELD])
+def test_serving_drawing_on_the_warmups_cache_raises_no_reserve(path):
+    """Each held boot's serving readings, replayed through the worker's watch from its state
+    at ready: what serving drew out of vLLM's warmup's cache is not a new reserve. GLM's
+    serving (628 MiB) came out of the 2.6 GiB its MTP drafter's warmup left cached: its
+    figure stays 0, where the worker that ran recorded 628 MiB and cost the calibrated boot
+    2,614 blocks. Llama's drew 48 MiB past its 71 MiB figure once the cache is taken off."""
+    from launcher.runtime.worker.serving import ServingWatch
+
+    done = RankRecord.model_validate_json(path.read_text())
+    at_ready = done.model_copy(
+        update={"serving_low_free": None, "serving_peak_allocated": None, "measured": {}}
+    )
+    act = done.activation
+    figure = 0 if act.warmup_cached >= act.profile_peak else done.budget.activation_peak
+    at_ready.measured[ComponentName.ACTIVATION_PEAK] = figure
+    watch = ServingWatch(at_ready, margin=done.budget.safety_margin, activation=figure)
+    watch.seen(done.serving_low_free, done.serving_low_reserved, done.serving_peak_allocated)
+    now = at_ready.measured[ComponentName.ACTIVATION_PEAK]
+    drawn = done.serving_peak_allocated - done.allocated_after_warmup - act.warmup_cached
+    assert now == max(figure, drawn) <= done.measured[ComponentName.ACTIVATION_PEAK]
+    if "glm" in path.name:
+        assert now == 0
