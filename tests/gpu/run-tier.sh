@@ -29,7 +29,7 @@ mkdir -p "$GPU_TIER_DIR"
 for piece in .kit/vllm-site.tar.xz.*; do
   [ -f "$piece" ] && tests/gpu/stage-kit.sh "${piece##*.}" >/dev/null
 done
-[ -d .kit/wheels ] && tests/gpu/stage-kit.sh wheels >/dev/null
+ls -d .kit/wheels .kit/wheels-* >/dev/null 2>&1 && tests/gpu/stage-kit.sh wheels >/dev/null
 . tests/gpu/kit-env.sh || exit 1
 # The tier's profiles name the H200; an H100 lent instead is named to every boot.
 if [ -z "${GPU_TIER_GPU:-}" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then

@@ -289,7 +289,8 @@ class Bar:
         if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
             return (
                 f"{NOT_ENOUGH} ({len(a)} plain, {len(b)} launcher clean; "
-                f"{MIN_SAMPLES} a side, interleaved, in one call)"
+                f"{MIN_SAMPLES} a side, interleaved, in one call or back-to-back calls on one "
+                "machine)"
             )
         if not self.interleaved():
             return f"not interleaved ({self.order})"
@@ -398,19 +399,62 @@ def bar_between(
     )
 
 
-def report(runs: list[Path], logs: Path | None = None) -> str:
-    """The table and the timing bars of each call (one summary JSON a call), in order."""
+def report(runs: list[Path], logs: Path | None = None, together: bool = False) -> str:
+    """The table and the timing bars of each call (one summary JSON a call), in order;
+    ``together``: of the calls as one, which must have run back to back on one machine and
+    one launcher tree (``machine_of`` each JSON's directory)."""
     text = logs.read_text() if logs else None
     out = []
-    for run in runs:
-        data = json.loads(run.read_text())["boots"]
-        out.append(f"# {run.name}" + (f" (faults from {logs.name})" if logs else ""))
+    calls = [(run.name, json.loads(run.read_text())["boots"]) for run in runs]
+    if together:
+        machines = {machine_of(run.parent) for run in runs}
+        if len(machines) != 1 or None in machines:
+            raise ValueError(
+                "--together needs each call's versions.txt beside its JSON, naming one machine "
+                f"and one launcher tree; found {sorted(map(str, machines))}"
+            )
+        names = " + ".join(run.parent.name for run in runs)
+        calls = [(f"{names} (one machine)", [r for _, data in calls for r in data])]
+    for name, data in calls:
+        out.append(f"# {name}" + (f" (faults from {logs.name})" if logs else ""))
         out.append(render(data).rstrip("\n"))
         found = bars(data, text)
         out.append("\nTiming bars (A plain vLLM, B the launcher, in run order)")
         out += [bar.render() for bar in found] or ["none in this call"]
         out.append("")
     return "\n".join(out)
+
+
+MACHINE = ("machine boot ", "launcher tree ")
+"""The lines of a call's versions.txt (``run-tier.sh``) that name its machine and code."""
+
+
+def machine_of(run_dir: Path) -> tuple[str, ...] | None:
+    """The machine (boot id, GPUs) and launcher tree a call's versions.txt names (None:
+    no file, or not both lines)."""
+    path = run_dir / "versions.txt"
+    if not path.is_file():
+        return None
+    lines = path.read_text(errors="replace").splitlines()
+    found = tuple(next((x for x in lines if x.startswith(p)), "") for p in MACHINE)
+    return found if all(found) else None
+
+
+def same_machine_rows(here: Path) -> list[dict[str, Any]]:
+    """The rows of the calls before this one (``here``'s ``run-HHMMSS`` siblings, in run
+    order) that ran on this machine and launcher tree: a bar whose samples outlast one call
+    takes them from back-to-back calls on one held machine (a fresh machine has another boot
+    id, so nothing of it is taken)."""
+    mine = machine_of(here)
+    if mine is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for call in sorted(here.parent.glob("run-*")):
+        summary_json = call / "gpu-tier-summary.json"
+        if call.name >= here.name or machine_of(call) != mine or not summary_json.is_file():
+            continue
+        out += json.loads(summary_json.read_text())["boots"]
+    return out
 
 
 def _stem(name: str, names: set[str]) -> str:
@@ -426,8 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.gpu.summary", description=main.__doc__)
     parser.add_argument("runs", type=Path, nargs="+", help="gpu-tier-summary.json files")
     parser.add_argument("--logs", type=Path, help="the calls' server.log lines (faults)")
+    parser.add_argument(
+        "--together", action="store_true", help="the calls as one (back to back, one machine)"
+    )
     args = parser.parse_args(argv)
-    print(report(args.runs, args.logs), end="")
+    print(report(args.runs, args.logs, args.together), end="")
     return 0
 
 

@@ -191,3 +191,48 @@ def test_the_boot_1_bar_over_1_2x_by_the_medians_is_missed():
 
 def test_no_boot_1_bar_where_a_side_never_booted():
     assert summary.bar_between(_cold("AAA", [1, 2, 3], []), "g-plain", "g3-mixed") is None
+
+
+def _calls(tmp_path: Path, machines: list[str]) -> list[Path]:
+    """Two back-to-back calls of the MoE boot-1 bar (ABA, then BAB), each in its own
+    ``run-HHMMSS`` directory with the machine its versions.txt names."""
+    template = _rows(
+        RUNS / "2026-12-06-h100-moe-and-glm-users-boot-1-held-reserves" / "gpu-tier-summary.json"
+    )[0]
+    rows = [
+        {**template, **r}
+        for r in _call("ABABAB", [121.0, 119.0, 124.0], [140.0, 146.0, 139.0], ("m-plain", "m"))
+    ]
+    dirs = []
+    for i, (machine, part) in enumerate(zip(machines, (rows[:3], rows[3:]), strict=True)):
+        d = tmp_path / f"run-1{i}0000"
+        d.mkdir()
+        (d / "versions.txt").write_text(f"torch 2.11\nlauncher tree abc\nmachine boot {machine}\n")
+        (d / "gpu-tier-summary.json").write_text(json.dumps({"boots": part}))
+        dirs.append(d)
+    return dirs
+
+
+def test_a_bar_split_over_back_to_back_calls_on_one_machine_is_one_bar(tmp_path):
+    first, second = _calls(tmp_path, ["m1 gpu GPU-1", "m1 gpu GPU-1"])
+    rows = summary.same_machine_rows(second) + _rows(second / "gpu-tier-summary.json")
+    bar = summary.bar_between(rows, "m-plain", "m", "ratio", 1.2)
+    assert bar.order == "ABABAB" and bar.interleaved() and bar.met(), bar.render()
+    together = summary.report([d / "gpu-tier-summary.json" for d in (first, second)], None, True)
+    assert "run-100000 + run-110000 (one machine)" in together
+    assert "verdict:    met (bar 1.2x)" in together
+
+
+def test_a_call_on_another_machine_lends_no_sample(tmp_path):
+    """A fresh machine (another boot id) or another launcher tree starts its bar again: the
+    second call alone has one plain sample and is not enough."""
+    first, second = _calls(tmp_path, ["m1 gpu GPU-1", "m2 gpu GPU-2"])
+    assert summary.same_machine_rows(second) == []
+    assert summary.bar_between(_rows(second / "gpu-tier-summary.json"), "m-plain", "m") is None
+    with pytest.raises(ValueError, match="one machine"):
+        summary.report([d / "gpu-tier-summary.json" for d in (first, second)], None, True)
+
+
+def test_a_later_call_on_the_machine_lends_nothing_to_an_earlier_one(tmp_path):
+    first, _ = _calls(tmp_path, ["m1 gpu GPU-1", "m1 gpu GPU-1"])
+    assert summary.same_machine_rows(first) == []
