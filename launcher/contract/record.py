@@ -489,6 +489,9 @@ class RankRecord(Contract):
     serving_peak_allocated: Bytes | None = None
     """Torch's allocated peak while serving, to 16 MiB (None: not read): what serving drew
     on the held reserves is this less ``allocated_after_warmup``."""
+    hold_released: bool = False
+    """Whether the held reserves went back to the card while serving (below the margin, or
+    serving on another stream): free readings after it include them."""
     activation: Activation | None = None
     """The activation peak and what vLLM's warmup left cached (None: not measured)."""
     internals: InternalsCheck | None = None
@@ -516,6 +519,17 @@ class RankRecord(Contract):
         cached = self.activation.warmup_cached if self.activation else 0
         drawn = max(0, self.serving_peak_allocated - self.allocated_after_warmup - cached)
         return drawn + max(0, fell - max(0, grown or 0)), grown
+
+    def unused_hold(self) -> int:
+        """The held reserves serving never drew, even at its peak (0: none held, not read, or
+        given back): free memory in effect, which a free reading does not show."""
+        if not self.held_for_serving or self.hold_released:
+            return 0
+        if self.serving_peak_allocated is None or self.allocated_after_warmup is None:
+            return 0
+        cached = self.activation.warmup_cached if self.activation else 0
+        drawn = max(0, self.serving_peak_allocated - self.allocated_after_warmup - cached)
+        return max(0, self.held_for_serving - drawn)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

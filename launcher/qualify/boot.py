@@ -177,9 +177,9 @@ def boot(
 
 
 def observations(b: Boot) -> list[RankObservation]:
-    """Each rank's KV bytes (its blocks x page) and low-water free memory. Without
-    physical sampling the low-water mark is taken as exactly the safety margin: the
-    size the workers got is what survived."""
+    """Each rank's KV bytes (its blocks x page), low-water free memory and what its worker
+    held for serving that the workload never drew. Without physical sampling the low-water
+    mark is taken as exactly the safety margin: the size the workers got is what survived."""
     page = b.planned.plan.kv.layout.page_bytes
     margin = b.planned.loaded.profile.memory.safety_margin
     out = []
@@ -190,7 +190,9 @@ def observations(b: Boot) -> list[RankObservation]:
                 "check CUDA_VISIBLE_DEVICES against hardware.count"
             )
         low = b.low_water[rank] if b.sampled else margin
-        out.append(RankObservation(rank, blocks * page, low, page))
+        record = b.records.get(rank)
+        unused = record.unused_hold() if record is not None and b.sampled else 0
+        out.append(RankObservation(rank, blocks * page, low, page, unused))
     return out
 
 

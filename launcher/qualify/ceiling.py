@@ -4,7 +4,11 @@ Pure arithmetic. On each rank the lowest physical free memory seen while the wor
 ran is what that KV size left at the worst moment; every byte above the safety margin
 could have been KV, every byte below it must come out of the KV:
 
-    new_kv(rank) = kv_bytes(rank) + (low_water_free(rank) - safety_margin)
+    new_kv(rank) = kv_bytes(rank) + (low_water_free(rank) + unused_hold(rank) - safety_margin)
+
+The worker holds serving's activation and transient reserves in torch's cache, so a free
+reading does not show what of them the workload never drew (``unused_hold``, from each rank's
+record): that was free memory in effect, and counts as room like the rest.
 
 The engine gives every rank the same block count, so the answer is the smallest
 rank's whole blocks. Under decode context parallelism a block on one rank holds
@@ -29,9 +33,12 @@ class RankObservation:
     """Lowest physical free memory sampled while the KV cache existed."""
     page_bytes: int
     """Bytes of one KV block on this rank (every layer)."""
+    unused_hold: int = 0
+    """What the worker held for serving's reserves that the workload never drew
+    (``RankRecord.unused_hold``): free in effect, though no free reading shows it."""
 
     def new_kv_bytes(self, safety_margin: int) -> int:
-        return self.kv_bytes + self.low_water_free - safety_margin
+        return self.kv_bytes + self.low_water_free + self.unused_hold - safety_margin
 
     def blocks(self, safety_margin: int) -> int:
         return max(0, self.new_kv_bytes(safety_margin)) // self.page_bytes
@@ -65,7 +72,7 @@ def qualified_kv(
         raise ValueError("page bytes, block tokens and DCP must be positive")
     bounding = min(observations, key=lambda o: (o.blocks(safety_margin), o.rank))
     blocks = bounding.blocks(safety_margin)
-    headroom = {o.rank: o.low_water_free - safety_margin for o in observations}
+    headroom = {o.rank: o.low_water_free + o.unused_hold - safety_margin for o in observations}
     if blocks == 0:
         raise NoKvLeft(
             f"rank {bounding.rank}: the worst moment left {bounding.low_water_free:,} bytes free "

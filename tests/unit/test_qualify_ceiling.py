@@ -75,3 +75,27 @@ def test_no_room_for_one_block_is_an_error_naming_the_rank():
 def test_nonsense_inputs_are_refused(ranks, block, dcp):
     with pytest.raises(ValueError):
         qualified_kv(ranks, MARGIN, block_tokens=block, dcp=dcp)
+
+
+def test_what_the_worker_held_and_the_workload_never_drew_counts_as_room():
+    """The H100's MoE row held 1.65 GiB for serving's reserves and drew 0.24 GiB of it: NVML
+    read the margin and the headroom only, and the unused 1.41 GiB is room like free memory."""
+    held = RankObservation(0, 10 * GiB, MARGIN + 64 * MiB, PAGE, unused_hold=1410 * MiB)
+    c = qualified_kv([held], MARGIN, block_tokens=64)
+    assert c.kv_bytes == 10 * GiB + 64 * MiB + 1410 * MiB
+    assert c.headroom == {0: 64 * MiB + 1410 * MiB}
+
+
+def test_a_record_counts_the_hold_serving_never_drew_and_nothing_once_it_went_back():
+    from launcher.contract.record import Activation, RankRecord
+
+    rec = RankRecord(
+        fingerprint="fp", rank=0, when="2026-12-06", held_for_serving=1694 * MiB,
+        allocated_after_warmup=78_000 * MiB, serving_peak_allocated=78_267 * MiB,
+        activation=Activation(profile_peak=538 * MiB, warmup_cached=24 * MiB),
+    )  # fmt: skip
+    assert rec.unused_hold() == (1694 - (267 - 24)) * MiB
+    assert rec.model_copy(update={"hold_released": True}).unused_hold() == 0
+    assert rec.model_copy(update={"serving_peak_allocated": None}).unused_hold() == 0
+    over = rec.model_copy(update={"serving_peak_allocated": 80_000 * MiB})
+    assert over.unused_hold() == 0  # drew past the hold: nothing of it unused

@@ -93,7 +93,7 @@ class ServingWatch:
         held, self.hold_stream = self.hold_stream, None
         if held is None or current == held or self.released:
             return False
-        self.released = True
+        self.released = self.record.hold_released = True
         return True
 
     def release_due(self) -> bool:
@@ -104,7 +104,7 @@ class ServingWatch:
         low = rec.serving_low_free
         if self.released or not rec.held_for_serving or low is None or low >= self.margin:
             return False
-        self.released = True
+        self.released = rec.hold_released = True
         return True
 
     def split(self) -> str:
