@@ -3,10 +3,12 @@
 vLLM's warmup leaves some activations cached and some not (its V2 model runner keeps none),
 and mixed batches can fragment torch's segments beyond the profile batch's: on the H200 a
 DeepSeek-V2 row took 1.18 GiB past the warmup against a 1.05 GiB activation reserve, 0.05 GiB
-into the safety margin. The worker reads free device memory before and after every serving
-step (an allocation happens on the host's timeline, so no synchronize is needed), keeps the
-least in the record and, where serving took more than the record's activation figure, raises
-that figure: the next plan then keeps what serving took free, measured.
+into the safety margin. The worker holds the activation and transient reserves in torch's
+cache from the warmup on (``hold``), reads free device memory before and after every serving
+step (an allocation happens on the host's timeline, so no synchronize is needed) with torch's
+allocated peak, keeps the least free and the peak in the record and, where serving took more
+than the record's activation figure (``RankRecord.serving_dip``), raises that figure: the next
+plan then keeps what serving took free, measured.
 """
 
 from __future__ import annotations
