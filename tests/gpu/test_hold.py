@@ -11,8 +11,8 @@ from tests.gpu.hold_check import CASES, check
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_hold_adds_its_size_and_serving_draws_on_it(name):
-    from tests.conftest import need_module
+    from tests.conftest import need, need_module
 
     torch = need_module("gpu", "torch", "the hold is torch's caching allocator")
-    assert torch.cuda.is_available(), "the GPU tier needs a CUDA device"
+    need("gpu", torch.cuda.is_available(), "no CUDA device")
     assert check(name) == []
