@@ -6,6 +6,7 @@ by these enums (a ``StrEnum`` member is its own string in JSON and in comparison
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 # The launcher's own variables (the run file's, ``launcher.contract.runfile``, here so the
@@ -86,3 +87,11 @@ class Source(StrEnum):
     """The profile sets it."""
     QUALIFIED = "qualified"
     """``b12x-launch qualify`` proved it under the worst case."""
+
+
+def calibrated(components: Iterable[tuple[str, int, Source]]) -> bool:
+    """Whether every measurable component with bytes (name, bytes, source) is an earlier
+    boot's measurement: the rule a calibrated rank meets, for the contract's ranks and the
+    planner's alike (here, beside the names, so the dry run's table loads no record model)."""
+    present = [source for name, size, source in components if name in MEASURABLE and size]
+    return bool(present) and all(source is Source.MEASURED for source in present)

@@ -15,7 +15,7 @@ from pydantic import Field, Strict, model_serializer
 
 from launcher.contract import census
 from launcher.contract.base import Bytes, Count, Frozen, SignedBytes
-from launcher.contract.names import MEASURABLE, ComponentName, HeadroomPart, Source
+from launcher.contract.names import ComponentName, HeadroomPart, Source, calibrated
 
 REQUEST_MAX = 1 << 62
 """A plan that does not fit records what it was asked for (``memory.kv_tokens`` of 2^40 tokens
@@ -126,8 +126,7 @@ class RankPlan(Frozen):
     @property
     def calibrated(self) -> bool:
         """Whether every measurable component with bytes is an earlier boot's measurement."""
-        present = [c for n in MEASURABLE if (c := self.components.get(n)) and c.bytes]
-        return bool(present) and all(c.source is Source.MEASURED for c in present)
+        return calibrated((n, c.bytes, c.source) for n, c in self.components.items())
 
 
 Pin = Literal["kv_tokens", "kv_cache_bytes", "qualified"]

@@ -514,21 +514,25 @@ class RankRecord(Contract):
         if self.serving_low_reserved is not None and self.reserved_after_warmup is not None:
             grown = self.serving_low_reserved - self.reserved_after_warmup - held
         fell = self.free_after_warmup - held - self.serving_low_free
-        if self.serving_peak_allocated is None or self.allocated_after_warmup is None:
+        drawn = self._drawn()
+        if drawn is None:
             return fell, grown
-        cached = self.activation.warmup_cached if self.activation else 0
-        drawn = max(0, self.serving_peak_allocated - self.allocated_after_warmup - cached)
         return drawn + max(0, fell - max(0, grown or 0)), grown
+
+    def _drawn(self) -> int | None:
+        """What serving allocated at its peak past the hold's start, less what vLLM's warmup
+        left cached (None: not read)."""
+        if self.serving_peak_allocated is None or self.allocated_after_warmup is None:
+            return None
+        cached = self.activation.warmup_cached if self.activation else 0
+        return max(0, self.serving_peak_allocated - self.allocated_after_warmup - cached)
 
     def unused_hold(self) -> int:
         """The held reserves serving never drew, even at its peak (0: none held, not read, or
         given back): free memory in effect, which a free reading does not show."""
-        if not self.held_for_serving or self.hold_released:
+        drawn = self._drawn()
+        if not self.held_for_serving or self.hold_released or drawn is None:
             return 0
-        if self.serving_peak_allocated is None or self.allocated_after_warmup is None:
-            return 0
-        cached = self.activation.warmup_cached if self.activation else 0
-        drawn = max(0, self.serving_peak_allocated - self.allocated_after_warmup - cached)
         return max(0, self.held_for_serving - drawn)
 
     def to_json(self) -> dict[str, Any]:

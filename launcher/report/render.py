@@ -11,7 +11,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from launcher.contract.command import command_line, command_record
-from launcher.contract.names import MEASURABLE, ComponentName, Source
+from launcher.contract.names import ComponentName, Source, calibrated
 from launcher.plan.advice import fix_hint
 from launcher.plan.planner import Component, MemoryPlan
 from launcher.secrets import redact_env
@@ -196,12 +196,8 @@ def _lowest_free(plan: MemoryPlan) -> str:
         "activation and transient reserves from vLLM's warmup on, so the safety margin and "
         "the JIT headroom's prewarm part stay free"
     )
-    measured = all(
-        c.source is Source.MEASURED
-        for r in plan.ranks
-        for c in r.components
-        if c.name in MEASURABLE
-    )
+    ranks = [[(c.name, c.bytes, c.source) for c in r.components] for r in plan.ranks]
+    measured = all(calibrated(figures) for figures in ranks)
     basis = f"{'measured' if measured else 'estimate'}: {basis}"
     dips = [r.serving_dip for r in plan.ranks if r.serving_dip is not None]
     if dips:

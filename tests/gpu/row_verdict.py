@@ -92,13 +92,11 @@ def forecast_of(r: BootResult, rank: int) -> tuple[int | None, str]:
     """The lowest free memory predicted for ``rank``, and whose: a calibrated plan's own
     figure (every measurable component an earlier boot's), else the worker's forecast made as
     the KV cache was built, since a first boot's plan is an estimate the worker re-measures."""
-    from launcher.contract.names import MEASURABLE
+    from launcher.contract.plan import RankPlan
 
-    rank_plan = r.plan["ranks"][rank]
-    comps = rank_plan["components"]
-    present = [comps[n] for n in MEASURABLE if n in comps and comps[n]["bytes"]]
-    if present and all(c["source"] == "measured" for c in present):
-        return rank_plan["predicted_lowest_free"], "the calibrated plan's"
+    rank_plan = RankPlan.model_validate(r.plan["ranks"][rank])
+    if rank_plan.calibrated:
+        return rank_plan.predicted_lowest_free, "the calibrated plan's"
     record = r.records.get(rank) or {}
     return record.get("forecast_lowest_free"), "the worker's, at sizing"
 

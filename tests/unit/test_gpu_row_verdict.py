@@ -36,8 +36,13 @@ def _boot(tmp_path: Path, ranks: int = 2, log: str = "") -> BootResult:
     }
     estimate = {"bytes": GIB, "source": "estimate"}
     r.plan["ranks"] = [
-        {"components": {"weights": estimate}, "predicted_lowest_free": 3 * GIB}
-        for _ in range(ranks)
+        {
+            "rank": rank,
+            "total_bytes": 80 * GIB,
+            "components": {"weights": estimate},
+            "predicted_lowest_free": 3 * GIB,
+        }
+        for rank in range(ranks)
     ]
     r.outcome = Outcome(sent=3, ok=3, low_free={d: GIB for d in r.devices})
     r.late_files = []  # the oracle read after the workload: nothing new

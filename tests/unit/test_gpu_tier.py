@@ -80,7 +80,7 @@ def _result(tmp_path: Path) -> BootResult:
     comps = {"weights": {"bytes": 2 << 30, "source": "headers"}}
     r.plan = {
         "kv": {"page_bytes_per_rank": 1000, "blocks_per_rank": 90, "block_tokens": 64, "dcp": 1},
-        "ranks": [{"components": comps}, {"components": comps}],
+        "ranks": [{"rank": k, "total_bytes": 80 << 30, "components": comps} for k in range(2)],
         "profile_data": {"memory": {"safety_margin": 512 << 20}},
     }
     armed = [

@@ -9,8 +9,7 @@ import pytest
 
 from launcher.contract.names import ComponentName as Name
 from launcher.contract.record import Budget
-from launcher.runtime.worker.hold import HELD, KEPT, hold_size
-from launcher.runtime.worker.planned import forecast
+from launcher.runtime.worker.hold import HELD, KEPT, forecast, hold_size
 
 MiB = 2**20
 SEED = 20261206

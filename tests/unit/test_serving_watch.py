@@ -224,4 +224,4 @@ def test_a_first_step_on_another_stream_than_the_hold_s_gives_the_hold_back_once
 def test_a_first_step_on_the_hold_s_stream_keeps_it():
     watch = ServingWatch(held(0, 2 * GiB, GiB, 0), margin=512 * MiB, activation=0)
     watch.hold_stream = 7
-    assert not watch.off_stream(7) and watch.hold_stream is None and not watch.released
+    assert not watch.off_stream(7) and watch.hold_stream is None and not watch.record.hold_released

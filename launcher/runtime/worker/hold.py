@@ -56,6 +56,15 @@ def hold_size(budget: Budget, free: int) -> HoldSize:
     return HoldSize(room, want, why)
 
 
+def forecast(budget: Budget, free: int) -> int:
+    """The lowest free memory a boot forecasts from ``free``, the device's free memory once the
+    KV cache exists with what vLLM built beside it given back (a calibrated graph reserve holds
+    that; a first boot's, vLLM's estimate, does not): what vLLM's warmup and serving draw on
+    comes off, the JIT headroom and the margin stay."""
+    drawn = (Name.CUDAGRAPH_POOL, *HELD)
+    return free - sum(budget.reserved.get(n, 0) for n in drawn)
+
+
 def stream(device: int) -> int:
     """The current stream's handle: the hold's blocks serve requests on it only, so the
     worker checks serving's first step runs on it."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.contract.names import ComponentName as Name
-from launcher.contract.record import Budget, KvActual
+from launcher.contract.record import KvActual
 from launcher.runtime import phases
 from launcher.runtime.budget import BudgetError, beside_kv, kv_budget
 from launcher.runtime.worker import activation, compiled, headroom, hold, recording, sizing, stage
@@ -97,7 +97,7 @@ class PlannedMixin:
             state.beside_kv = beside_kv(after.taken_since(before), kv_cache_config)
         if after:  # what vLLM built beside the KV cache is inside a measured graph reserve
             free = after.free + state.beside_kv
-            state.sized.forecast_lowest_free = forecast(state.sized.budget, free)
+            state.sized.forecast_lowest_free = hold.forecast(state.sized.budget, free)
         blocks = int(state.vllm.read("kv.num_blocks", kv_cache_config))  # refused if missing
         kv = state.run.kv
         tokens = blocks * kv.block_tokens * kv.dcp
@@ -155,15 +155,6 @@ def _warmed(state: WorkerState, warmup: int, free: int, reserved: int) -> None:
             format_size(free),
             format_size(margin),
         )
-
-
-def forecast(budget: Budget, free: int) -> int:
-    """The lowest free memory this boot forecasts from ``free``, the device's free memory
-    once the KV cache exists with what vLLM built beside it given back (a calibrated graph
-    reserve holds that, a first boot's, vLLM's estimate, does not): what vLLM's warmup and
-    serving draw on comes off, the JIT headroom and the margin stay."""
-    drawn = (Name.CUDAGRAPH_POOL, *hold.HELD)
-    return free - sum(budget.reserved.get(n, 0) for n in drawn)
 
 
 def _hold(state: WorkerState, free: int) -> None:

@@ -52,8 +52,6 @@ class ServingWatch:
     """The record's activation figure when serving began (after the warmup's netting)."""
     warned: bool = False
     stopped: bool = False
-    released: bool = False
-    """Whether the held reserves went back (``release_due``)."""
     hold_stream: int | None = None
     """The stream the reserves were held on (None: not held); serving's steps must run on it
     for its requests to draw on them."""
@@ -93,9 +91,9 @@ class ServingWatch:
         back, since its blocks would serve nothing and serving's own would come on top).
         Checked on the first step only: ``hold_stream`` is cleared either way."""
         held, self.hold_stream = self.hold_stream, None
-        if held is None or current == held or self.released:
+        if held is None or current == held or self.record.hold_released:
             return False
-        self.released = self.record.hold_released = True
+        self.record.hold_released = True
         return True
 
     def release_due(self) -> bool:
@@ -104,9 +102,9 @@ class ServingWatch:
         process) may need it more than torch's cache does."""
         rec = self.record
         low = rec.serving_low_free
-        if self.released or not rec.held_for_serving or low is None or low >= self.margin:
+        if rec.hold_released or not rec.held_for_serving or low is None or low >= self.margin:
             return False
-        self.released = rec.hold_released = True
+        rec.hold_released = True
         return True
 
     def split(self) -> str:
