@@ -66,11 +66,20 @@ class Generated:
     def spec(self, plain: bool = False) -> BootSpec:
         """The boot, from an empty cache root of its own (plain vLLM: another one)."""
         name = self.name + ("-plain" if plain else "")
-        return BootSpec(name, self.profile, self.model, self.sets, cache=name, plain=plain)
+        return BootSpec(
+            name, self.profile, self.model, self.sets, cache=name, plain=plain, workload="users"
+        )
 
     def again(self) -> BootSpec:
         """Boot 2: the same deployment on boot 1's cache root (its records calibrate the plan)."""
-        return BootSpec(self.name + "-again", self.profile, self.model, self.sets, cache=self.name)
+        return BootSpec(
+            self.name + "-again",
+            self.profile,
+            self.model,
+            self.sets,
+            cache=self.name,
+            workload="users",
+        )
 
     def command(self) -> str:
         """The one command that boots this deployment again (on the device, kit staged)."""

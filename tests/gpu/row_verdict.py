@@ -16,11 +16,17 @@ MONITOR_FLAGS = ("--jit-monitor-mode", "--jit-monitor-verbose")
 
 
 def failure(r: BootResult) -> str | None:
-    """Why a boot did not boot and serve, or None."""
+    """Why a boot did not boot and serve, or None. A failure that is vLLM's own named fault
+    (``tests.gpu.vllm_faults``, matched line for line in the server's log) is not the row's."""
+    from tests.gpu import vllm_faults
+
     if not r.healthy:
         return f"never healthy (exit {r.exit_code})"
-    if r.outcome is None or r.outcome.failed:
-        return f"requests failed: {(r.outcome.failed if r.outcome else [])[:3]}"
+    if r.outcome is None:
+        return "no workload outcome"
+    _vllm, ours = vllm_faults.split(r.outcome.failed, r.log(), r.plan)
+    if ours:
+        return f"requests failed: {ours[:3]}"
     return None
 
 

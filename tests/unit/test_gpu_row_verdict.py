@@ -134,3 +134,30 @@ def test_within_128_mib_either_way_the_forecast_holds(tmp_path):
     r = _boot(tmp_path)
     r.outcome.low_free.update({4: GIB - 128 * MiB, 5: GIB + 128 * MiB})
     assert row_verdict.forecast_missed(r) == []
+
+
+GRAMMAR_500 = "req 7 (structured_outputs): HTTP 500"
+FAULT_LINE = "grammar rejected tokens [0] for request cmpl-7. Terminating request\n"
+
+
+def _speculating(r: BootResult) -> BootResult:
+    r.plan["vllm"]["argv"].append("--speculative-config")
+    return r
+
+
+def test_a_failed_request_fails_the_row(tmp_path):
+    r = _speculating(_boot(tmp_path))
+    r.outcome.failed.append(GRAMMAR_500)
+    assert "requests failed" in (row_verdict.failure(r) or "")
+
+
+def test_vllm_s_named_grammar_fault_matched_in_its_log_is_not_the_row_s(tmp_path):
+    r = _speculating(_boot(tmp_path, log=FAULT_LINE))
+    r.outcome.failed.append(GRAMMAR_500)
+    assert row_verdict.failure(r) is None
+
+
+def test_a_second_failure_past_the_fault_s_log_lines_fails_the_row(tmp_path):
+    r = _speculating(_boot(tmp_path, log=FAULT_LINE))
+    r.outcome.failed += [GRAMMAR_500, GRAMMAR_500]
+    assert "requests failed" in (row_verdict.failure(r) or "")
