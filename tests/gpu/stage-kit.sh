@@ -8,7 +8,7 @@
 #   tests/gpu/stage-kit.sh 00        carry .kit/vllm-site.tar.xz.00 and .kit/SHA256SUMS
 #   tests/gpu/stage-kit.sh 01 ...    carry .kit/vllm-site.tar.xz.01, and so on
 #   tests/gpu/stage-kit.sh wheels    carry .kit/wheels, or (the tree past 14 MiB) run
-#                                    split-wheels here first and carry .kit/wheels-1, then -2
+#                                    split-wheels [N] here first and carry .kit/wheels-1, -2...
 #   (or carry the last piece and the wheels with the first run: run-tier.sh stages them itself)
 #   tests/gpu/stage-kit.sh assemble  unpack /tmp/kit into /tmp/site and /tmp/site2
 #   tests/gpu/stage-kit.sh status    what /tmp/kit holds
@@ -50,7 +50,7 @@ assemble() {
   echo "assembled: $(du -sh "$SITE" | cut -f1) in $SITE, $(ls "$KIT"/wheels | wc -l) wheels in $SITE2"
 }
 
-case "${1:?usage: stage-kit.sh NN | wheels | split-wheels | assemble | status}" in
+case "${1:?usage: stage-kit.sh NN | wheels | split-wheels [N] | assemble | status}" in
   assemble) assemble ;;
   status) status ;;
   wheels)
@@ -61,14 +61,19 @@ case "${1:?usage: stage-kit.sh NN | wheels | split-wheels | assemble | status}" 
     status ;;
   split-wheels)
     # Here, not on the device: the working tree travels with each call (64 MiB in all), and
-    # once it outgrew 14 MiB the 50 MiB of wheels no longer fit beside it. Halves by size.
-    rm -rf .kit/wheels-1 .kit/wheels-2 && mkdir -p .kit/wheels-1 .kit/wheels-2
-    a=0; b=0
+    # once it outgrew 14 MiB the 50 MiB of wheels no longer fit beside it. Into N parts by size
+    # (default 2; 3 fit beside a kit piece each where docs/gpu-runs stays behind), largest first
+    # into the lightest part.
+    parts=${2:-2}
+    rm -rf .kit/wheels-[0-9]*
+    declare -a size
+    for i in $(seq 1 "$parts"); do mkdir -p ".kit/wheels-$i"; size[i]=0; done
     for w in $(ls -S .kit/wheels/*.whl); do
-      n=$(stat -c %s "$w")
-      if [ "$a" -le "$b" ]; then ln "$w" .kit/wheels-1/; a=$((a + n)); else ln "$w" .kit/wheels-2/; b=$((b + n)); fi
+      light=1
+      for i in $(seq 2 "$parts"); do [ "${size[i]}" -lt "${size[light]}" ] && light=$i; done
+      ln "$w" ".kit/wheels-$light/"; size[light]=$((size[light] + $(stat -c %s "$w")))
     done
-    du -sh .kit/wheels-1 .kit/wheels-2 ;;
+    du -sh .kit/wheels-[0-9]* ;;
   *)
     piece=$(printf '%02d' "$((10#$1))")
     src=.kit/vllm-site.tar.xz.$piece
