@@ -5,7 +5,7 @@
 #   tests/gpu/build-kit.sh OUT_DIR
 #
 # OUT_DIR/vllm-site.tar.xz.NN : vLLM installed as a site directory (no FA2 kernels, no Rust
-#                               frontend, no other Pythons' extensions), split in 40 MiB pieces
+#                               frontend, no other Pythons' extensions), split in 24 MiB pieces
 # OUT_DIR/wheels/             : cp312 wheels of what vLLM 0.26 imports that such a machine lacks
 #                               (pydantic, fastapi, msgspec, pyzmq, openai, xgrammar, ...)
 # On the GPU machine:
@@ -33,7 +33,7 @@ rm -rf "$WORK/site/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so" "$WORK/site/vllm/vl
 find "$WORK/site" -name "*.cpython-3*" ! -name "*cpython-312*" -delete
 tar -c -C "$WORK/site" . | xz -T0 -6 > "$WORK/vllm-site.tar.xz"
 rm -f "$OUT"/vllm-site.tar.xz.*
-split -b 40M -d "$WORK/vllm-site.tar.xz" "$OUT/vllm-site.tar.xz."
+split -b 24M -d "$WORK/vllm-site.tar.xz" "$OUT/vllm-site.tar.xz."
 
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$OUT/wheels" \
   "pydantic>=2.12,<2.15" pydantic-core annotated-types typing-inspection "typing-extensions>=4.16" \

@@ -6,7 +6,7 @@
 #   tests/gpu/run-tier.sh tests/gpu/test_real_vllm.py -k "Llama or Moe"   pytest's arguments
 #   PYTEST_FLAGS="-q -rA" tests/gpu/run-tier.sh   without -x (every boot runs)
 #
-# The last kit pieces can travel with the run itself (carry .kit/vllm-site.tar.xz.02, .kit/wheels
+# The last kit piece can travel with the run itself (carry .kit/vllm-site.tar.xz.04, a wheels part
 # and .kit/SHA256SUMS): they are staged inside the deadline, so TIER_SECONDS stays whole.
 #
 # Assembles the kit when /tmp/site is missing, prints the versions, runs pytest under a

@@ -9,6 +9,7 @@
 #   tests/gpu/stage-kit.sh 01 ...    carry .kit/vllm-site.tar.xz.01, and so on
 #   tests/gpu/stage-kit.sh wheels    carry .kit/wheels, or (the tree past 14 MiB) run
 #                                    split-wheels [N] here first and carry .kit/wheels-1, -2...
+#   (the tree past 24 MiB: run resplit [SIZE] here first, and stage each smaller piece)
 #   (or carry the last piece and the wheels with the first run: run-tier.sh stages them itself)
 #   tests/gpu/stage-kit.sh assemble  unpack /tmp/kit into /tmp/site and /tmp/site2
 #   tests/gpu/stage-kit.sh status    what /tmp/kit holds
@@ -50,7 +51,7 @@ assemble() {
   echo "assembled: $(du -sh "$SITE" | cut -f1) in $SITE, $(ls "$KIT"/wheels | wc -l) wheels in $SITE2"
 }
 
-case "${1:?usage: stage-kit.sh NN | wheels | split-wheels [N] | assemble | status}" in
+case "${1:?usage: stage-kit.sh NN | wheels | resplit [SIZE] | split-wheels [N] | assemble | status}" in
   assemble) assemble ;;
   status) status ;;
   wheels)
@@ -59,6 +60,14 @@ case "${1:?usage: stage-kit.sh NN | wheels | split-wheels [N] | assemble | statu
     [ -n "$dirs" ] || { echo "error: no .kit/wheels* was carried (carry: [\".kit/wheels-1\"])" >&2; exit 1; }
     mkdir -p "$KIT/wheels" && for d in $dirs; do cp "$d"/* "$KIT/wheels/"; done
     status ;;
+  resplit)
+    # Here: the kit's pieces cut again to SIZE (default 24M), so a piece travels beside a
+    # working tree that outgrew 24 MiB (docs/gpu-runs); SHA256SUMS is written again.
+    size=${2:-24M}
+    tmp=$(mktemp -d .kit/resplit.XXXX)
+    cat .kit/vllm-site.tar.xz.* > "$tmp/whole" && rm -f .kit/vllm-site.tar.xz.*
+    split -b "$size" -d "$tmp/whole" .kit/vllm-site.tar.xz. && rm -rf "$tmp"
+    (cd .kit && sha256sum vllm-site.tar.xz.* > SHA256SUMS) && ls -la .kit/vllm-site.tar.xz.* ;;
   split-wheels)
     # Here, not on the device: the working tree travels with each call (64 MiB in all), and
     # once it outgrew 14 MiB the 50 MiB of wheels no longer fit beside it. Into N parts by size

@@ -48,10 +48,15 @@ def test_the_graph_reserve_forecasts_what_vllms_warmup_took_within_128_mib(name,
     assert abs(reserve - took) <= TOLERANCE, (reserve >> 20, took >> 20)
 
 
-HELD = sorted(RUNS.glob("2026-12-06-h100-*held-reserves/*.measure-rank0.json"))
+HELD = [
+    path
+    for path in sorted(RUNS.glob("*/*.measure-rank*.json"))
+    if RankRecord.model_validate_json(path.read_text()).held_for_serving is not None
+]
+"""Every committed boot whose worker held the serving reserves."""
 
 
-@pytest.mark.parametrize("path", HELD, ids=[f"{p.parent.name[16:36]}:{p.stem}" for p in HELD])
+@pytest.mark.parametrize("path", HELD, ids=[f"{p.parent.name[16:]}:{p.stem}" for p in HELD])
 def test_serving_drawing_on_the_warmups_cache_raises_no_reserve(path):
     """Each held boot's serving readings, replayed through the worker's watch from its state
     at ready: what serving drew out of vLLM's warmup's cache is not a new reserve. GLM's
