@@ -2,8 +2,8 @@
 
 The deployments come from ``tests.gpu.matrix.generate`` (seeded; the seed is printed with each
 row, and ``Generated.command`` boots one again). Each boots through b12x-launch from an empty
-cache root of its own and serves the users' traffic (``tests/gpu/traffic.py``, seeded, as the
-tier's three models do). Where it fails, plain vLLM boots the same deployment from empty caches
+cache root of its own and serves the users' traffic (``tests/gpu/traffic.py``, as the tier's
+three models do; drawn from the matrix's seed unless ``GPU_TIER_SEED`` names another). Where it fails, plain vLLM boots the same deployment from empty caches
 to tell the two apart: a deployment both fail on fails as BOTH FAIL (the launcher accepted what
 vLLM cannot run), apart from one only b12x-launch fails on. A boot that serves must also keep
 the plan's safety margin free after vLLM's warmup and under the workload (boot 1 is where the
@@ -52,7 +52,12 @@ def _again(name: str) -> bool:
 
 
 @pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[g.name for g in DEPLOYMENTS])
-def test_each_row_boots_within_the_margin_and_compiles_nothing_late(lab, deployment: Generated):
+def test_each_row_boots_within_the_margin_and_compiles_nothing_late(
+    lab, deployment: Generated, monkeypatch
+):
+    # the users' traffic drawn from the matrix's seed unless one is named: the row's one
+    # command (``Generated.command``) sends the same requests again
+    monkeypatch.setenv("GPU_TIER_SEED", os.environ.get("GPU_TIER_SEED") or str(SEED))
     print(f"\n{deployment.describe()}\nagain: {deployment.command()}")
     planned = boot(lab, deployment.spec())
     summary.add(planned)
