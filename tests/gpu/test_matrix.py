@@ -3,12 +3,13 @@
 The deployments come from ``tests.gpu.matrix.generate`` (seeded; the seed is printed with each
 row, and ``Generated.command`` boots one again). Each boots through b12x-launch from an empty
 cache root of its own and serves the users' traffic (``tests/gpu/traffic.py``, as the tier's
-three models do; drawn from the matrix's seed unless ``GPU_TIER_SEED`` names another). Where it fails, plain vLLM boots the same deployment from empty caches
-to tell the two apart: a deployment both fail on fails as BOTH FAIL (the launcher accepted what
-vLLM cannot run), apart from one only b12x-launch fails on. A boot that serves must also keep
-the plan's safety margin free after vLLM's warmup and under the workload (boot 1 is where the
-plan has measured least), and compile nothing late by any of the three counters, each of which
-must have run (``tests.gpu.row_verdict``).
+three models do; drawn from the matrix's seed unless ``GPU_TIER_SEED`` names another). Where it
+fails, plain vLLM boots the same deployment from empty caches to tell the two apart: a
+deployment both fail on fails as BOTH FAIL (the launcher accepted what vLLM cannot run), apart
+from one only b12x-launch fails on. A boot that serves must also keep the plan's safety margin
+free after vLLM's warmup and under the workload (boot 1 is where the plan has measured least),
+and compile nothing late by any of the three counters, each of which must have run
+(``tests.gpu.row_verdict``).
 
 ``GPU_MATRIX_PLAIN=1`` boots plain vLLM beside every deployment, for the ready times side by
 side; ``GPU_MATRIX_PLAIN=gen1-1,gen1-7`` beside those named only. ``GPU_MATRIX_AGAIN`` (the same
