@@ -19,7 +19,7 @@ import json
 import random
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tests.gpu.boot import BootSpec
@@ -72,14 +72,7 @@ class Generated:
 
     def again(self) -> BootSpec:
         """Boot 2: the same deployment on boot 1's cache root (its records calibrate the plan)."""
-        return BootSpec(
-            self.name + "-again",
-            self.profile,
-            self.model,
-            self.sets,
-            cache=self.name,
-            workload="users",
-        )
+        return replace(self.spec(), name=self.name + "-again", cache=self.name)
 
     def command(self) -> str:
         """The one command that boots this deployment again (on the device, kit staged)."""

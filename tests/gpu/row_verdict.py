@@ -8,6 +8,7 @@ that had not booted, and a counter that was not armed, as "0 late").
 
 from __future__ import annotations
 
+from tests.gpu import vllm_faults
 from tests.gpu.boot import BootResult
 
 GIB = 2**30
@@ -18,8 +19,6 @@ MONITOR_FLAGS = ("--jit-monitor-mode", "--jit-monitor-verbose")
 def failure(r: BootResult) -> str | None:
     """Why a boot did not boot and serve, or None. A failure that is vLLM's own named fault
     (``tests.gpu.vllm_faults``, matched line for line in the server's log) is not the row's."""
-    from tests.gpu import vllm_faults
-
     if not r.healthy:
         return f"never healthy (exit {r.exit_code})"
     if r.outcome is None:

@@ -19,14 +19,24 @@ TOLERANCE = 128 << 20
 """Issue 63: predicted lowest free within 128 MiB of the measured."""
 
 
+def _name(path: Path) -> str:
+    return f"{path.parent.name[16:]}:{path.stem}"
+
+
+COMMITTED = [
+    (path, RankRecord.model_validate_json(path.read_text()))
+    for path in sorted(RUNS.glob("*/*.measure-rank*.json"))
+]
+"""Every committed rank record, read once."""
+
+
 def _records() -> list[tuple[str, RankRecord]]:
-    out = []
-    for path in sorted(RUNS.glob("*/*.measure-rank*.json")):
-        record = RankRecord.model_validate_json(path.read_text())
-        graphs = ComponentName.CUDAGRAPH_POOL
-        if record.budget.cudagraph_pool is not None and graphs in record.measured:
-            out.append((f"{path.parent.name[16:]}:{path.stem}", record))
-    return out
+    graphs = ComponentName.CUDAGRAPH_POOL
+    return [
+        (_name(path), record)
+        for path, record in COMMITTED
+        if record.budget.cudagraph_pool is not None and graphs in record.measured
+    ]
 
 
 RECORDS = _records()
@@ -48,16 +58,12 @@ def test_the_graph_reserve_forecasts_what_vllms_warmup_took_within_128_mib(name,
     assert abs(reserve - took) <= TOLERANCE, (reserve >> 20, took >> 20)
 
 
-HELD = [
-    path
-    for path in sorted(RUNS.glob("*/*.measure-rank*.json"))
-    if RankRecord.model_validate_json(path.read_text()).held_for_serving is not None
-]
+HELD = [(path, record) for path, record in COMMITTED if record.held_for_serving is not None]
 """Every committed boot whose worker held the serving reserves."""
 
 
-@pytest.mark.parametrize("path", HELD, ids=[f"{p.parent.name[16:]}:{p.stem}" for p in HELD])
-def test_serving_drawing_on_the_warmups_cache_raises_no_reserve(path):
+@pytest.mark.parametrize("path,done", HELD, ids=[_name(path) for path, _ in HELD])
+def test_serving_drawing_on_the_warmups_cache_raises_no_reserve(path, done):
     """Each held boot's serving readings, replayed through the worker's watch from its state
     at ready: what serving drew out of vLLM's warmup's cache is not a new reserve. GLM's
     serving (628 MiB) came out of the 2.6 GiB its MTP drafter's warmup left cached: its
@@ -65,7 +71,6 @@ def test_serving_drawing_on_the_warmups_cache_raises_no_reserve(path):
     2,614 blocks. Llama's drew 48 MiB past its 71 MiB figure once the cache is taken off."""
     from launcher.runtime.worker.serving import ServingWatch
 
-    done = RankRecord.model_validate_json(path.read_text())
     at_ready = done.model_copy(
         update={"serving_low_free": None, "serving_peak_allocated": None, "measured": {}}
     )
