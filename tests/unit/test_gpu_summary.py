@@ -142,14 +142,16 @@ def test_the_committed_summary_is_the_summary_of_the_raw_files_today():
         command, _, printed = block.partition("\n")
         args = shlex.split(command)
         assert args[:3] == ["python", "-m", "tests.gpu.summary"], command
-        runs, logs = [], None
+        runs, logs, together = [], None, False
         it = iter(args[3:])
         for arg in it:
             if arg == "--logs":
                 logs = ROOT / next(it)
+            elif arg == "--together":
+                together = True
             else:
                 runs.append(ROOT / arg)
-        assert printed.rstrip("\n") == summary.report(runs, logs).rstrip("\n"), (
+        assert printed.rstrip("\n") == summary.report(runs, logs, together).rstrip("\n"), (
             f"regenerate docs/gpu-runs/SUMMARY.txt: {command}"
         )
 

@@ -58,8 +58,17 @@ def test_the_graph_reserve_forecasts_what_vllms_warmup_took_within_128_mib(name,
     assert abs(reserve - took) <= TOLERANCE, (reserve >> 20, took >> 20)
 
 
-HELD = [(path, record) for path, record in COMMITTED if record.held_for_serving is not None]
-"""Every committed boot whose worker held the serving reserves."""
+HELD = [
+    (path, record)
+    for path, record in COMMITTED
+    if record.held_for_serving is not None and record.serving_peak_allocated is not None
+]
+"""Every committed boot whose worker held the serving reserves and then served (a boot the
+tier's deadline stopped before ready held them and recorded no serving)."""
+
+
+def test_the_serving_replay_has_every_held_boot_that_served():
+    assert len(HELD) >= 16, [_name(path) for path, _ in HELD]
 
 
 @pytest.mark.parametrize("path,done", HELD, ids=[_name(path) for path, _ in HELD])
