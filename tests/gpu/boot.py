@@ -54,6 +54,8 @@ class BootSpec:
     workload: str = "mixed"
     """``tests.gpu.stress.KINDS``: the tier's mixed waves, qualify's worst case, or one
     streamed MTP generation beside max_num_seqs short prompts."""
+    seed: int | None = None
+    """The users workload's seed where ``GPU_TIER_SEED`` names none (None: drawn)."""
     cache_from: str = ""
     """A cache artifact to restore before vLLM starts (``--cache-from``): its name under the
     lab's artifacts (``Lab.artifact``); none by default."""
@@ -231,6 +233,7 @@ def _workload(lab: Lab, spec: BootSpec, plan: dict, port: int, deadline: float) 
         vocab=int(vocab),
         deadline=deadline,
         spec_tokens=int(plan["profile_data"]["speculative"]["tokens"]),
+        seed=spec.seed,
     )
 
 

@@ -64,10 +64,18 @@ class Generated:
         return PROFILES[self.model]
 
     def spec(self, plain: bool = False) -> BootSpec:
-        """The boot, from an empty cache root of its own (plain vLLM: another one)."""
+        """The boot, from an empty cache root of its own (plain vLLM: another one), serving
+        the users' traffic of the matrix's seed (so ``command`` sends the same requests)."""
         name = self.name + ("-plain" if plain else "")
         return BootSpec(
-            name, self.profile, self.model, self.sets, cache=name, plain=plain, workload="users"
+            name,
+            self.profile,
+            self.model,
+            self.sets,
+            cache=name,
+            plain=plain,
+            workload="users",
+            seed=self.seed,
         )
 
     def again(self) -> BootSpec:

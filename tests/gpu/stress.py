@@ -44,6 +44,8 @@ class Workload:
     """MTP tokens the deployment drafts (the API refuses some features with them)."""
     max_num_batched_tokens: int = 2048
     """The prefill chunk (the users workload asks prompt logprobs over two)."""
+    seed: int | None = None
+    """The users workload's seed where ``GPU_TIER_SEED`` names none (None: drawn)."""
 
 
 @dataclass
@@ -351,16 +353,25 @@ def _features(w: Workload, devices: list[int], profile_path) -> Outcome:
 # ------------------------------------------------------------------ the users workload
 
 
+def users_seed(w: Workload) -> int:
+    """``GPU_TIER_SEED`` where it names one, else the boot's (``Workload.seed``), else drawn."""
+    import os
+    import random
+
+    named = os.environ.get("GPU_TIER_SEED")
+    if named:
+        return int(named)
+    return w.seed if w.seed is not None else random.SystemRandom().randrange(1 << 31)
+
+
 def _users(w: Workload, devices: list[int]) -> Outcome:
     """``tests.gpu.traffic``'s generated requests, ``max_num_seqs`` in flight at once; its seed
-    from ``GPU_TIER_SEED`` or drawn, printed either way."""
-    import os
+    from ``users_seed``, printed."""
     import queue
-    import random
 
     from tests.gpu import traffic
 
-    seed = int(os.environ.get("GPU_TIER_SEED") or random.SystemRandom().randrange(1 << 31))
+    seed = users_seed(w)
     print(f"users workload: seed {seed} (GPU_TIER_SEED={seed} sends the same requests)")
     fields = traffic.protocol_fields()
     missing = traffic.unplaced(fields)

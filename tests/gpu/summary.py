@@ -6,6 +6,7 @@ Boots add themselves as they finish; pytest's terminal summary prints the tables
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -463,17 +464,22 @@ def _stem(name: str, names: set[str]) -> str:
     return stem if stem in names else name
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.gpu.summary RUN.json... [--logs LOGS.txt]``: tables and bars."""
-    import argparse
-
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``main``; ``tests/unit/test_gpu_summary.py`` reads each
+    ``SUMMARY.txt`` command with it, so a new flag is read there too."""
     parser = argparse.ArgumentParser(prog="python -m tests.gpu.summary", description=main.__doc__)
     parser.add_argument("runs", type=Path, nargs="+", help="gpu-tier-summary.json files")
     parser.add_argument("--logs", type=Path, help="the calls' server.log lines (faults)")
     parser.add_argument(
         "--together", action="store_true", help="the calls as one (back to back, one machine)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.gpu.summary RUN.json... [--logs LOGS.txt] [--together]``: tables and
+    bars."""
+    args = parser().parse_args(argv)
     print(report(args.runs, args.logs, args.together), end="")
     return 0
 

@@ -53,12 +53,7 @@ def _again(name: str) -> bool:
 
 
 @pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[g.name for g in DEPLOYMENTS])
-def test_each_row_boots_within_the_margin_and_compiles_nothing_late(
-    lab, deployment: Generated, monkeypatch
-):
-    # the users' traffic drawn from the matrix's seed unless one is named: the row's one
-    # command (``Generated.command``) sends the same requests again
-    monkeypatch.setenv("GPU_TIER_SEED", os.environ.get("GPU_TIER_SEED") or str(SEED))
+def test_each_row_boots_within_the_margin_and_compiles_nothing_late(lab, deployment: Generated):
     print(f"\n{deployment.describe()}\nagain: {deployment.command()}")
     planned = boot(lab, deployment.spec())
     summary.add(planned)

@@ -64,3 +64,19 @@ def test_each_deployment_names_the_command_that_boots_it_again():
         f'GPU_MATRIX_SEED=5 tests/gpu/run-tier.sh tests/gpu/test_matrix.py -k "{g.name}"'
     )
     assert g.spec().cache == g.name and g.spec(plain=True).plain
+
+
+def test_a_row_and_its_second_boot_serve_the_users_traffic_of_the_matrix_seed(monkeypatch):
+    """The row's command sends the same requests again: its seed is the matrix's unless
+    ``GPU_TIER_SEED`` names one."""
+    from tests.gpu.stress import Workload, users_seed
+
+    g = matrix.generate(5, 2)[1]
+    for spec in (g.spec(), g.spec(plain=True), g.again()):
+        assert (spec.workload, spec.seed) == ("users", 5), spec
+    assert g.again().cache == g.name and g.again().name == g.name + "-again"
+    w = Workload("http://127.0.0.1:1", "tier", 4096, 4, 1000, seed=g.spec().seed)
+    monkeypatch.delenv("GPU_TIER_SEED", raising=False)
+    assert users_seed(w) == 5
+    monkeypatch.setenv("GPU_TIER_SEED", "11")
+    assert users_seed(w) == 11

@@ -140,18 +140,12 @@ def test_the_committed_summary_is_the_summary_of_the_raw_files_today():
     assert blocks, "docs/gpu-runs/SUMMARY.txt holds no command"
     for block in blocks:
         command, _, printed = block.partition("\n")
-        args = shlex.split(command)
-        assert args[:3] == ["python", "-m", "tests.gpu.summary"], command
-        runs, logs, together = [], None, False
-        it = iter(args[3:])
-        for arg in it:
-            if arg == "--logs":
-                logs = ROOT / next(it)
-            elif arg == "--together":
-                together = True
-            else:
-                runs.append(ROOT / arg)
-        assert printed.rstrip("\n") == summary.report(runs, logs, together).rstrip("\n"), (
+        argv = shlex.split(command)
+        assert argv[:3] == ["python", "-m", "tests.gpu.summary"], command
+        args = summary.parser().parse_args(argv[3:])
+        runs = [ROOT / run for run in args.runs]
+        logs = ROOT / args.logs if args.logs else None
+        assert printed.rstrip("\n") == summary.report(runs, logs, args.together).rstrip("\n"), (
             f"regenerate docs/gpu-runs/SUMMARY.txt: {command}"
         )
 

@@ -67,7 +67,7 @@ HELD = [
 tier's deadline stopped before ready held them and recorded no serving)."""
 
 
-def test_the_serving_replay_has_every_held_boot_that_served():
+def test_the_serving_replay_has_at_least_the_16_held_boots_that_served():
     assert len(HELD) >= 16, [_name(path) for path, _ in HELD]
 
 
